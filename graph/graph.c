@@ -1,0 +1,520 @@
+/*
+ * graph.c - building, validating and laying out iteration templates (see graph.h).
+ *
+ * Validation happens once, at finalize, so every job and every worker can trust a finalized
+ * template: it is acyclic, every read is ordered after a write of the same buffer, no two
+ * unordered nodes race on a buffer, and the host ports are dense. Dependencies are bit sets
+ * over at most GR_MAX_NODES (64) nodes, which keeps the closure computation trivial.
+ */
+#include "graph/graph.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/sync.h"
+
+static gr_status fail(gr_graph *g, gr_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static gr_status fail(gr_graph *g, gr_status st, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(g->error, sizeof(g->error), fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+gr_status gr_graph_create(gr_graph **out)
+{
+    gr_graph *g;
+
+    if (out == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    g = calloc(1, sizeof(*g));
+    *out = g;
+    if (g == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    atomic_init(&g->refs, 1);
+    return GR_OK;
+}
+
+void gr_graph_ref(gr_graph *g)
+{
+    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+}
+
+void gr_graph_unref(gr_graph *g)
+{
+    /* acq_rel: the last owner must see every other owner's accesses before freeing. */
+    if (g != NULL && atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1)
+        free(g);
+}
+
+void gr_graph_destroy(gr_graph *g)
+{
+    gr_graph_unref(g);
+}
+
+const char *gr_graph_error(const gr_graph *g)
+{
+    return g ? g->error : "no graph";
+}
+
+static bool valid_name(const char *name)
+{
+    size_t n;
+
+    if (name == NULL)
+        return false;
+    n = strlen(name);
+    if (n == 0 || n > GR_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+static int find_buffer(const gr_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->n_buffers; i++)
+        if (strcmp(g->buffers[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int find_node(const gr_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Common checks of every builder call. */
+static gr_status check_mutable(gr_graph *g)
+{
+    if (g == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    g->error[0] = '\0';
+    if (g->finalized)
+        return fail(g, GR_ERR_INVALID_USAGE, "graph is finalized and can no longer change");
+    return GR_OK;
+}
+
+gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint32_t den)
+{
+    gr_status st = check_mutable(g);
+    gr_buffer_def *b;
+
+    if (st != GR_OK)
+        return st;
+    if (!valid_name(name))
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "buffer name must be 1-%d characters of [A-Za-z0-9_.-]", GR_NAME_MAX);
+    if (find_buffer(g, name) >= 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "buffer '%s' is defined twice", name);
+    if (num == 0 || den == 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "buffer '%s': size ratio %u/%u must be positive",
+                    name, num, den);
+    if (g->n_buffers == GR_MAX_BUFFERS)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "too many buffers (at most %d)", GR_MAX_BUFFERS);
+    b = &g->buffers[g->n_buffers++];
+    gr_strlcpy(b->name, name, sizeof(b->name));
+    b->num = num;
+    b->den = den;
+    return GR_OK;
+}
+
+/* Reserve a node slot with a checked, unique name. */
+static gr_status new_node(gr_graph *g, const char *name, gr_node_kind kind, gr_node **out)
+{
+    gr_node *n;
+
+    if (!valid_name(name))
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "node name must be 1-%d characters of [A-Za-z0-9_.-]", GR_NAME_MAX);
+    if (find_node(g, name) >= 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s' is defined twice", name);
+    if (g->n_nodes == GR_MAX_NODES)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "too many nodes (at most %d)", GR_MAX_NODES);
+    n = &g->nodes[g->n_nodes];
+    memset(n, 0, sizeof(*n));
+    n->kind = kind;
+    gr_strlcpy(n->name, name, sizeof(n->name));
+    n->write = GR_NO_BUFFER;
+    *out = n;
+    return GR_OK;
+}
+
+static gr_status lookup_buffer(gr_graph *g, const char *node, const char *buffer, int32_t *id)
+{
+    int b = buffer ? find_buffer(g, buffer) : -1;
+
+    if (b < 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': unknown buffer '%s'", node,
+                    buffer ? buffer : "(null)");
+    *id = b;
+    return GR_OK;
+}
+
+gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const char *buffer)
+{
+    gr_status st = check_mutable(g);
+    int32_t b = GR_NO_BUFFER;
+    gr_node *n;
+
+    if (st != GR_OK)
+        return st;
+    if (port >= GR_MAX_PORTS)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "input port %u out of range (at most %d ports)",
+                    port, GR_MAX_PORTS);
+    if ((st = new_node(g, node, GR_NODE_H2D, &n)) != GR_OK)
+        return st;
+    if ((st = lookup_buffer(g, node, buffer, &b)) != GR_OK)
+        return st;
+    n->port = port;
+    n->write = b;
+    g->n_nodes++;
+    return GR_OK;
+}
+
+gr_status gr_graph_add_d2h(gr_graph *g, const char *node, const char *buffer, uint32_t port)
+{
+    gr_status st = check_mutable(g);
+    int32_t b = GR_NO_BUFFER;
+    gr_node *n;
+
+    if (st != GR_OK)
+        return st;
+    if (port >= GR_MAX_PORTS)
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "output port %u out of range (at most %d ports)", port, GR_MAX_PORTS);
+    if ((st = new_node(g, node, GR_NODE_D2H, &n)) != GR_OK)
+        return st;
+    if ((st = lookup_buffer(g, node, buffer, &b)) != GR_OK)
+        return st;
+    n->port = port;
+    n->n_reads = 1;
+    n->reads[0] = b;
+    g->n_nodes++;
+    return GR_OK;
+}
+
+gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
+                              const char *const *inputs, uint32_t n_inputs, const char *output,
+                              const float *scalars, uint32_t n_scalars)
+{
+    gr_status st = check_mutable(g);
+    const gr_kernel_def *k;
+    gr_node *n;
+
+    if (st != GR_OK)
+        return st;
+    if ((st = new_node(g, node, GR_NODE_KERNEL, &n)) != GR_OK)
+        return st;
+    k = gr_kernel_find(kernel);
+    if (k == NULL)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': unknown kernel '%s'", node,
+                    kernel ? kernel : "(null)");
+    if (n_inputs != k->n_inputs || (n_inputs > 0 && inputs == NULL))
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': kernel '%s' takes %u input(s), got %u",
+                    node, k->name, k->n_inputs, n_inputs);
+    if (n_scalars != k->n_scalars || (n_scalars > 0 && scalars == NULL))
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "node '%s': kernel '%s' takes %u scalar(s), got %u", node, k->name,
+                    k->n_scalars, n_scalars);
+    for (uint32_t i = 0; i < n_inputs; i++)
+        if ((st = lookup_buffer(g, node, inputs[i], &n->reads[i])) != GR_OK)
+            return st;
+    if ((st = lookup_buffer(g, node, output, &n->write)) != GR_OK)
+        return st;
+    for (uint32_t i = 0; i < n_scalars; i++)
+        n->scalars[i] = scalars[i];
+    n->n_reads = n_inputs;
+    n->kernel = k;
+    g->n_nodes++;
+    return GR_OK;
+}
+
+gr_status gr_graph_add_dep(gr_graph *g, const char *before, const char *after)
+{
+    gr_status st = check_mutable(g);
+    int b, a;
+
+    if (st != GR_OK)
+        return st;
+    b = before ? find_node(g, before) : -1;
+    a = after ? find_node(g, after) : -1;
+    if (b < 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "dependency: unknown node '%s'",
+                    before ? before : "(null)");
+    if (a < 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "dependency: unknown node '%s'",
+                    after ? after : "(null)");
+    if (a == b)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s' cannot depend on itself", before);
+    g->nodes[a].preds |= 1ull << b;
+    return GR_OK;
+}
+
+/* Kahn's algorithm over the bit-set edges. */
+static gr_status topo_sort(gr_graph *g)
+{
+    uint64_t done = 0;
+    uint32_t n = 0;
+
+    while (n < g->n_nodes) {
+        bool progress = false;
+
+        for (uint32_t i = 0; i < g->n_nodes; i++) {
+            if ((done >> i) & 1)
+                continue;
+            if ((g->nodes[i].preds & ~done) == 0) {
+                g->order[n++] = i;
+                done |= 1ull << i;
+                progress = true;
+            }
+        }
+        if (!progress) {
+            for (uint32_t i = 0; i < g->n_nodes; i++)
+                if (!((done >> i) & 1))
+                    return fail(g, GR_ERR_INVALID_ARGUMENT,
+                                "dependency cycle through node '%s'", g->nodes[i].name);
+        }
+    }
+    for (uint32_t k = 0; k < g->n_nodes; k++) {
+        uint32_t i = g->order[k];
+        uint64_t anc = g->nodes[i].preds;
+
+        for (uint32_t p = 0; p < g->n_nodes; p++)
+            if ((g->nodes[i].preds >> p) & 1)
+                anc |= g->ancestors[p];
+        g->ancestors[i] = anc;
+    }
+    return GR_OK;
+}
+
+static bool node_uses(const gr_node *n, int32_t b, bool *writes)
+{
+    bool used = false;
+
+    *writes = n->write == b;
+    used = *writes;
+    for (uint32_t r = 0; r < n->n_reads; r++)
+        used |= n->reads[r] == b;
+    return used;
+}
+
+static bool ordered(const gr_graph *g, uint32_t a, uint32_t b)
+{
+    return ((g->ancestors[a] >> b) & 1) || ((g->ancestors[b] >> a) & 1);
+}
+
+static gr_status check_buffers(gr_graph *g)
+{
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const gr_node *n = &g->nodes[i];
+
+        /* Every read is ordered after some write of the same buffer. */
+        for (uint32_t r = 0; r < n->n_reads; r++) {
+            int32_t b = n->reads[r];
+            bool written = false;
+
+            for (uint32_t w = 0; w < g->n_nodes && !written; w++)
+                written = ((g->ancestors[i] >> w) & 1) && g->nodes[w].write == b;
+            if (!written)
+                return fail(g, GR_ERR_INVALID_ARGUMENT,
+                            "node '%s' reads buffer '%s', which no node it depends on writes",
+                            n->name, g->buffers[b].name);
+        }
+        /* Every used buffer holds at least the tensor: nodes work on tensor_elems. */
+        for (uint32_t b = 0; b < g->n_buffers; b++) {
+            bool w;
+            if (node_uses(n, (int32_t)b, &w) && g->buffers[b].num < g->buffers[b].den)
+                return fail(g, GR_ERR_INVALID_ARGUMENT,
+                            "node '%s' works on the whole tensor, but buffer '%s' (%u/%u) is "
+                            "smaller than the tensor",
+                            n->name, g->buffers[b].name, g->buffers[b].num, g->buffers[b].den);
+        }
+    }
+    /* No two unordered nodes may touch a buffer that one of them writes. */
+    for (uint32_t b = 0; b < g->n_buffers; b++) {
+        bool used = false;
+
+        for (uint32_t i = 0; i < g->n_nodes; i++) {
+            bool wi;
+            if (!node_uses(&g->nodes[i], (int32_t)b, &wi))
+                continue;
+            used = true;
+            for (uint32_t j = i + 1; j < g->n_nodes; j++) {
+                bool wj;
+                if (node_uses(&g->nodes[j], (int32_t)b, &wj) && (wi || wj) && !ordered(g, i, j))
+                    return fail(g, GR_ERR_INVALID_ARGUMENT,
+                                "nodes '%s' and '%s' both use buffer '%s' and one writes it, "
+                                "but no dependency orders them",
+                                g->nodes[i].name, g->nodes[j].name, g->buffers[b].name);
+            }
+        }
+        if (!used)
+            return fail(g, GR_ERR_INVALID_ARGUMENT,
+                        "buffer '%s' is never used (it would only take device memory)",
+                        g->buffers[b].name);
+    }
+    return GR_OK;
+}
+
+static gr_status check_ports(gr_graph *g)
+{
+    uint32_t in_used = 0, out_used = 0, max_in = 0, max_out = 0;
+
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const gr_node *n = &g->nodes[i];
+
+        if (n->kind == GR_NODE_H2D) {
+            in_used |= 1u << n->port;
+            if (n->port + 1 > max_in)
+                max_in = n->port + 1;
+        } else if (n->kind == GR_NODE_D2H) {
+            if ((out_used >> n->port) & 1)
+                return fail(g, GR_ERR_INVALID_ARGUMENT,
+                            "output port %u is written by more than one D2H node ('%s')",
+                            n->port, n->name);
+            out_used |= 1u << n->port;
+            if (n->port + 1 > max_out)
+                max_out = n->port + 1;
+        }
+    }
+    if (max_out == 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "graph has no D2H node: it produces nothing");
+    if (in_used != (1u << max_in) - 1)
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "input ports must be numbered 0..n-1 without gaps (highest is %u)",
+                    max_in - 1);
+    if (out_used != (1u << max_out) - 1)
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "output ports must be numbered 0..n-1 without gaps (highest is %u)",
+                    max_out - 1);
+    g->n_inputs = max_in;
+    g->n_outputs = max_out;
+    return GR_OK;
+}
+
+gr_status gr_graph_finalize(gr_graph *g)
+{
+    gr_status st = check_mutable(g);
+
+    if (st != GR_OK)
+        return st;
+    if (g->n_nodes == 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "graph has no nodes");
+    if ((st = topo_sort(g)) != GR_OK)
+        return st;
+    if ((st = check_ports(g)) != GR_OK)
+        return st;
+    if ((st = check_buffers(g)) != GR_OK)
+        return st;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const gr_node *d = &g->nodes[i];
+        uint32_t ok = (1u << GR_MAX_PORTS) - 1;
+
+        if (d->kind != GR_NODE_D2H)
+            continue;
+        for (uint32_t j = 0; j < g->n_nodes; j++)
+            if (g->nodes[j].kind == GR_NODE_H2D && !((g->ancestors[i] >> j) & 1))
+                ok &= ~(1u << g->nodes[j].port);
+        g->inplace_ok[d->port] = ok;
+    }
+    g->splittable = true;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == GR_NODE_KERNEL && !g->nodes[i].kernel->elementwise)
+            g->splittable = false;
+    for (uint32_t b = 0; b < g->n_buffers; b++)
+        if (g->buffers[b].num != g->buffers[b].den)
+            g->splittable = false;
+    g->finalized = true;
+    return GR_OK;
+}
+
+uint32_t gr_graph_input_count(const gr_graph *g)
+{
+    return g && g->finalized ? g->n_inputs : 0;
+}
+
+uint32_t gr_graph_output_count(const gr_graph *g)
+{
+    return g && g->finalized ? g->n_outputs : 0;
+}
+
+uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems)
+{
+    const gr_buffer_def *d = &g->buffers[b];
+    unsigned __int128 e = (unsigned __int128)elems * d->num;
+
+    e = (e + d->den - 1) / d->den;
+    return e > UINT64_MAX ? UINT64_MAX : (uint64_t)e;
+}
+
+gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
+                          uint64_t *total)
+{
+    uint64_t off = 0;
+
+    if (g == NULL || !g->finalized || elems == 0)
+        return GR_ERR_INVALID_ARGUMENT;
+    for (uint32_t b = 0; b < g->n_buffers; b++) {
+        uint64_t n = gr_graph_buffer_elems(g, b, elems);
+        uint64_t bytes;
+
+        if (n > UINT64_MAX / sizeof(float))
+            return GR_ERR_INVALID_ARGUMENT;
+        bytes = n * sizeof(float);
+        if (bytes > UINT64_MAX - GR_BUFFER_ALIGN)
+            return GR_ERR_INVALID_ARGUMENT;
+        bytes = (bytes + GR_BUFFER_ALIGN - 1) / GR_BUFFER_ALIGN * GR_BUFFER_ALIGN;
+        if (off > UINT64_MAX - bytes)
+            return GR_ERR_INVALID_ARGUMENT;
+        if (offsets)
+            offsets[b] = off;
+        off += bytes;
+    }
+    *total = off;
+    return GR_OK;
+}
+
+gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes)
+{
+    if (bytes == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    return gr_graph_layout(g, elems, NULL, bytes);
+}
+
+gr_status gr_graph_create_seed(gr_graph **out)
+{
+    const char *x = "x";
+    gr_graph *g;
+    gr_status st;
+
+    if ((st = gr_graph_create(&g)) != GR_OK)
+        return st;
+    if ((st = gr_graph_add_buffer(g, "x", 1, 1)) != GR_OK ||
+        (st = gr_graph_add_h2d(g, "load", 0, "x")) != GR_OK ||
+        (st = gr_graph_add_kernel(g, "seed", "seed", &x, 1, "x", NULL, 0)) != GR_OK ||
+        (st = gr_graph_add_d2h(g, "store", "x", 0)) != GR_OK ||
+        (st = gr_graph_add_dep(g, "load", "seed")) != GR_OK ||
+        (st = gr_graph_add_dep(g, "seed", "store")) != GR_OK ||
+        (st = gr_graph_finalize(g)) != GR_OK) {
+        gr_graph_destroy(g);
+        *out = NULL;
+        return st;
+    }
+    *out = g;
+    return GR_OK;
+}

@@ -1,0 +1,79 @@
+/*
+ * graph.h - the graph template of one iteration, as the runtime and backends see it.
+ *
+ * The public API (graphrun.h) builds a template by name; finalizing validates it and
+ * computes a topological order and each node's ancestors, which is all an executor needs:
+ * run the nodes in `order`, or hand the dependency edges to a CUDA graph. A finalized
+ * template is immutable and shared by reference counting between the caller and its jobs.
+ */
+#ifndef GR_GRAPH_H
+#define GR_GRAPH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "runtime/graphrun.h"
+
+typedef enum gr_node_kind {
+    GR_NODE_H2D,
+    GR_NODE_KERNEL,
+    GR_NODE_D2H,
+} gr_node_kind;
+
+typedef struct gr_buffer_def {
+    char name[GR_NAME_MAX + 1];
+    uint32_t num, den; /* elements = ceil(tensor_elems * num / den) */
+} gr_buffer_def;
+
+#define GR_NO_BUFFER (-1)
+
+typedef struct gr_node {
+    gr_node_kind kind;
+    char name[GR_NAME_MAX + 1];
+    uint32_t port;                /* H2D: host input port; D2H: host output port */
+    const gr_kernel_def *kernel;  /* KERNEL only */
+    uint32_t n_reads;             /* buffers read: KERNEL its inputs, D2H its source */
+    int32_t reads[GR_MAX_KERNEL_INPUTS];
+    int32_t write;                /* buffer written: H2D and KERNEL; GR_NO_BUFFER for D2H */
+    float scalars[GR_MAX_SCALARS];
+    uint64_t preds;               /* direct dependencies: bit i = node i */
+} gr_node;
+
+struct gr_graph {
+    atomic_uint refs;
+    bool finalized;
+    uint32_t n_buffers;
+    uint32_t n_nodes;
+    gr_buffer_def buffers[GR_MAX_BUFFERS];
+    gr_node nodes[GR_MAX_NODES];
+
+    /* Computed by finalize. */
+    uint32_t order[GR_MAX_NODES];     /* a topological order */
+    uint64_t ancestors[GR_MAX_NODES]; /* transitive dependencies of each node */
+    uint32_t n_inputs, n_outputs;     /* host ports */
+    bool splittable; /* every kernel elementwise and every buffer 1:1 with the tensor */
+    /* inplace_ok[p]: bit q set when every H2D of input port q is an ancestor of the D2H of
+     * output port p, so out[p] may be the very same memory as in[q] (in place). */
+    uint32_t inplace_ok[GR_MAX_PORTS];
+
+    char error[256]; /* reason for the last refusal */
+};
+
+/* Reference counting: jobs hold a reference to their (finalized) graph. Any thread. */
+void gr_graph_ref(gr_graph *g);
+void gr_graph_unref(gr_graph *g);
+
+/* Elements of buffer `b` for a tensor of `elems`; UINT64_MAX on overflow. */
+uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems);
+
+/*
+ * Layout of one iteration's buffers inside its block: offsets[b] (GR_MAX_BUFFERS entries)
+ * and the total, each buffer rounded up to GR_BUFFER_ALIGN. Returns GR_ERR_INVALID_ARGUMENT
+ * on overflow. Finalized graphs only. Any thread.
+ */
+gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
+                          uint64_t *total);
+
+#endif /* GR_GRAPH_H */

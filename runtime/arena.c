@@ -1,0 +1,172 @@
+/*
+ * arena.c - first-fit placement of blocks in one region, with FIFO waiting (see arena.h).
+ *
+ * The placed blocks form a list sorted by offset; the gaps between them are the free space,
+ * so freeing needs no allocation and coalescing is implicit. An iteration takes one block
+ * for all of its buffers, so there are at most as many blocks as workers, and a linear scan
+ * is cheap.
+ *
+ * Lock order: only a->mu.
+ */
+#include "runtime/arena.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "runtime/waitq.h"
+
+struct gr_arena {
+    pthread_mutex_t mu;
+    uint64_t size;
+    gr_arena_block *blocks; /* placed, sorted by offset */
+    _Atomic uint64_t used;  /* written under mu; atomic for lock-free statistics */
+    gr_waitq queue;
+    bool shutdown;
+};
+
+uint64_t gr_arena_round(uint64_t bytes)
+{
+    if (bytes > UINT64_MAX - (GR_ARENA_ALIGN - 1))
+        return UINT64_MAX;
+    return (bytes + GR_ARENA_ALIGN - 1) / GR_ARENA_ALIGN * GR_ARENA_ALIGN;
+}
+
+/* First fit: link `blk` (size set) into the lowest gap that holds it. Called with mu held;
+ * the grant function of the wait queue. */
+static bool try_place(void *owner, void *request)
+{
+    gr_arena *a = owner;
+    gr_arena_block *blk = request;
+    gr_arena_block **link = &a->blocks;
+    uint64_t start = 0;
+
+    for (;;) {
+        gr_arena_block *next = *link;
+        uint64_t end = next ? next->offset : a->size;
+
+        if (end - start >= blk->size) {
+            blk->offset = start;
+            blk->next = next;
+            *link = blk;
+            atomic_store_explicit(&a->used,
+                                  atomic_load_explicit(&a->used, memory_order_relaxed) +
+                                      blk->size,
+                                  memory_order_relaxed);
+            return true;
+        }
+        if (next == NULL)
+            return false;
+        start = next->offset + next->size;
+        link = &next->next;
+    }
+}
+
+gr_status gr_arena_create(uint64_t size, gr_arena **out)
+{
+    gr_arena *a;
+
+    if (out == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    size = size / GR_ARENA_ALIGN * GR_ARENA_ALIGN;
+    if (size == 0)
+        return GR_ERR_INVALID_ARGUMENT;
+    a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    if (pthread_mutex_init(&a->mu, NULL) != 0) {
+        free(a);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    a->size = size;
+    gr_waitq_init(&a->queue, try_place, a);
+    *out = a;
+    return GR_OK;
+}
+
+void gr_arena_destroy(gr_arena *a)
+{
+    if (a == NULL)
+        return;
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+uint64_t gr_arena_size(const gr_arena *a)
+{
+    return a->size;
+}
+
+gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
+                         const gr_cancel_flag *cancel, gr_arena_block *blk)
+{
+    gr_status st;
+
+    if (bytes == 0 || blk == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    blk->size = gr_arena_round(bytes);
+    blk->next = NULL;
+    if (blk->size > a->size)
+        return GR_ERR_OVER_BUDGET;
+
+    pthread_mutex_lock(&a->mu);
+    if (a->shutdown)
+        st = GR_ERR_SHUTDOWN;
+    else if (a->queue.head == NULL && try_place(a, blk))
+        st = GR_OK;
+    else
+        st = gr_waitq_wait(&a->queue, &a->mu, blk, deadline_ns, cancel, &a->shutdown);
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}
+
+void gr_arena_free(gr_arena *a, gr_arena_block *blk)
+{
+    gr_arena_block **link;
+
+    pthread_mutex_lock(&a->mu);
+    for (link = &a->blocks; *link != NULL; link = &(*link)->next) {
+        if (*link == blk) {
+            *link = blk->next;
+            atomic_store_explicit(&a->used,
+                                  atomic_load_explicit(&a->used, memory_order_relaxed) -
+                                      blk->size,
+                                  memory_order_relaxed);
+            break;
+        }
+    }
+    blk->next = NULL;
+    gr_waitq_grant_head(&a->queue);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void gr_arena_wake(gr_arena *a)
+{
+    pthread_mutex_lock(&a->mu);
+    gr_waitq_signal_all(&a->queue);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void gr_arena_shutdown(gr_arena *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->shutdown = true;
+    gr_waitq_signal_all(&a->queue);
+    pthread_mutex_unlock(&a->mu);
+}
+
+uint64_t gr_arena_used(const gr_arena *a)
+{
+    return atomic_load_explicit(&a->used, memory_order_relaxed);
+}
+
+uint32_t gr_arena_waiters(gr_arena *a)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&a->mu);
+    n = a->queue.count;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}

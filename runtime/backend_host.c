@@ -1,0 +1,107 @@
+/*
+ * backend_host.c - the host backend: the same runtime, executed on the CPU.
+ *
+ * Each device's region is anonymous memory reserved once (pages are committed only when
+ * touched); H2D and D2H are memcpy into and out of the iteration's block, and kernels are
+ * the CPU versions from kernels/. Nodes run one at a time in the template's topological
+ * order, which respects every dependency. It is what CI tests and what a machine without a
+ * GPU runs, so it keeps the device semantics: iterations only touch their own block, and
+ * host outputs are written only by the D2H of their own index.
+ */
+#include <string.h>
+#include <sys/mman.h>
+
+#include "runtime/backend.h"
+#include "runtime/sync.h"
+
+#define HOST_MAX_DEVICES 64
+
+static gr_status host_probe(const gr_config *cfg, uint32_t *count, gr_error_info *err)
+{
+    if (cfg->host_devices == 0 || cfg->host_devices > HOST_MAX_DEVICES)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "host_devices must be 1..%d, got %u", HOST_MAX_DEVICES,
+                            cfg->host_devices);
+    *count = cfg->host_devices;
+    return GR_OK;
+}
+
+static gr_status host_device_open(gr_device *dev, const gr_config *cfg, gr_error_info *err)
+{
+    void *p;
+
+    (void)cfg;
+    p = mmap(NULL, dev->region_size, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                            "host backend: cannot reserve %llu bytes for device %u's arena",
+                            (unsigned long long)dev->region_size, dev->id);
+    dev->region = p;
+    return GR_OK;
+}
+
+static void host_device_close(gr_device *dev)
+{
+    if (dev->region != NULL)
+        munmap(dev->region, dev->region_size);
+    dev->region = NULL;
+}
+
+static gr_status host_worker_open(gr_worker *w, gr_error_info *err)
+{
+    (void)w;
+    (void)err;
+    return GR_OK;
+}
+
+static void host_worker_close(gr_worker *w)
+{
+    (void)w;
+}
+
+static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_error_info *err)
+{
+    const gr_graph *g = it->graph;
+    uint64_t n = it->tensor->elems;
+    size_t bytes = (size_t)n * sizeof(float);
+
+    (void)w;
+    (void)err;
+    for (uint32_t k = 0; k < g->n_nodes; k++) {
+        const gr_node *node = &g->nodes[g->order[k]];
+
+        switch (node->kind) {
+        case GR_NODE_H2D:
+            memcpy(it->base + it->offsets[node->write], it->tensor->in[node->port], bytes);
+            break;
+        case GR_NODE_KERNEL: {
+            gr_kargs a;
+
+            memset(&a, 0, sizeof(a));
+            for (uint32_t r = 0; r < node->n_reads; r++)
+                a.in[r] = (const float *)(it->base + it->offsets[node->reads[r]]);
+            a.out = (float *)(it->base + it->offsets[node->write]);
+            a.n = n;
+            memcpy(a.s, node->scalars, sizeof(a.s));
+            node->kernel->cpu(&a);
+            break;
+        }
+        case GR_NODE_D2H:
+            memcpy(it->tensor->out[node->port], it->base + it->offsets[node->reads[0]], bytes);
+            break;
+        }
+    }
+    return GR_OK;
+}
+
+const gr_backend_ops gr_backend_host = {
+    .kind = GR_BACKEND_HOST,
+    .name = "host",
+    .probe = host_probe,
+    .device_open = host_device_open,
+    .device_close = host_device_close,
+    .worker_open = host_worker_open,
+    .worker_close = host_worker_close,
+    .run = host_run,
+};

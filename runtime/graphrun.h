@@ -1,0 +1,357 @@
+/*
+ * graphrun.h - the whole embedding API of graphrun.
+ *
+ * graphrun streams host-resident tensors through a device: for every tensor it copies the
+ * inputs in, runs a graph of kernels on them and copies the outputs out, with different
+ * tensors overlapped across worker threads, while the device memory it holds never exceeds
+ * the budget the caller sets.
+ *
+ * Objects:
+ *   gr_runtime  workers, a task ring, and per device a budget and an arena.
+ *   gr_graph    the template of one iteration: buffers sized relative to the tensor, and
+ *               H2D, kernel and D2H nodes with their dependencies. Built by one thread,
+ *               then finalized (validated and frozen); a finalized graph is read-only and
+ *               may be shared by any number of jobs and threads.
+ *   gr_job      one graph applied to N tensors. Every index of an accepted job ends exactly
+ *               once: done, failed (with a reason) or canceled.
+ *
+ * Thread safety is stated per function: "any thread" means concurrently from any number of
+ * threads; "owner" means the single thread that builds the object, until it is finalized.
+ *
+ * Handles are opaque. Every _destroy(NULL) is a no-op. Calls that can fail return a
+ * gr_status; detail goes to the handle (graph, job) or to a caller-provided gr_error_info,
+ * never to a process-wide global.
+ */
+#ifndef GRAPHRUN_H
+#define GRAPHRUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GR_VERSION_MAJOR 0
+#define GR_VERSION_MINOR 1
+#define GR_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------
+ * Status codes. Each one says whose fault a failure is.
+ * ------------------------------------------------------------------------------------- */
+typedef enum gr_status {
+    GR_OK = 0,
+    GR_ERR_INVALID_ARGUMENT, /* the caller passed a bad value: NULL, zero, malformed */
+    GR_ERR_INVALID_USAGE,    /* the call is not allowed in the object's current state */
+    GR_ERR_OUT_OF_MEMORY,    /* host memory could not be allocated */
+    GR_ERR_OVER_BUDGET,      /* the request can never fit the device budget */
+    GR_ERR_CUDA,             /* a CUDA call failed; the detail names it */
+    GR_ERR_DEVICE_LOST,      /* the device hit a sticky error; its work fails */
+    GR_ERR_TIMEOUT,          /* a deadline passed */
+    GR_ERR_CANCELED,         /* the job was canceled */
+    GR_ERR_SHUTDOWN,         /* the runtime is shutting down */
+    GR_ERR_UNAVAILABLE,      /* the backend or device is not present on this machine */
+    GR_ERR_INTERNAL,         /* a broken invariant inside graphrun: a bug, please report */
+    GR_STATUS_COUNT_
+} gr_status;
+
+/* Static text for a status; never NULL, also for out-of-range values. Any thread. */
+const char *gr_status_str(gr_status s);
+
+/* Detail of a failure: which tensor index, which graph node, and why. */
+typedef struct gr_error_info {
+    gr_status status;
+    uint64_t index;    /* tensor index, or GR_NO_INDEX when the failure is not about one */
+    char node[32];     /* graph node name, "" when not about a node */
+    char message[256]; /* human-readable reason, NUL-terminated */
+} gr_error_info;
+
+#define GR_NO_INDEX UINT64_MAX
+
+/* Monotonic clock in nanoseconds: the clock of every deadline in this API. Any thread. */
+int64_t gr_now_ns(void);
+
+/* Timeouts and deadlines. */
+#define GR_WAIT_FOREVER (-1) /* as a timeout: no time limit (cancel and shutdown still wake) */
+#define GR_NO_DEADLINE 0     /* as an absolute deadline: none */
+
+/* ---------------------------------------------------------------------------------------
+ * Runtime.
+ * ------------------------------------------------------------------------------------- */
+typedef struct gr_runtime gr_runtime;
+
+typedef enum gr_backend {
+    GR_BACKEND_AUTO = 0, /* CUDA when a usable GPU is present, else host */
+    GR_BACKEND_HOST,     /* the CPU: same workers, ring, budget, arena and graphs */
+    GR_BACKEND_CUDA,     /* NVIDIA GPUs through the CUDA runtime and CUDA Graphs */
+} gr_backend;
+
+const char *gr_backend_name(gr_backend b);
+
+/* Whether backend `b` can run here, and on how many devices, without starting anything.
+ * AUTO answers for the backend AUTO would choose. GR_ERR_UNAVAILABLE with the reason in
+ * `err` when it cannot. Any thread. */
+gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,
+                           gr_error_info *err);
+
+/*
+ * Runtime configuration. Always start from GR_CONFIG_INIT and change fields: new fields are
+ * only ever appended, with defaults in the initializer, so code written against an older
+ * header keeps compiling and working.
+ */
+typedef struct gr_config {
+    uint32_t struct_size; /* sizeof(gr_config) at the caller's compile time */
+    uint32_t magic;       /* GR_CONFIG_MAGIC: catches uninitialized structs */
+    gr_backend backend;
+    /* Device memory the runtime may hold, per device, in bytes. Required (0 is refused).
+     * The runtime reserves one arena of this size (rounded down to the arena granule) per
+     * device at create time, and nothing more on the per-tensor path. */
+    uint64_t budget_bytes;
+    uint32_t workers_per_device; /* worker threads per device; default 3 */
+    uint32_t ring_capacity;      /* task ring entries, a power of two; default 4096 */
+    uint32_t host_devices;       /* host backend: number of devices to emulate; default 1 */
+} gr_config;
+
+#define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
+#define GR_CONFIG_INIT                                                                      \
+    {                                                                                       \
+        sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1                  \
+    }
+
+/*
+ * Create a runtime: reserves each device's arena and starts the workers. On failure *out is
+ * NULL and, when err is not NULL, err says why. Any thread.
+ */
+gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err);
+
+/*
+ * Begin shutting down, without waiting: submissions from now on get GR_ERR_SHUTDOWN, every
+ * sleeping wait wakes, and every index that has not started ends as canceled with status
+ * GR_ERR_SHUTDOWN (iterations already running finish). For servers that stop taking work
+ * on a signal and destroy later. Idempotent. Any thread, also a completion callback.
+ */
+void gr_runtime_shutdown(gr_runtime *rt);
+
+/*
+ * Shut down (as gr_runtime_shutdown), wait for running iterations and for threads still
+ * inside gr_job_submit, join the workers, free the devices' memory, and drop the handle.
+ * On return every job is complete. Jobs still held by the caller stay valid until
+ * gr_job_destroy. Call once, from a thread that is not a worker (not from a completion
+ * callback). NULL is a no-op.
+ */
+void gr_runtime_destroy(gr_runtime *rt);
+
+typedef struct gr_runtime_info {
+    gr_backend backend;           /* the backend actually in use (never AUTO) */
+    uint32_t device_count;        /* devices in use */
+    uint32_t workers_per_device;
+    uint64_t budget_bytes;        /* per device, as the arenas really hold it */
+    char backend_note[128];       /* how the backend was chosen (why AUTO fell back) */
+} gr_runtime_info;
+
+/* Any thread. */
+gr_status gr_runtime_info_get(const gr_runtime *rt, gr_runtime_info *out);
+
+typedef struct gr_device_stats {
+    uint64_t budget_bytes;      /* capacity of this device's budget */
+    uint64_t budget_in_use;     /* bytes granted right now */
+    uint64_t budget_peak;       /* high-water mark of budget_in_use since create */
+    uint64_t iterations_done;   /* iterations that completed on this device */
+    uint64_t iterations_failed; /* iterations that failed on this device */
+} gr_device_stats;
+
+/* Statistics of one device, a consistent snapshot per field. Any thread. */
+gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_device_stats *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Graph templates.
+ *
+ * A graph describes one iteration, for one tensor: named device buffers whose sizes are a
+ * ratio of the tensor's element count; H2D nodes that copy a host input into a buffer;
+ * kernel nodes (built-in kernels by name, with scalar arguments); D2H nodes that copy a
+ * buffer to a host output; and dependencies between nodes. Every element is float32.
+ *
+ * Finalizing validates: no cycles, no unknown names, every buffer a node reads was written
+ * by a node it depends on, no two unordered nodes touching a buffer that one of them
+ * writes, input and output ports numbered 0..n-1 without gaps, each output written once.
+ * ------------------------------------------------------------------------------------- */
+typedef struct gr_graph gr_graph;
+
+#define GR_MAX_PORTS 4    /* host inputs (and outputs) per tensor */
+#define GR_MAX_NODES 64   /* nodes per graph */
+#define GR_MAX_BUFFERS 32 /* buffers per graph */
+#define GR_MAX_SCALARS 4  /* scalar arguments per kernel node */
+#define GR_MAX_KERNEL_INPUTS 2
+#define GR_NAME_MAX 31 /* longest buffer or node name */
+
+/* Every device buffer starts on, and is sized to, a multiple of this many bytes: enough for
+ * coalesced and vectorized device access (cudaMalloc itself aligns to 256). */
+#define GR_BUFFER_ALIGN 256u
+
+/* Owner. */
+gr_status gr_graph_create(gr_graph **out);
+
+/* Drops the caller's reference; jobs still using the graph keep it alive. NULL is a no-op. */
+void gr_graph_destroy(gr_graph *g);
+
+/* The reason for the last refusal by a graph call, "" when none. Owner (or any thread once
+ * finalized). The text lives as long as the graph. */
+const char *gr_graph_error(const gr_graph *g);
+
+/* A buffer of ceil(tensor_elems * num / den) float32 elements. Owner. */
+gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint32_t den);
+
+/* Copy host input `port` (tensor_elems floats) into `buffer`. Owner. */
+gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const char *buffer);
+
+/* Run a built-in kernel over tensor_elems elements: reads `inputs`, writes `output` (which
+ * may be one of the inputs: in place). Owner. */
+gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
+                              const char *const *inputs, uint32_t n_inputs, const char *output,
+                              const float *scalars, uint32_t n_scalars);
+
+/* Copy `buffer` (tensor_elems floats) to host output `port`. Owner. */
+gr_status gr_graph_add_d2h(gr_graph *g, const char *node, const char *buffer, uint32_t port);
+
+/* Node `after` starts only when node `before` has finished. Owner. */
+gr_status gr_graph_add_dep(gr_graph *g, const char *before, const char *after);
+
+/* Validate and freeze. After GR_OK the graph is immutable and may be used by any thread.
+ * Owner. */
+gr_status gr_graph_finalize(gr_graph *g);
+
+/* Input and output port counts of a finalized graph. Any thread. */
+uint32_t gr_graph_input_count(const gr_graph *g);
+uint32_t gr_graph_output_count(const gr_graph *g);
+
+/*
+ * Device bytes one iteration of this graph needs for a tensor of `elems` elements, as the
+ * arena really allocates them (each buffer rounded to the arena alignment). Returns
+ * GR_ERR_INVALID_ARGUMENT on overflow or a graph that is not finalized. Any thread.
+ */
+gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes);
+
+/*
+ * The seed pipeline (H2D -> `seed` kernel in place -> D2H, one input and one output port),
+ * finalized. `seed` is ten fused rounds of x = pow(x * 1.01 + 1.01, 0.5).
+ */
+gr_status gr_graph_create_seed(gr_graph **out);
+
+/* Built-in kernels, for listing. Any thread. */
+typedef struct gr_kernel_info {
+    const char *name;
+    uint32_t n_inputs;
+    uint32_t n_scalars;
+    int elementwise; /* nonzero: may run on any part of a tensor independently */
+    const char *doc;
+} gr_kernel_info;
+uint32_t gr_kernel_count(void);
+gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Jobs.
+ * ------------------------------------------------------------------------------------- */
+typedef struct gr_job gr_job;
+
+/* One tensor: host pointers per port (float32 arrays of `elems` elements) and its size.
+ * in[i] is read by the H2D nodes of input port i, out[i] written by the D2H of output port
+ * i; out[i] may equal in[j] (in place). Unused ports must be NULL. */
+typedef struct gr_tensor {
+    const void *in[GR_MAX_PORTS];
+    void *out[GR_MAX_PORTS];
+    uint64_t elems;
+} gr_tensor;
+
+/* Called exactly once per accepted job, when its last index has ended, from a runtime
+ * thread (a worker, the deadline thread, or the thread that canceled or destroyed), with no
+ * runtime lock held. It may call any gr_job_* function on this job, including
+ * gr_job_destroy, but must not block for long and must not call gr_runtime_destroy. It may
+ * run before gr_job_submit has returned. */
+typedef void (*gr_job_callback)(gr_job *job, gr_status status, void *user);
+
+typedef struct gr_job_options {
+    uint32_t struct_size;
+    uint32_t magic;        /* GR_JOB_OPTIONS_MAGIC */
+    int64_t deadline_ns;   /* absolute gr_now_ns() time; GR_NO_DEADLINE for none. Indices
+                              not finished by then end as failed with GR_ERR_TIMEOUT. */
+    gr_job_callback on_complete; /* optional */
+    void *user;                  /* passed to on_complete */
+} gr_job_options;
+
+#define GR_JOB_OPTIONS_MAGIC 0x67724a4fu /* "grJO" */
+#define GR_JOB_OPTIONS_INIT                                                                 \
+    {                                                                                       \
+        sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL            \
+    }
+
+/*
+ * Submit `count` tensors through finalized graph `g`. The tensor array is copied; the host
+ * memory it points to must stay valid, and outputs untouched by the caller, until the job
+ * completes. Validates everything first: on a refusal nothing is queued, *out is NULL and
+ * `err` (optional) names the index and reason. Refusals: NULL arguments, count 0, a graph
+ * not finalized, a missing or extra port pointer, elems 0, a tensor whose iteration cannot
+ * fit the budget (GR_ERR_OVER_BUDGET), shutdown (GR_ERR_SHUTDOWN).
+ *
+ * On GR_OK the job is accepted and *out holds it: all indices will end, even if the job's
+ * deadline passes or the runtime shuts down while this call is still queuing them. Sleeps
+ * while the task ring is full (backpressure). Any thread.
+ */
+gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,
+                        const gr_job_options *opts, gr_job **out, gr_error_info *err);
+
+/*
+ * Wait until the job completes (every index has ended and the completion callback, if any,
+ * has returned) or `timeout_ns` passes (GR_WAIT_FOREVER: no limit; runtime shutdown
+ * completes every job, so that wait ends too). Returns GR_ERR_TIMEOUT if the job is still
+ * running, else the job's result: GR_OK when every index is done, otherwise the status of
+ * the first index that did not finish (GR_ERR_CANCELED, GR_ERR_TIMEOUT, ...). Any thread,
+ * any number of waiters; from the job's own callback it returns the result at once.
+ */
+gr_status gr_job_wait(gr_job *job, int64_t timeout_ns);
+
+/* Cancel: indices not yet started end as canceled at once; running iterations finish (done)
+ * and their outputs are written. Idempotent. Any thread. */
+gr_status gr_job_cancel(gr_job *job);
+
+typedef struct gr_job_progress {
+    uint64_t total;
+    uint64_t queued;    /* not started */
+    uint64_t in_flight; /* started, not ended */
+    uint64_t done;
+    uint64_t failed;
+    uint64_t canceled;
+} gr_job_progress;
+
+/* A snapshot; the fields are read one after another while work goes on, so they may be off
+ * by in-progress transitions, but done + failed + canceled == total exactly once the job is
+ * complete. Any thread. */
+gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out);
+
+typedef enum gr_index_state {
+    GR_INDEX_QUEUED = 0,
+    GR_INDEX_RUNNING,
+    GR_INDEX_DONE,
+    GR_INDEX_FAILED,
+    GR_INDEX_CANCELED,
+} gr_index_state;
+
+/* State of one index and, once it has ended, its status (GR_OK when done). Any thread. */
+gr_status gr_job_index_get(const gr_job *job, uint64_t index, gr_index_state *state,
+                           gr_status *status);
+
+/* The first failure of the job (status GR_OK when none). Any thread. */
+gr_status gr_job_error_get(const gr_job *job, gr_error_info *out);
+
+/* Nonzero once every index has ended (the callback may still be running). Any thread. */
+int gr_job_is_complete(const gr_job *job);
+
+/* Drop the caller's handle. A job still running keeps running to its end (its callback
+ * still runs; call gr_job_cancel first to stop it); the host memory it uses must stay
+ * valid until then. NULL is a no-op. Once per job. */
+void gr_job_destroy(gr_job *job);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRAPHRUN_H */

@@ -1,0 +1,548 @@
+/*
+ * job.c - job submission, validation, the per-index state machine, completion, waiting.
+ *
+ * Exactly once: an index ends by one compare-and-swap of its slot (state and status
+ * together) from QUEUED or RUNNING to a terminal state; whoever loses the race does nothing.
+ * Only the worker that moved an index to RUNNING may end it from there, so a failed CAS from
+ * RUNNING is a broken invariant and is counted in `anomalies`.
+ *
+ * Completion: the thread whose end makes `ended` reach `count` runs the callback with no
+ * lock held, then marks the job complete and wakes its waiters. If gr_job_submit is still
+ * queuing (the job can finish, or be stopped, while submit sleeps on a full ring), that is
+ * left to submit, which does it after storing the handle, so a callback never sees a job
+ * whose submit has not returned it.
+ *
+ * Lock order: job->mu, then nothing (the runtime's mu is taken only without job->mu).
+ */
+#include "runtime/job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+#include "runtime/sync.h"
+
+#define SLOT(state, status) ((uint16_t)((state) | ((unsigned)(status) << 8)))
+
+static gr_index_state terminal_state(gr_status st)
+{
+    if (st == GR_OK)
+        return GR_INDEX_DONE;
+    if (st == GR_ERR_CANCELED || st == GR_ERR_SHUTDOWN)
+        return GR_INDEX_CANCELED;
+    return GR_INDEX_FAILED;
+}
+
+static const char *stop_message(gr_status why)
+{
+    switch (why) {
+    case GR_ERR_CANCELED:
+        return "job canceled before this index started";
+    case GR_ERR_TIMEOUT:
+        return "job deadline passed before this index finished";
+    case GR_ERR_SHUTDOWN:
+        return "runtime shut down before this index started";
+    default:
+        return gr_status_str(why);
+    }
+}
+
+static void job_free(gr_job *job)
+{
+    gr_runtime *rt = job->rt;
+
+    gr_graph_unref(job->graph);
+    pthread_cond_destroy(&job->cond);
+    pthread_mutex_destroy(&job->mu);
+    free(job->slot);
+    free(job->tensors);
+    free(job);
+    gr__runtime_unref(rt);
+}
+
+void gr__job_unref(gr_job *job)
+{
+    /* acq_rel: the last reference must see every other thread's writes before freeing. */
+    if (atomic_fetch_sub_explicit(&job->refs, 1, memory_order_acq_rel) == 1)
+        job_free(job);
+}
+
+static void job_ref(gr_job *job)
+{
+    atomic_fetch_add_explicit(&job->refs, 1, memory_order_relaxed);
+}
+
+static gr_status job_result_locked(const gr_job *job)
+{
+    return job->has_error ? job->first_error.status : GR_OK;
+}
+
+/* Run the callback (if any), then mark the job complete and wake its waiters, then drop the
+ * reference held while incomplete. */
+static void job_finish(gr_job *job, gr_status result)
+{
+    if (job->on_complete) {
+        pthread_mutex_lock(&job->mu);
+        job->in_callback = true;
+        job->callback_thread = pthread_self();
+        pthread_mutex_unlock(&job->mu);
+        job->on_complete(job, result, job->user);
+    }
+    pthread_mutex_lock(&job->mu);
+    job->in_callback = false;
+    job->complete = true;
+    pthread_cond_broadcast(&job->cond);
+    pthread_mutex_unlock(&job->mu);
+    gr__job_unref(job);
+}
+
+/* The last index has ended. */
+static void job_all_ended(gr_job *job)
+{
+    bool deferred;
+    gr_status result;
+
+    gr__runtime_untrack_job(job->rt, job);
+    pthread_mutex_lock(&job->mu);
+    job->all_ended = true;
+    result = job_result_locked(job);
+    deferred = job->submitting;
+    if (deferred)
+        job->callback_pending = true;
+    pthread_mutex_unlock(&job->mu);
+    if (!deferred)
+        job_finish(job, result);
+}
+
+bool gr__job_start_index(gr_job *job, uint64_t i)
+{
+    uint16_t expected = SLOT(GR_INDEX_QUEUED, GR_OK);
+
+    if (!atomic_compare_exchange_strong_explicit(&job->slot[i], &expected,
+                                                 SLOT(GR_INDEX_RUNNING, GR_OK),
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return false;
+    atomic_fetch_add_explicit(&job->started, 1, memory_order_relaxed);
+    return true;
+}
+
+bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status st,
+                       const gr_error_info *detail)
+{
+    uint16_t expected = SLOT(from, GR_OK);
+    gr_index_state to = terminal_state(st);
+
+    /* acq_rel: the end publishes the outputs the worker wrote to whoever reads the state. */
+    if (!atomic_compare_exchange_strong_explicit(&job->slot[i], &expected, SLOT(to, st),
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        if (from == GR_INDEX_RUNNING)
+            atomic_fetch_add_explicit(&job->anomalies, 1, memory_order_relaxed);
+        return false;
+    }
+    if (from == GR_INDEX_RUNNING)
+        atomic_fetch_add_explicit(&job->ended_running, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&job->ended_queued, 1, memory_order_relaxed);
+    if (to == GR_INDEX_DONE)
+        atomic_fetch_add_explicit(&job->done, 1, memory_order_relaxed);
+    else if (to == GR_INDEX_FAILED)
+        atomic_fetch_add_explicit(&job->failed, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&job->canceled, 1, memory_order_relaxed);
+
+    if (st != GR_OK) {
+        pthread_mutex_lock(&job->mu);
+        if (!job->has_error) {
+            job->has_error = true;
+            if (detail != NULL && detail->status == st) {
+                job->first_error = *detail;
+                job->first_error.index = i;
+            } else {
+                gr_error_set(&job->first_error, st, i, NULL, "%s", stop_message(st));
+            }
+        }
+        pthread_mutex_unlock(&job->mu);
+    }
+    /* acq_rel: the completing thread must see every other index's end. */
+    if (atomic_fetch_add_explicit(&job->ended, 1, memory_order_acq_rel) + 1 == job->count)
+        job_all_ended(job);
+    return true;
+}
+
+void gr__job_stop(gr_job *job, gr_status why)
+{
+    int expected = 0;
+
+    if (!atomic_compare_exchange_strong(&job->stop, &expected, (int)why))
+        return;
+    job_ref(job); /* the last end below may complete the job, whose callback may drop the
+                     caller's reference */
+    gr__runtime_wake_waiters(job->rt);
+    for (uint64_t i = 0; i < job->count; i++)
+        gr__job_end_index(job, i, GR_INDEX_QUEUED, why, NULL);
+    gr__job_unref(job);
+}
+
+uint64_t gr__job_anomalies(const gr_job *job)
+{
+    return atomic_load_explicit(&job->anomalies, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Submission.                                                                            */
+
+typedef struct span {
+    uintptr_t lo, hi;
+    uint64_t index;
+    uint32_t port;
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+}
+
+/*
+ * Host memory rules (invariant 6: output memory is written only by the D2H of its own
+ * index): output ranges must not overlap each other, nor any other index's inputs. An
+ * output may be the very same range as an input of its own index (in place) when the graph
+ * orders that input's H2D before the output's D2H. Inputs may overlap freely.
+ */
+static gr_status check_aliasing(const gr_graph *g, const gr_tensor *t, uint64_t count,
+                                gr_error_info *err)
+{
+    uint64_t n_out = count * g->n_outputs;
+    uintptr_t max_hi = 0;
+    gr_status st = GR_OK;
+    span *outs;
+
+    outs = malloc(n_out * sizeof(*outs));
+    if (outs == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                            "no memory to check %llu output ranges", (unsigned long long)n_out);
+    for (uint64_t i = 0, k = 0; i < count; i++) {
+        for (uint32_t p = 0; p < g->n_outputs; p++, k++) {
+            outs[k].lo = (uintptr_t)t[i].out[p];
+            outs[k].hi = outs[k].lo + t[i].elems * sizeof(float);
+            outs[k].index = i;
+            outs[k].port = p;
+        }
+    }
+    qsort(outs, n_out, sizeof(*outs), span_cmp);
+    for (uint64_t k = 0; k < n_out; k++) {
+        if (k > 0 && outs[k].lo < max_hi) {
+            st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, outs[k].index, NULL,
+                              "output %u of index %llu overlaps another output of this job",
+                              outs[k].port, (unsigned long long)outs[k].index);
+            goto out_free;
+        }
+        if (outs[k].hi > max_hi)
+            max_hi = outs[k].hi;
+    }
+    /* Outputs are now disjoint and sorted; find the outputs each input overlaps. */
+    for (uint64_t i = 0; i < count; i++) {
+        for (uint32_t q = 0; q < g->n_inputs; q++) {
+            uintptr_t lo = (uintptr_t)t[i].in[q];
+            uintptr_t hi = lo + t[i].elems * sizeof(float);
+            uint64_t a = 0, b = n_out;
+
+            while (a < b) { /* first output ending after lo */
+                uint64_t m = a + (b - a) / 2;
+                if (outs[m].hi <= lo)
+                    a = m + 1;
+                else
+                    b = m;
+            }
+            for (uint64_t k = a; k < n_out && outs[k].lo < hi; k++) {
+                const span *o = &outs[k];
+                bool in_place = o->index == i && o->lo == lo && o->hi == hi &&
+                                ((g->inplace_ok[o->port] >> q) & 1);
+                if (!in_place) {
+                    st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                      "input %u of index %llu overlaps output %u of index %llu%s",
+                                      q, (unsigned long long)i, o->port,
+                                      (unsigned long long)o->index,
+                                      o->index == i
+                                          ? " (in place needs the very same range, and the "
+                                            "graph must copy that input in before it copies "
+                                            "that output out)"
+                                          : "");
+                    goto out_free;
+                }
+            }
+        }
+    }
+out_free:
+    free(outs);
+    return st;
+}
+
+static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
+                               uint64_t count, gr_error_info *err)
+{
+    uint64_t capacity = UINT64_MAX;
+
+    for (uint32_t d = 0; d < rt->n_devices; d++)
+        if (gr_arena_size(rt->devices[d].arena) < capacity)
+            capacity = gr_arena_size(rt->devices[d].arena);
+
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t bytes;
+
+        if (t[i].elems == 0)
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                "index %llu has 0 elements", (unsigned long long)i);
+        for (uint32_t p = 0; p < GR_MAX_PORTS; p++) {
+            if ((t[i].in[p] == NULL) != (p >= g->n_inputs))
+                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                    "index %llu: input %u is %s (the graph has %u input(s))",
+                                    (unsigned long long)i, p, t[i].in[p] ? "set" : "NULL",
+                                    g->n_inputs);
+            if ((t[i].out[p] == NULL) != (p >= g->n_outputs))
+                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                    "index %llu: output %u is %s (the graph has %u output(s))",
+                                    (unsigned long long)i, p, t[i].out[p] ? "set" : "NULL",
+                                    g->n_outputs);
+        }
+        if (t[i].elems > (UINTPTR_MAX / 2) / sizeof(float) ||
+            gr_graph_layout(g, t[i].elems, NULL, &bytes) != GR_OK)
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                "index %llu: %llu elements is too large",
+                                (unsigned long long)i, (unsigned long long)t[i].elems);
+        if (bytes > capacity)
+            return gr_error_set(err, GR_ERR_OVER_BUDGET, i, NULL,
+                                "index %llu: one iteration needs %llu device bytes but the "
+                                "budget is %llu",
+                                (unsigned long long)i, (unsigned long long)bytes,
+                                (unsigned long long)capacity);
+    }
+    return check_aliasing(g, t, count, err);
+}
+
+static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors,
+                           uint64_t count, const gr_job_options *opts, gr_job **out)
+{
+    gr_job *job = calloc(1, sizeof(*job));
+
+    if (job == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    job->tensors = malloc(count * sizeof(*job->tensors));
+    job->slot = calloc(count, sizeof(*job->slot)); /* all QUEUED, status 0 */
+    if (job->tensors == NULL || job->slot == NULL)
+        goto out_free;
+    if (pthread_mutex_init(&job->mu, NULL) != 0)
+        goto out_free;
+    if (gr_cond_init(&job->cond) != 0)
+        goto out_destroy_mu;
+    memcpy(job->tensors, tensors, count * sizeof(*tensors));
+    job->rt = rt;
+    job->graph = g;
+    job->count = count;
+    job->deadline_ns = opts->deadline_ns;
+    job->on_complete = opts->on_complete;
+    job->user = opts->user;
+    job->submitting = true;
+    gr_graph_ref(g);
+    gr__runtime_ref(rt);
+    /* The caller's handle (kept by submit until it returns), the incomplete reference, and
+     * one per task that will be in the ring. */
+    atomic_init(&job->refs, 2);
+    *out = job;
+    return GR_OK;
+
+out_destroy_mu:
+    pthread_mutex_destroy(&job->mu);
+out_free:
+    free(job->slot);
+    free(job->tensors);
+    free(job);
+    return GR_ERR_OUT_OF_MEMORY;
+}
+
+gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,
+                        const gr_job_options *opts, gr_job **out, gr_error_info *err)
+{
+    static const gr_job_options defaults = GR_JOB_OPTIONS_INIT;
+    gr_status st, result;
+    bool run_callback;
+    uint64_t pushed;
+    gr_job *job;
+
+    if (out != NULL)
+        *out = NULL;
+    if (rt == NULL || g == NULL || tensors == NULL)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "runtime, graph and tensors must not be NULL");
+    if (opts == NULL)
+        opts = &defaults;
+    if (opts->magic != GR_JOB_OPTIONS_MAGIC || opts->struct_size < sizeof(gr_job_options))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "job options not initialized with GR_JOB_OPTIONS_INIT");
+    if (count == 0)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "a job needs at least one tensor");
+    if (count > UINT32_MAX)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "at most %u tensors per job", UINT32_MAX);
+    if (!g->finalized)
+        return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
+                            "graph is not finalized (call gr_graph_finalize)");
+    if (atomic_load(&rt->shutdown))
+        return gr_error_set(err, GR_ERR_SHUTDOWN, GR_NO_INDEX, NULL, "runtime is shut down");
+    if ((st = check_tensors(rt, g, tensors, count, err)) != GR_OK)
+        return st;
+
+    /* seq_cst pairs with the shutdown store in gr_runtime_destroy: either destroy sees this
+     * submitter and waits for it, or this submitter sees the shutdown and leaves. */
+    atomic_fetch_add(&rt->active_submits, 1);
+    if (atomic_load(&rt->shutdown)) {
+        st = gr_error_set(err, GR_ERR_SHUTDOWN, GR_NO_INDEX, NULL, "runtime is shut down");
+        goto out_leave;
+    }
+    if ((st = job_alloc(rt, g, tensors, count, opts, &job)) != GR_OK) {
+        gr_error_set(err, st, GR_NO_INDEX, NULL, "no memory for a job of %llu tensors",
+                     (unsigned long long)count);
+        goto out_leave;
+    }
+    gr__runtime_track_job(rt, job);
+
+    atomic_fetch_add_explicit(&job->refs, (unsigned)count, memory_order_relaxed);
+    for (pushed = 0; pushed < count; pushed++) {
+        gr_task t = {job, pushed};
+
+        st = gr_ring_push(rt->ring, &t, job->deadline_ns, &job->stop);
+        if (st != GR_OK)
+            break;
+    }
+    if (pushed < count) {
+        /* Deadline, shutdown or a stop while queuing: the job is accepted all the same, and
+         * the indices that never reached the ring end now. */
+        atomic_fetch_sub_explicit(&job->refs, (unsigned)(count - pushed), memory_order_relaxed);
+        gr__job_stop(job, st == GR_ERR_TIMEOUT || st == GR_ERR_SHUTDOWN ? st : GR_ERR_CANCELED);
+    }
+    st = GR_OK;
+    if (out != NULL)
+        *out = job;
+
+    pthread_mutex_lock(&job->mu);
+    job->submitting = false;
+    run_callback = job->callback_pending;
+    result = job_result_locked(job);
+    pthread_mutex_unlock(&job->mu);
+    if (run_callback)
+        job_finish(job, result); /* left to us by job_all_ended */
+    if (out == NULL)
+        gr__job_unref(job); /* detached: nobody holds a handle */
+
+out_leave:
+    /* Wake gr_runtime_destroy if it waits for the submitters to leave. */
+    if (atomic_fetch_sub(&rt->active_submits, 1) == 1 && atomic_load(&rt->shutdown)) {
+        pthread_mutex_lock(&rt->mu);
+        pthread_cond_broadcast(&rt->cond);
+        pthread_mutex_unlock(&rt->mu);
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* The caller's view.                                                                     */
+
+gr_status gr_job_wait(gr_job *job, int64_t timeout_ns)
+{
+    int64_t deadline = gr_deadline_after(timeout_ns);
+    bool timed_out = false;
+    gr_status st;
+
+    if (job == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&job->mu);
+    for (;;) {
+        /* A callback waiting for its own job: every index has ended and the callback is all
+         * that is left, so answer now instead of deadlocking. */
+        if (job->complete ||
+            (job->in_callback && pthread_equal(job->callback_thread, pthread_self()))) {
+            st = job_result_locked(job);
+            break;
+        }
+        if (timed_out || timeout_ns == 0) {
+            st = GR_ERR_TIMEOUT;
+            break;
+        }
+        timed_out = gr_cond_wait_until(&job->cond, &job->mu, deadline);
+    }
+    pthread_mutex_unlock(&job->mu);
+    return st;
+}
+
+gr_status gr_job_cancel(gr_job *job)
+{
+    if (job == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    gr__job_stop(job, GR_ERR_CANCELED);
+    return GR_OK;
+}
+
+gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out)
+{
+    uint64_t started, ended_running, ended_queued;
+
+    if (job == NULL || out == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    out->total = job->count;
+    out->done = atomic_load_explicit(&job->done, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&job->failed, memory_order_relaxed);
+    out->canceled = atomic_load_explicit(&job->canceled, memory_order_relaxed);
+    ended_queued = atomic_load_explicit(&job->ended_queued, memory_order_relaxed);
+    ended_running = atomic_load_explicit(&job->ended_running, memory_order_relaxed);
+    started = atomic_load_explicit(&job->started, memory_order_relaxed);
+    /* Loaded in this order, each counter can only have grown past the ones before it; clamp
+     * the differences so a snapshot taken mid-transition never wraps around. */
+    out->in_flight = started > ended_running ? started - ended_running : 0;
+    out->queued = job->count > started + ended_queued ? job->count - started - ended_queued : 0;
+    return GR_OK;
+}
+
+gr_status gr_job_index_get(const gr_job *job, uint64_t index, gr_index_state *state,
+                           gr_status *status)
+{
+    uint16_t s;
+
+    if (job == NULL || index >= job->count)
+        return GR_ERR_INVALID_ARGUMENT;
+    s = atomic_load_explicit(&job->slot[index], memory_order_acquire);
+    if (state)
+        *state = (gr_index_state)(s & 0xff);
+    if (status)
+        *status = (gr_status)(s >> 8);
+    return GR_OK;
+}
+
+gr_status gr_job_error_get(const gr_job *job, gr_error_info *out)
+{
+    gr_job *j = (gr_job *)job; /* the lock is not part of the job's logical state */
+
+    if (job == NULL || out == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&j->mu);
+    if (j->has_error)
+        *out = j->first_error;
+    else
+        gr_error_set(out, GR_OK, GR_NO_INDEX, NULL, "no error");
+    pthread_mutex_unlock(&j->mu);
+    return GR_OK;
+}
+
+int gr_job_is_complete(const gr_job *job)
+{
+    if (job == NULL)
+        return 0;
+    return atomic_load_explicit(&job->ended, memory_order_acquire) == job->count;
+}
+
+void gr_job_destroy(gr_job *job)
+{
+    if (job != NULL)
+        gr__job_unref(job);
+}

@@ -1,0 +1,91 @@
+/*
+ * job.h - jobs as the runtime sees them: per-index state machine, completion, references.
+ *
+ * Index states move only forward, each move a compare-and-swap, so an index ends exactly
+ * once however workers, cancel, deadline and shutdown race:
+ *
+ *   QUEUED --worker--> RUNNING --worker--> DONE | FAILED | CANCELED
+ *   QUEUED --cancel, deadline, shutdown, submit that cannot queue--> CANCELED | FAILED
+ *
+ * Completion: when the last index ends, the callback runs, then the job is complete and its
+ * waiters wake, so a wait that returns has seen the callback's effects.
+ *
+ * References: the caller's handle, one while the job is incomplete, and one per task in the
+ * ring (a canceled index's task may still be queued after the job completed). The job is
+ * freed when the last one goes.
+ */
+#ifndef GR_JOB_H
+#define GR_JOB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "runtime/graphrun.h"
+#include "runtime/ring.h"
+
+struct gr_runtime;
+
+struct gr_job {
+    struct gr_runtime *rt;
+    gr_graph *graph;       /* a reference */
+    gr_tensor *tensors;    /* the caller's array, copied */
+    uint64_t count;
+    int64_t deadline_ns;   /* GR_NO_DEADLINE for none */
+    gr_job_callback on_complete;
+    void *user;
+
+    /* Per index: gr_index_state in the low byte, and once ended its gr_status in the high
+     * byte, changed together by one compare-and-swap. */
+    _Atomic uint16_t *slot;
+
+    /* 0 while running; once stopped, the status its queued indices end with
+     * (GR_ERR_CANCELED, GR_ERR_TIMEOUT or GR_ERR_SHUTDOWN) and every wait returns. */
+    gr_cancel_flag stop;
+
+    _Atomic uint64_t started;       /* QUEUED -> RUNNING moves */
+    _Atomic uint64_t ended_running; /* ends from RUNNING */
+    _Atomic uint64_t ended_queued;  /* ends from QUEUED (never ran) */
+    _Atomic uint64_t done, failed, canceled;
+    _Atomic uint64_t ended;     /* done + failed + canceled, the completion trigger */
+    _Atomic uint64_t anomalies; /* attempts to end an index twice: must stay 0 */
+    atomic_uint refs;
+
+    pthread_mutex_t mu; /* guards the fields below */
+    pthread_cond_t cond;
+    bool all_ended;        /* every index has ended */
+    bool complete;         /* ... and the callback has returned: waiters may go */
+    bool submitting;       /* gr_job_submit has not returned yet */
+    bool callback_pending; /* all ended while submitting: submit runs the callback */
+    bool in_callback;      /* the callback is running, on callback_thread */
+    pthread_t callback_thread;
+    bool has_error;
+    gr_error_info first_error;
+
+    /* The runtime's list of live jobs, guarded by the runtime's mu. */
+    struct gr_job *live_next, *live_prev;
+    bool tracked;
+};
+
+/* Move index i from `from` to the terminal state for `st` (GR_OK: DONE; CANCELED or
+ * SHUTDOWN: CANCELED; else FAILED). Records the first error (detail may be NULL) and
+ * completes the job with its last index. Returns false when the index was not in `from`:
+ * someone else moved it first. Any thread; takes no runtime lock while calling back. */
+bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status st,
+                       const gr_error_info *detail);
+
+/* QUEUED -> RUNNING, for the worker that popped the task. */
+bool gr__job_start_index(gr_job *job, uint64_t i);
+
+/* Stop the job: its queued indices end with `why`, every wait on its behalf wakes. The
+ * first stop wins; later ones do nothing. Any thread. */
+void gr__job_stop(gr_job *job, gr_status why);
+
+void gr__job_unref(gr_job *job);
+
+/* Attempts to end an index that was already ended: a broken invariant if nonzero. */
+uint64_t gr__job_anomalies(const gr_job *job);
+
+#endif /* GR_JOB_H */

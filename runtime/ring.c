@@ -1,0 +1,244 @@
+/*
+ * ring.c - the task ring (see ring.h).
+ *
+ * Sleeping protocol (the same on both ends; shown for a producer facing a full ring):
+ *
+ *   producer (slow path)                consumer (after a successful pop)
+ *   lock(mu)                            ck pop (a CAS on c_head)
+ *   prod_waiters += 1   (seq_cst)       seq_cst fence
+ *   try push again  -> fails            if prod_waiters > 0:
+ *   cond_wait(not_full)  [unlocks mu]       lock(mu); signal(not_full); unlock(mu)
+ *
+ * No lost wakeup: the two seq_cst operations order "waiters += 1" against the consumer's
+ * CAS. Either the consumer's load sees the waiter (then it takes mu, which it can only get
+ * once the producer sleeps or has not yet re-tried, and signals), or the producer's retry
+ * comes after the CAS and sees the free slot. A woken thread that leaves without using the
+ * slot (deadline, cancel, shutdown) passes the signal on, so one signal per freed slot is
+ * enough and no waiter is stranded next to a free slot.
+ *
+ * Lock order: only r->mu; nothing else is taken while it is held.
+ *
+ * ThreadSanitizer cannot see ck's inline-assembly atomics, so the functions that run ck code
+ * are GR_NO_TSAN and the hand-over of the task's payload (the job it points to) is marked
+ * with a release before publishing and an acquire after receiving.
+ */
+#include "runtime/ring.h"
+
+#include <ck_ring.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "runtime/sync.h"
+
+CK_RING_PROTOTYPE(gr_task, gr_task)
+
+struct gr_ring {
+    ck_ring_t ring;
+    struct gr_task *slots;
+    uint32_t capacity;
+
+    pthread_mutex_t mu;
+    pthread_cond_t not_full;  /* producers sleep here */
+    pthread_cond_t not_empty; /* consumers sleep here */
+    atomic_uint prod_waiters; /* producers in the slow path (incremented under mu) */
+    atomic_uint cons_waiters; /* consumers in the slow path (incremented under mu) */
+    atomic_bool shutdown;
+
+    char tsan_sync; /* address for the tsan hand-over annotations */
+};
+
+gr_status gr_ring_create(uint32_t capacity, gr_ring **out)
+{
+    gr_ring *r;
+
+    if (out == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (capacity < 2 || (capacity & (capacity - 1)) != 0 || capacity > (1u << 30))
+        return GR_ERR_INVALID_ARGUMENT;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    r->slots = calloc(capacity, sizeof(*r->slots));
+    if (r->slots == NULL)
+        goto out_free_ring;
+    if (pthread_mutex_init(&r->mu, NULL) != 0)
+        goto out_free_slots;
+    if (gr_cond_init(&r->not_full) != 0)
+        goto out_destroy_mu;
+    if (gr_cond_init(&r->not_empty) != 0)
+        goto out_destroy_not_full;
+    ck_ring_init(&r->ring, capacity);
+    r->capacity = capacity;
+    *out = r;
+    return GR_OK;
+
+out_destroy_not_full:
+    pthread_cond_destroy(&r->not_full);
+out_destroy_mu:
+    pthread_mutex_destroy(&r->mu);
+out_free_slots:
+    free(r->slots);
+out_free_ring:
+    free(r);
+    return GR_ERR_OUT_OF_MEMORY;
+}
+
+void gr_ring_destroy(gr_ring *r)
+{
+    if (r == NULL)
+        return;
+    pthread_cond_destroy(&r->not_empty);
+    pthread_cond_destroy(&r->not_full);
+    pthread_mutex_destroy(&r->mu);
+    free(r->slots);
+    free(r);
+}
+
+GR_NO_TSAN static bool ring_enqueue(gr_ring *r, const gr_task *t)
+{
+    gr_task copy = *t;
+
+    return ck_ring_enqueue_mpmc_gr_task(&r->ring, r->slots, &copy);
+}
+
+GR_NO_TSAN static bool ring_dequeue(gr_ring *r, gr_task *out)
+{
+    return ck_ring_dequeue_mpmc_gr_task(&r->ring, r->slots, out);
+}
+
+/* Wake one sleeper of the other side, if there is one. The fence orders our ck operation
+ * before the load of the waiter count (see the protocol at the top). */
+static void wake_one(gr_ring *r, atomic_uint *waiters, pthread_cond_t *cond)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(waiters, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&r->mu);
+    pthread_cond_signal(cond);
+    pthread_mutex_unlock(&r->mu);
+}
+
+bool gr_ring_try_push(gr_ring *r, const gr_task *t)
+{
+    GR_TSAN_RELEASE(&r->tsan_sync);
+    if (!ring_enqueue(r, t))
+        return false;
+    wake_one(r, &r->cons_waiters, &r->not_empty);
+    return true;
+}
+
+bool gr_ring_try_pop(gr_ring *r, gr_task *out)
+{
+    if (!ring_dequeue(r, out))
+        return false;
+    GR_TSAN_ACQUIRE(&r->tsan_sync);
+    wake_one(r, &r->prod_waiters, &r->not_full);
+    return true;
+}
+
+gr_status gr_ring_push(gr_ring *r, const gr_task *t, int64_t deadline_ns,
+                       const gr_cancel_flag *cancel)
+{
+    gr_status st = GR_OK;
+    bool timed_out = false;
+    int why;
+
+    if (atomic_load_explicit(&r->shutdown, memory_order_acquire))
+        return GR_ERR_SHUTDOWN;
+    if (gr_ring_try_push(r, t))
+        return GR_OK;
+
+    pthread_mutex_lock(&r->mu);
+    atomic_fetch_add_explicit(&r->prod_waiters, 1, memory_order_seq_cst);
+    for (;;) {
+        if (atomic_load_explicit(&r->shutdown, memory_order_acquire)) {
+            st = GR_ERR_SHUTDOWN;
+            break;
+        }
+        why = cancel ? atomic_load_explicit(cancel, memory_order_acquire) : 0;
+        if (why != 0) {
+            st = (gr_status)why;
+            break;
+        }
+        GR_TSAN_RELEASE(&r->tsan_sync);
+        if (ring_enqueue(r, t))
+            break;
+        if (timed_out) {
+            st = GR_ERR_TIMEOUT;
+            break;
+        }
+        timed_out = gr_cond_wait_until(&r->not_full, &r->mu, deadline_ns);
+    }
+    atomic_fetch_sub_explicit(&r->prod_waiters, 1, memory_order_relaxed);
+    /* Leaving without the slot we may have been signaled for: pass the wakeup on. */
+    if (st != GR_OK && atomic_load_explicit(&r->prod_waiters, memory_order_relaxed) > 0)
+        pthread_cond_signal(&r->not_full);
+    pthread_mutex_unlock(&r->mu);
+    if (st == GR_OK)
+        wake_one(r, &r->cons_waiters, &r->not_empty);
+    return st;
+}
+
+gr_status gr_ring_pop(gr_ring *r, gr_task *out, int64_t deadline_ns)
+{
+    gr_status st = GR_OK;
+    bool timed_out = false;
+
+    if (gr_ring_try_pop(r, out))
+        return GR_OK;
+
+    pthread_mutex_lock(&r->mu);
+    atomic_fetch_add_explicit(&r->cons_waiters, 1, memory_order_seq_cst);
+    for (;;) {
+        if (ring_dequeue(r, out)) {
+            GR_TSAN_ACQUIRE(&r->tsan_sync);
+            break;
+        }
+        /* Checked after the dequeue attempt, so tasks pushed before shutdown drain. A push
+         * racing with shutdown can still land after the last consumer has left: the owner
+         * stops its producers, then empties the ring with gr_ring_try_pop (ring.h). */
+        if (atomic_load_explicit(&r->shutdown, memory_order_acquire)) {
+            st = GR_ERR_SHUTDOWN;
+            break;
+        }
+        if (timed_out) {
+            st = GR_ERR_TIMEOUT;
+            break;
+        }
+        timed_out = gr_cond_wait_until(&r->not_empty, &r->mu, deadline_ns);
+    }
+    atomic_fetch_sub_explicit(&r->cons_waiters, 1, memory_order_relaxed);
+    if (st != GR_OK && atomic_load_explicit(&r->cons_waiters, memory_order_relaxed) > 0)
+        pthread_cond_signal(&r->not_empty);
+    pthread_mutex_unlock(&r->mu);
+    if (st == GR_OK)
+        wake_one(r, &r->prod_waiters, &r->not_full);
+    return st;
+}
+
+void gr_ring_wake_producers(gr_ring *r)
+{
+    pthread_mutex_lock(&r->mu);
+    pthread_cond_broadcast(&r->not_full);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void gr_ring_shutdown(gr_ring *r)
+{
+    pthread_mutex_lock(&r->mu);
+    atomic_store_explicit(&r->shutdown, true, memory_order_release);
+    pthread_cond_broadcast(&r->not_full);
+    pthread_cond_broadcast(&r->not_empty);
+    pthread_mutex_unlock(&r->mu);
+}
+
+GR_NO_TSAN uint32_t gr_ring_count(gr_ring *r)
+{
+    return ck_ring_size(&r->ring);
+}
+
+uint32_t gr_ring_capacity(const gr_ring *r)
+{
+    return r->capacity;
+}

@@ -1,0 +1,440 @@
+/*
+ * runtime.c - runtime lifecycle: configuration, backend choice, devices, workers, the
+ * deadline thread, shutdown, statistics.
+ *
+ * Shutdown order (gr_runtime_shutdown does steps 1-3, gr_runtime_destroy all of them), and
+ * why it leaves nothing behind:
+ *   1. set `shutdown`: new submissions are refused;
+ *   2. shut the ring, budgets and arenas: every sleeper wakes with GR_ERR_SHUTDOWN;
+ *   3. stop every live job: their indices that have not started end as canceled now;
+ *   4. wait for submitters still inside gr_job_submit to leave (a job they are still
+ *      queuing may have been accepted after step 3; they stop it when the ring refuses);
+ *   5. join the workers: running iterations finish, and tasks left in the ring are popped
+ *      and dropped (their indices already ended, or end now as canceled);
+ *   6. drain the ring once more: a push racing with step 2 may have landed after the last
+ *      worker left (ring.h);
+ *   7. stop the deadline thread, close the devices (their memory is freed here), and drop
+ *      the caller's reference. Jobs the caller still holds keep the small remaining state
+ *      (locks, ring, budgets) alive until their last gr_job_destroy.
+ * After step 6 every index of every accepted job has ended, so every job is complete.
+ *
+ * Lock order: rt->mu is taken alone; job->mu is never held while taking it.
+ */
+#include "runtime/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/sync.h"
+
+#define MAX_WORKERS_PER_DEVICE 1024
+
+void gr__runtime_ref(gr_runtime *rt)
+{
+    atomic_fetch_add_explicit(&rt->refs, 1, memory_order_relaxed);
+}
+
+static void runtime_free(gr_runtime *rt)
+{
+    for (uint32_t d = 0; rt->devices != NULL && d < rt->n_devices; d++) {
+        gr_arena_destroy(rt->devices[d].arena);
+        gr_budget_destroy(rt->devices[d].budget);
+    }
+    gr_ring_destroy(rt->ring);
+    pthread_cond_destroy(&rt->deadline_cond);
+    pthread_cond_destroy(&rt->cond);
+    pthread_mutex_destroy(&rt->mu);
+    free(rt->workers);
+    free(rt->devices);
+    free(rt);
+}
+
+void gr__runtime_unref(gr_runtime *rt)
+{
+    /* acq_rel: the last reference must see every other thread's writes before freeing. */
+    if (atomic_fetch_sub_explicit(&rt->refs, 1, memory_order_acq_rel) == 1)
+        runtime_free(rt);
+}
+
+void gr__runtime_wake_waiters(gr_runtime *rt)
+{
+    for (uint32_t d = 0; d < rt->n_devices; d++) {
+        gr_budget_wake(rt->devices[d].budget);
+        gr_arena_wake(rt->devices[d].arena);
+    }
+    gr_ring_wake_producers(rt->ring);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Live jobs: shutdown stops them all at once, and one thread sleeps until the earliest
+ * deadline among them and stops the jobs whose deadline passed, so queued indices end on
+ * time even while every worker is busy elsewhere. A job on the list is incomplete, hence
+ * alive (it holds its incomplete reference until it has left the list).                 */
+
+void gr__runtime_track_job(gr_runtime *rt, gr_job *job)
+{
+    pthread_mutex_lock(&rt->mu);
+    job->live_prev = NULL;
+    job->live_next = rt->live_jobs;
+    if (rt->live_jobs)
+        rt->live_jobs->live_prev = job;
+    rt->live_jobs = job;
+    job->tracked = true;
+    if (job->deadline_ns != GR_NO_DEADLINE)
+        pthread_cond_signal(&rt->deadline_cond);
+    pthread_mutex_unlock(&rt->mu);
+}
+
+void gr__runtime_untrack_job(gr_runtime *rt, gr_job *job)
+{
+    pthread_mutex_lock(&rt->mu);
+    if (job->tracked) {
+        if (job->live_prev)
+            job->live_prev->live_next = job->live_next;
+        else
+            rt->live_jobs = job->live_next;
+        if (job->live_next)
+            job->live_next->live_prev = job->live_prev;
+        job->live_next = job->live_prev = NULL;
+        job->tracked = false;
+    }
+    pthread_mutex_unlock(&rt->mu);
+}
+
+/* Stop, with `why`, the first live job that `pick` selects and that is not stopped yet;
+ * false when there is none. Called with rt->mu held, which it drops while stopping (the
+ * stop may complete the job, and completion takes rt->mu). */
+static bool stop_one_locked(gr_runtime *rt, bool (*pick)(const gr_job *, int64_t), int64_t now,
+                            gr_status why)
+{
+    for (gr_job *j = rt->live_jobs; j != NULL; j = j->live_next) {
+        if (atomic_load(&j->stop) != 0 || !pick(j, now))
+            continue;
+        atomic_fetch_add_explicit(&j->refs, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&rt->mu);
+        gr__job_stop(j, why);
+        gr__job_unref(j);
+        pthread_mutex_lock(&rt->mu);
+        return true;
+    }
+    return false;
+}
+
+static bool pick_any(const gr_job *j, int64_t now)
+{
+    (void)j;
+    (void)now;
+    return true;
+}
+
+static bool pick_expired(const gr_job *j, int64_t now)
+{
+    return gr_deadline_passed(j->deadline_ns, now);
+}
+
+static void *deadline_main(void *arg)
+{
+    gr_runtime *rt = arg;
+
+    pthread_mutex_lock(&rt->mu);
+    while (!rt->deadline_stop) {
+        int64_t earliest = GR_NO_DEADLINE;
+
+        if (stop_one_locked(rt, pick_expired, gr_now_ns(), GR_ERR_TIMEOUT))
+            continue;
+        for (gr_job *j = rt->live_jobs; j != NULL; j = j->live_next)
+            if (atomic_load(&j->stop) == 0)
+                earliest = gr_deadline_min(earliest, j->deadline_ns);
+        gr_cond_wait_until(&rt->deadline_cond, &rt->mu, earliest);
+    }
+    pthread_mutex_unlock(&rt->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Create and destroy.                                                                    */
+
+static gr_status check_config(const gr_config *cfg, gr_error_info *err)
+{
+    if (cfg->magic != GR_CONFIG_MAGIC || cfg->struct_size < sizeof(gr_config))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "config not initialized with GR_CONFIG_INIT");
+    if (cfg->backend != GR_BACKEND_AUTO && cfg->backend != GR_BACKEND_HOST &&
+        cfg->backend != GR_BACKEND_CUDA)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "unknown backend %d", (int)cfg->backend);
+    if (cfg->budget_bytes < GR_BUFFER_ALIGN)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "budget_bytes must be set, at least %u bytes (got %llu)",
+                            GR_BUFFER_ALIGN, (unsigned long long)cfg->budget_bytes);
+    if (cfg->workers_per_device == 0 || cfg->workers_per_device > MAX_WORKERS_PER_DEVICE)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "workers_per_device must be 1..%d (got %u)", MAX_WORKERS_PER_DEVICE,
+                            cfg->workers_per_device);
+    if (cfg->ring_capacity < 2 || (cfg->ring_capacity & (cfg->ring_capacity - 1)) != 0 ||
+        cfg->ring_capacity > (1u << 30))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "ring_capacity must be a power of two in 2..2^30 (got %u)",
+                            cfg->ring_capacity);
+    return GR_OK;
+}
+
+/* Pick the backend and count its devices. AUTO prefers CUDA and says why it did not. */
+static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
+{
+    const gr_backend_ops *cuda = gr_backend_cuda_ops();
+    gr_error_info why;
+    gr_status st;
+
+    if (rt->cfg.backend == GR_BACKEND_HOST) {
+        rt->backend = &gr_backend_host;
+        snprintf(rt->backend_note, sizeof(rt->backend_note), "host backend, as configured");
+        return gr_backend_host.probe(&rt->cfg, &rt->n_devices, err);
+    }
+    if (cuda == NULL) {
+        if (rt->cfg.backend == GR_BACKEND_CUDA)
+            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                                "this build of graphrun has no CUDA backend");
+        rt->backend = &gr_backend_host;
+        snprintf(rt->backend_note, sizeof(rt->backend_note),
+                 "auto chose the host backend: this build has no CUDA backend");
+        return gr_backend_host.probe(&rt->cfg, &rt->n_devices, err);
+    }
+    st = cuda->probe(&rt->cfg, &rt->n_devices, &why);
+    if (st == GR_OK) {
+        rt->backend = cuda;
+        snprintf(rt->backend_note, sizeof(rt->backend_note), "cuda backend, %u device(s)",
+                 rt->n_devices);
+        return GR_OK;
+    }
+    if (rt->cfg.backend == GR_BACKEND_CUDA) {
+        if (err)
+            *err = why;
+        return st;
+    }
+    rt->backend = &gr_backend_host;
+    snprintf(rt->backend_note, sizeof(rt->backend_note),
+             "auto chose the host backend: %.90s", why.message);
+    return gr_backend_host.probe(&rt->cfg, &rt->n_devices, err);
+}
+
+gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,
+                           gr_error_info *err)
+{
+    gr_runtime probe; /* only the fields choose_backend uses */
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_status st;
+
+    memset(&probe, 0, sizeof(probe));
+    cfg.backend = b;
+    probe.cfg = cfg;
+    st = choose_backend(&probe, err);
+    if (st == GR_OK) {
+        if (devices)
+            *devices = probe.n_devices;
+        if (chosen)
+            *chosen = probe.backend->kind;
+    }
+    return st;
+}
+
+static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
+{
+    rt->devices = calloc(rt->n_devices, sizeof(*rt->devices));
+    if (rt->devices == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    for (uint32_t d = 0; d < rt->n_devices; d++) {
+        gr_device *dev = &rt->devices[d];
+        gr_status st;
+
+        dev->id = d;
+        dev->ordinal = (int)d;
+        if (gr_arena_create(rt->cfg.budget_bytes, &dev->arena) != GR_OK ||
+            gr_budget_create(gr_arena_size(dev->arena), &dev->budget) != GR_OK)
+            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        dev->region_size = gr_arena_size(dev->arena);
+        st = rt->backend->device_open(dev, &rt->cfg, err);
+        if (st != GR_OK)
+            return st;
+    }
+    return GR_OK;
+}
+
+static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
+{
+    uint32_t n = rt->n_devices * rt->cfg.workers_per_device;
+    gr_status st = GR_OK;
+
+    rt->workers = calloc(n, sizeof(*rt->workers));
+    if (rt->workers == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    for (uint32_t i = 0; i < n; i++) {
+        gr_worker *w = &rt->workers[i];
+
+        w->rt = rt;
+        w->id = i;
+        w->dev = &rt->devices[i % rt->n_devices];
+        if (pthread_create(&w->thread, NULL, gr__worker_main, w) != 0) {
+            st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                              "cannot create worker thread %u of %u", i, n);
+            break;
+        }
+        w->started = true;
+        rt->n_workers = i + 1;
+    }
+    /* Every started worker reports once, ready or failed (worker.c). */
+    pthread_mutex_lock(&rt->mu);
+    while (rt->workers_ready + rt->workers_failed < rt->n_workers)
+        pthread_cond_wait(&rt->cond, &rt->mu);
+    if (st == GR_OK && rt->workers_failed > 0) {
+        st = rt->worker_error.status;
+        if (err)
+            *err = rt->worker_error;
+    }
+    pthread_mutex_unlock(&rt->mu);
+    return st;
+}
+
+/* Steps 1 to 3 of the shutdown order (see the top of this file). */
+static void runtime_shutdown(gr_runtime *rt)
+{
+    atomic_store(&rt->shutdown, true);
+    gr_ring_shutdown(rt->ring);
+    for (uint32_t d = 0; rt->devices != NULL && d < rt->n_devices; d++) {
+        if (rt->devices[d].budget)
+            gr_budget_shutdown(rt->devices[d].budget);
+        if (rt->devices[d].arena)
+            gr_arena_shutdown(rt->devices[d].arena);
+    }
+    pthread_mutex_lock(&rt->mu);
+    while (stop_one_locked(rt, pick_any, 0, GR_ERR_SHUTDOWN))
+        ;
+    pthread_mutex_unlock(&rt->mu);
+}
+
+void gr_runtime_shutdown(gr_runtime *rt)
+{
+    if (rt != NULL)
+        runtime_shutdown(rt);
+}
+
+/* The whole shutdown order (see the top of this file); also undoes a partial create. */
+static void runtime_teardown(gr_runtime *rt)
+{
+    gr_task t;
+
+    runtime_shutdown(rt);
+    pthread_mutex_lock(&rt->mu);
+    while (atomic_load(&rt->active_submits) > 0)
+        pthread_cond_wait(&rt->cond, &rt->mu);
+    pthread_mutex_unlock(&rt->mu);
+
+    for (uint32_t i = 0; i < rt->n_workers; i++)
+        if (rt->workers[i].started)
+            pthread_join(rt->workers[i].thread, NULL);
+    while (gr_ring_try_pop(rt->ring, &t)) {
+        gr__job_end_index(t.job, t.index, GR_INDEX_QUEUED, GR_ERR_SHUTDOWN, NULL);
+        gr__job_unref(t.job);
+    }
+    if (rt->deadline_started) {
+        pthread_mutex_lock(&rt->mu);
+        rt->deadline_stop = true;
+        pthread_cond_signal(&rt->deadline_cond);
+        pthread_mutex_unlock(&rt->mu);
+        pthread_join(rt->deadline_thread, NULL);
+        rt->deadline_started = false;
+    }
+    for (uint32_t d = 0; rt->devices != NULL && d < rt->n_devices; d++)
+        if (rt->devices[d].region)
+            rt->backend->device_close(&rt->devices[d]);
+}
+
+gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err)
+{
+    gr_runtime *rt;
+    gr_status st;
+
+    if (out != NULL)
+        *out = NULL;
+    if (cfg == NULL || out == NULL)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "config and out must not be NULL");
+    if ((st = check_config(cfg, err)) != GR_OK)
+        return st;
+    rt = calloc(1, sizeof(*rt));
+    if (rt == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    rt->cfg = *cfg;
+    atomic_init(&rt->refs, 1);
+    if (pthread_mutex_init(&rt->mu, NULL) != 0)
+        goto out_free_rt;
+    if (gr_cond_init(&rt->cond) != 0)
+        goto out_destroy_mu;
+    if (gr_cond_init(&rt->deadline_cond) != 0)
+        goto out_destroy_cond;
+    if (gr_ring_create(cfg->ring_capacity, &rt->ring) != GR_OK)
+        goto out_destroy_deadline_cond;
+
+    if ((st = choose_backend(rt, err)) != GR_OK || (st = open_devices(rt, err)) != GR_OK ||
+        (st = start_workers(rt, err)) != GR_OK)
+        goto out_teardown;
+    if (pthread_create(&rt->deadline_thread, NULL, deadline_main, rt) != 0) {
+        st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                          "cannot create the deadline thread");
+        goto out_teardown;
+    }
+    rt->deadline_started = true;
+    *out = rt;
+    return GR_OK;
+
+out_teardown:
+    runtime_teardown(rt);
+    gr__runtime_unref(rt);
+    return st;
+out_destroy_deadline_cond:
+    pthread_cond_destroy(&rt->deadline_cond);
+out_destroy_cond:
+    pthread_cond_destroy(&rt->cond);
+out_destroy_mu:
+    pthread_mutex_destroy(&rt->mu);
+out_free_rt:
+    free(rt);
+    return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+}
+
+void gr_runtime_destroy(gr_runtime *rt)
+{
+    if (rt == NULL)
+        return;
+    runtime_teardown(rt);
+    gr__runtime_unref(rt);
+}
+
+gr_status gr_runtime_info_get(const gr_runtime *rt, gr_runtime_info *out)
+{
+    if (rt == NULL || out == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof(*out));
+    out->backend = rt->backend->kind;
+    out->device_count = rt->n_devices;
+    out->workers_per_device = rt->cfg.workers_per_device;
+    out->budget_bytes = gr_arena_size(rt->devices[0].arena);
+    gr_strlcpy(out->backend_note, rt->backend_note, sizeof(out->backend_note));
+    return GR_OK;
+}
+
+gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_device_stats *out)
+{
+    const gr_device *dev;
+
+    if (rt == NULL || out == NULL || device >= rt->n_devices)
+        return GR_ERR_INVALID_ARGUMENT;
+    dev = &rt->devices[device];
+    out->budget_bytes = gr_budget_capacity(dev->budget);
+    out->budget_in_use = gr_budget_in_use(dev->budget);
+    out->budget_peak = gr_budget_peak(dev->budget);
+    out->iterations_done = atomic_load_explicit(&dev->iterations_done, memory_order_relaxed);
+    out->iterations_failed = atomic_load_explicit(&dev->iterations_failed, memory_order_relaxed);
+    return GR_OK;
+}

@@ -1,0 +1,62 @@
+/*
+ * runtime.h - the runtime object as its modules (runtime.c, job.c, worker.c) see it.
+ */
+#ifndef GR_RUNTIME_H
+#define GR_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/backend.h"
+#include "runtime/graphrun.h"
+#include "runtime/job.h"
+#include "runtime/ring.h"
+
+struct gr_runtime {
+    /* The caller's reference plus one per job not yet freed: jobs may outlive
+     * gr_runtime_destroy, and their calls (cancel, destroy) still touch the budgets, the
+     * arenas, the ring and the lock below, which are freed with the last reference. */
+    atomic_uint refs;
+    gr_config cfg;
+    const gr_backend_ops *backend;
+    char backend_note[128]; /* why AUTO picked this backend */
+
+    uint32_t n_devices;
+    gr_device *devices;
+    uint32_t n_workers;
+    gr_worker *workers;
+    gr_ring *ring;
+
+    atomic_bool shutdown;
+    atomic_uint active_submits; /* threads inside gr_job_submit */
+
+    /* Lock order: rt->mu before nothing else; never held across a backend call or a
+     * callback. Guards the fields below. */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;          /* worker start-up, submit drain */
+    pthread_cond_t deadline_cond; /* wakes the deadline thread */
+    uint32_t workers_ready, workers_failed;
+    gr_error_info worker_error;
+    gr_job *live_jobs; /* accepted jobs that are not complete */
+    bool deadline_stop;
+    pthread_t deadline_thread;
+    bool deadline_started;
+};
+
+void gr__runtime_ref(struct gr_runtime *rt);
+void gr__runtime_unref(struct gr_runtime *rt);
+
+/* The list of live jobs, which shutdown stops and the deadline thread watches: add a job
+ * before its tasks are queued; remove it when it completes. Any thread. */
+void gr__runtime_track_job(struct gr_runtime *rt, gr_job *job);
+void gr__runtime_untrack_job(struct gr_runtime *rt, gr_job *job);
+
+/* Wake every sleeper that may be waiting on behalf of a stopped job. Any thread. */
+void gr__runtime_wake_waiters(struct gr_runtime *rt);
+
+/* The worker thread's body (worker.c). */
+void *gr__worker_main(void *arg);
+
+#endif /* GR_RUNTIME_H */

@@ -1,0 +1,73 @@
+/*
+ * sync.h - small helpers shared by every module that sleeps: the monotonic clock, condition
+ * variables on that clock, deadline arithmetic, and happens-before annotations for
+ * ThreadSanitizer where synchronization goes through code it cannot see (Concurrency Kit's
+ * inline-assembly atomics).
+ */
+#ifndef GR_SYNC_H
+#define GR_SYNC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/graphrun.h"
+
+/* A cancellation flag: 0 while running; a nonzero gr_status once the owner is stopped (the
+ * status every wait on it returns). */
+typedef _Atomic int gr_cancel_flag;
+
+/* A condition variable that measures deadlines on CLOCK_MONOTONIC, so a wall-clock step
+ * never shortens or stretches a wait. Returns 0 or an errno value. */
+int gr_cond_init(pthread_cond_t *cond);
+
+/* Wait on `cond` (with `mu` held) until signaled or `deadline_ns` (gr_now_ns clock;
+ * GR_NO_DEADLINE: no limit). Returns true when the deadline has passed. Spurious wakeups
+ * return false: callers loop on their predicate. */
+bool gr_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ns);
+
+/* The absolute deadline `timeout_ns` from now; GR_WAIT_FOREVER (any negative) gives
+ * GR_NO_DEADLINE. Saturates instead of overflowing. */
+int64_t gr_deadline_after(int64_t timeout_ns);
+
+/* The earlier of two deadlines, GR_NO_DEADLINE meaning "none". */
+int64_t gr_deadline_min(int64_t a, int64_t b);
+
+static inline bool gr_deadline_passed(int64_t deadline_ns, int64_t now_ns)
+{
+    return deadline_ns != GR_NO_DEADLINE && now_ns >= deadline_ns;
+}
+
+/* ThreadSanitizer cannot see Concurrency Kit's atomics. Code that hands data over through
+ * them marks the hand-over: GR_TSAN_RELEASE(x) before publishing, GR_TSAN_ACQUIRE(x) after
+ * receiving, on the same address. Functions that run ck code are GR_NO_TSAN so tsan does not
+ * report the ring's own slot accesses, whose ordering it cannot see either. */
+#if defined(__SANITIZE_THREAD__)
+#define GR_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GR_TSAN 1
+#endif
+#endif
+
+#ifdef GR_TSAN
+#include <sanitizer/tsan_interface.h>
+#define GR_TSAN_RELEASE(addr) __tsan_release((void *)(addr))
+#define GR_TSAN_ACQUIRE(addr) __tsan_acquire((void *)(addr))
+#define GR_NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define GR_TSAN_RELEASE(addr) ((void)(addr))
+#define GR_TSAN_ACQUIRE(addr) ((void)(addr))
+#define GR_NO_TSAN
+#endif
+
+/* Copy a string into a fixed buffer, always NUL-terminated, truncating. */
+void gr_strlcpy(char *dst, const char *src, size_t size);
+
+/* Fill `err` (when not NULL): status, index, node and a printf-style message. Returns
+ * `status` so callers can write `return gr_error_set(err, ...)`. */
+gr_status gr_error_set(gr_error_info *err, gr_status status, uint64_t index, const char *node,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#endif /* GR_SYNC_H */

@@ -1,0 +1,180 @@
+/*
+ * arena_test.c - the device arena: rounding, first-fit placement, coalescing, waiting on
+ * fragmentation in FIFO order, refusals, deadlines, cancellation and shutdown.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "runtime/arena.h"
+#include "runtime/sync.h"
+#include "tests/testing.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static void wait_waiters(gr_arena *a, uint32_t n)
+{
+    for (int i = 0; i < 2000 && gr_arena_waiters(a) != n; i++)
+        sleep_ms(1);
+    ASSERT_EQ(gr_arena_waiters(a), n);
+}
+
+typedef struct alloc_arg {
+    gr_arena *a;
+    uint64_t bytes;
+    int64_t deadline;
+    gr_cancel_flag *cancel;
+    gr_arena_block blk;
+    atomic_int done;
+    gr_status st;
+} alloc_arg;
+
+static void *alloc_thread(void *p)
+{
+    alloc_arg *x = p;
+
+    x->st = gr_arena_alloc(x->a, x->bytes, x->deadline, x->cancel, &x->blk);
+    atomic_store(&x->done, 1);
+    return NULL;
+}
+
+static void create_and_round(void)
+{
+    gr_arena *a;
+
+    ASSERT_STATUS(gr_arena_create(0, &a), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_arena_create(GR_ARENA_ALIGN - 1, &a), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_arena_create(4096 + 100, &a), GR_OK);
+    ASSERT_EQ_U64(gr_arena_size(a), 4096); /* rounded down: never more than asked */
+    gr_arena_destroy(a);
+    gr_arena_destroy(NULL);
+    ASSERT_EQ_U64(gr_arena_round(1), GR_ARENA_ALIGN);
+    ASSERT_EQ_U64(gr_arena_round(GR_ARENA_ALIGN), GR_ARENA_ALIGN);
+    ASSERT_EQ_U64(gr_arena_round(GR_ARENA_ALIGN + 1), 2 * GR_ARENA_ALIGN);
+    ASSERT_EQ_U64(gr_arena_round(UINT64_MAX), UINT64_MAX);
+}
+
+static void first_fit_and_coalescing(void)
+{
+    gr_arena_block b[5];
+    gr_arena *a;
+
+    ASSERT_STATUS(gr_arena_create(4096, &a), GR_OK);
+    ASSERT_STATUS(gr_arena_alloc(a, 1000, GR_NO_DEADLINE, NULL, &b[0]), GR_OK);
+    ASSERT_EQ_U64(b[0].offset, 0);
+    ASSERT_EQ_U64(b[0].size, 1024); /* rounded: what the budget must count */
+    for (int i = 1; i < 4; i++) {
+        ASSERT_STATUS(gr_arena_alloc(a, 1024, GR_NO_DEADLINE, NULL, &b[i]), GR_OK);
+        ASSERT_EQ_U64(b[i].offset, 1024u * i);
+    }
+    ASSERT_EQ_U64(gr_arena_used(a), 4096);
+    gr_arena_free(a, &b[1]);
+    gr_arena_free(a, &b[3]);
+    ASSERT_EQ_U64(gr_arena_used(a), 2048);
+    ASSERT_STATUS(gr_arena_alloc(a, 512, GR_NO_DEADLINE, NULL, &b[4]), GR_OK);
+    ASSERT_EQ_U64(b[4].offset, 1024); /* lowest gap that fits */
+    gr_arena_free(a, &b[0]);
+    gr_arena_free(a, &b[4]);
+    gr_arena_free(a, &b[2]);
+    ASSERT_EQ_U64(gr_arena_used(a), 0);
+    /* All gaps merged: the whole region fits again. */
+    ASSERT_STATUS(gr_arena_alloc(a, 4096, GR_NO_DEADLINE, NULL, &b[0]), GR_OK);
+    ASSERT_EQ_U64(b[0].offset, 0);
+    gr_arena_free(a, &b[0]);
+    gr_arena_destroy(a);
+}
+
+static void refusals_at_once(void)
+{
+    gr_arena_block blk;
+    gr_arena *a;
+
+    ASSERT_STATUS(gr_arena_create(4096, &a), GR_OK);
+    ASSERT_STATUS(gr_arena_alloc(a, 4097, GR_NO_DEADLINE, NULL, &blk), GR_ERR_OVER_BUDGET);
+    ASSERT_STATUS(gr_arena_alloc(a, 0, GR_NO_DEADLINE, NULL, &blk), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_arena_alloc(a, 1, GR_NO_DEADLINE, NULL, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(gr_arena_waiters(a), 0);
+    gr_arena_destroy(a);
+}
+
+/* Free space 2048 in two holes; a 2048 request must wait (not fail) until a free merges
+ * them, and a small request that would fit a hole must not overtake it. */
+static void fragmentation_waits_fifo(void)
+{
+    alloc_arg big = {.bytes = 2048, .deadline = GR_NO_DEADLINE};
+    alloc_arg small = {.bytes = 256, .deadline = GR_NO_DEADLINE};
+    gr_arena_block b[4];
+    pthread_t bt, st;
+    gr_arena *a;
+
+    ASSERT_STATUS(gr_arena_create(4096, &a), GR_OK);
+    big.a = small.a = a;
+    for (int i = 0; i < 4; i++)
+        ASSERT_STATUS(gr_arena_alloc(a, 1024, GR_NO_DEADLINE, NULL, &b[i]), GR_OK);
+    gr_arena_free(a, &b[0]);
+    gr_arena_free(a, &b[2]); /* holes [0,1024) and [2048,3072) */
+    pthread_create(&bt, NULL, alloc_thread, &big);
+    wait_waiters(a, 1);
+    pthread_create(&st, NULL, alloc_thread, &small);
+    wait_waiters(a, 2);
+    sleep_ms(30);
+    ASSERT_EQ(atomic_load(&big.done), 0);
+    ASSERT_EQ(atomic_load(&small.done), 0);
+    gr_arena_free(a, &b[1]); /* [0,3072) free now */
+    pthread_join(bt, NULL);
+    pthread_join(st, NULL);
+    ASSERT_STATUS(big.st, GR_OK);
+    ASSERT_STATUS(small.st, GR_OK);
+    ASSERT_EQ_U64(big.blk.offset, 0);
+    ASSERT_EQ_U64(small.blk.offset, 2048);
+    gr_arena_free(a, &big.blk);
+    gr_arena_free(a, &small.blk);
+    gr_arena_free(a, &b[3]);
+    ASSERT_EQ_U64(gr_arena_used(a), 0);
+    gr_arena_destroy(a);
+}
+
+static void deadline_cancel_shutdown(void)
+{
+    gr_cancel_flag flag = 0;
+    alloc_arg c = {.bytes = 256, .deadline = GR_NO_DEADLINE, .cancel = &flag};
+    alloc_arg s = {.bytes = 256, .deadline = GR_NO_DEADLINE};
+    gr_arena_block all, blk;
+    pthread_t th;
+    gr_arena *a;
+    int64_t start;
+
+    ASSERT_STATUS(gr_arena_create(4096, &a), GR_OK);
+    c.a = s.a = a;
+    ASSERT_STATUS(gr_arena_alloc(a, 4096, GR_NO_DEADLINE, NULL, &all), GR_OK);
+
+    start = gr_now_ns();
+    ASSERT_STATUS(gr_arena_alloc(a, 256, start + 30 * 1000000, NULL, &blk), GR_ERR_TIMEOUT);
+    ASSERT_GE(gr_now_ns() - start, 30 * 1000000);
+
+    pthread_create(&th, NULL, alloc_thread, &c);
+    wait_waiters(a, 1);
+    atomic_store(&flag, GR_ERR_CANCELED);
+    gr_arena_wake(a);
+    pthread_join(th, NULL);
+    ASSERT_STATUS(c.st, GR_ERR_CANCELED);
+
+    pthread_create(&th, NULL, alloc_thread, &s);
+    wait_waiters(a, 1);
+    gr_arena_shutdown(a);
+    pthread_join(th, NULL);
+    ASSERT_STATUS(s.st, GR_ERR_SHUTDOWN);
+    ASSERT_STATUS(gr_arena_alloc(a, 256, GR_NO_DEADLINE, NULL, &blk), GR_ERR_SHUTDOWN);
+    gr_arena_free(a, &all);
+    ASSERT_EQ_U64(gr_arena_used(a), 0);
+    ASSERT_EQ(gr_arena_waiters(a), 0);
+    gr_arena_destroy(a);
+}
+
+GR_TEST_MAIN(GR_TEST(create_and_round), GR_TEST(first_fit_and_coalescing),
+             GR_TEST(refusals_at_once), GR_TEST(fragmentation_waits_fifo),
+             GR_TEST(deadline_cancel_shutdown))

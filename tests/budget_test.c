@@ -1,0 +1,211 @@
+/*
+ * budget_test.c - the budget semaphore: accounting, refusals, FIFO fairness, deadlines,
+ * cancellation and shutdown.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "runtime/budget.h"
+#include "runtime/sync.h"
+#include "tests/testing.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Wait (bounded) until the budget has `n` queued requests. */
+static void wait_waiters(gr_budget *b, uint32_t n)
+{
+    for (int i = 0; i < 2000 && gr_budget_waiters(b) != n; i++)
+        sleep_ms(1);
+    ASSERT_EQ(gr_budget_waiters(b), n);
+}
+
+typedef struct acq_arg {
+    gr_budget *b;
+    uint64_t bytes;
+    int64_t deadline;
+    gr_cancel_flag *cancel;
+    atomic_int done;
+    gr_status st;
+} acq_arg;
+
+static void *acq_thread(void *p)
+{
+    acq_arg *a = p;
+
+    a->st = gr_budget_acquire(a->b, a->bytes, a->deadline, a->cancel);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+static void create_refuses_zero(void)
+{
+    gr_budget *b;
+
+    ASSERT_STATUS(gr_budget_create(0, &b), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_PTR_EQ(b, NULL);
+    ASSERT_STATUS(gr_budget_create(1, NULL), GR_ERR_INVALID_ARGUMENT);
+    gr_budget_destroy(NULL);
+}
+
+static void accounting_and_peak(void)
+{
+    gr_budget *b;
+
+    ASSERT_STATUS(gr_budget_create(1000, &b), GR_OK);
+    ASSERT_EQ_U64(gr_budget_capacity(b), 1000);
+    ASSERT_STATUS(gr_budget_acquire(b, 300, GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr_budget_acquire(b, 700, GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 1000);
+    gr_budget_release(b, 700);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 300);
+    ASSERT_STATUS(gr_budget_acquire(b, 100, GR_NO_DEADLINE, NULL), GR_OK);
+    gr_budget_release(b, 100);
+    gr_budget_release(b, 300);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 0);
+    ASSERT_EQ_U64(gr_budget_peak(b), 1000);
+    gr_budget_destroy(b);
+}
+
+static void refuses_zero_and_oversized_at_once(void)
+{
+    gr_budget *b;
+    int64_t start;
+
+    ASSERT_STATUS(gr_budget_create(1000, &b), GR_OK);
+    ASSERT_STATUS(gr_budget_acquire(b, 500, GR_NO_DEADLINE, NULL), GR_OK);
+    start = gr_now_ns();
+    /* Never fits: refused at once even though a holder might release. */
+    ASSERT_STATUS(gr_budget_acquire(b, 1001, GR_NO_DEADLINE, NULL), GR_ERR_OVER_BUDGET);
+    ASSERT_STATUS(gr_budget_acquire(b, 0, GR_NO_DEADLINE, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_LT(gr_now_ns() - start, 1000000000);
+    ASSERT_EQ(gr_budget_waiters(b), 0);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 500);
+    /* Exactly the capacity fits once free. */
+    gr_budget_release(b, 500);
+    ASSERT_STATUS(gr_budget_acquire(b, 1000, GR_NO_DEADLINE, NULL), GR_OK);
+    gr_budget_release(b, 1000);
+    gr_budget_destroy(b);
+}
+
+static void fifo_small_request_waits_behind_large(void)
+{
+    acq_arg large = {.bytes = 80, .deadline = GR_NO_DEADLINE};
+    acq_arg small = {.bytes = 10, .deadline = GR_NO_DEADLINE};
+    pthread_t lt, st;
+    gr_budget *b;
+
+    ASSERT_STATUS(gr_budget_create(100, &b), GR_OK);
+    large.b = small.b = b;
+    ASSERT_STATUS(gr_budget_acquire(b, 60, GR_NO_DEADLINE, NULL), GR_OK);
+    pthread_create(&lt, NULL, acq_thread, &large);
+    wait_waiters(b, 1);
+    pthread_create(&st, NULL, acq_thread, &small);
+    wait_waiters(b, 2);
+    sleep_ms(30);
+    /* 60 + 10 would fit, but the small request must not overtake the large one. */
+    ASSERT_EQ(atomic_load(&small.done), 0);
+    ASSERT_EQ(atomic_load(&large.done), 0);
+    gr_budget_release(b, 60);
+    pthread_join(lt, NULL);
+    pthread_join(st, NULL);
+    ASSERT_STATUS(large.st, GR_OK);
+    ASSERT_STATUS(small.st, GR_OK);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 90);
+    gr_budget_release(b, 90);
+    gr_budget_destroy(b);
+}
+
+static void deadline_expires(void)
+{
+    gr_budget *b;
+    int64_t start;
+
+    ASSERT_STATUS(gr_budget_create(100, &b), GR_OK);
+    ASSERT_STATUS(gr_budget_acquire(b, 100, GR_NO_DEADLINE, NULL), GR_OK);
+    start = gr_now_ns();
+    ASSERT_STATUS(gr_budget_acquire(b, 1, start + 30 * 1000000, NULL), GR_ERR_TIMEOUT);
+    ASSERT_GE(gr_now_ns() - start, 30 * 1000000);
+    ASSERT_EQ(gr_budget_waiters(b), 0);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 100);
+    gr_budget_release(b, 100);
+    gr_budget_destroy(b);
+}
+
+static void head_giving_up_lets_followers_in(void)
+{
+    acq_arg large = {.bytes = 80};
+    acq_arg small = {.bytes = 10, .deadline = GR_NO_DEADLINE};
+    pthread_t lt, st;
+    gr_budget *b;
+
+    ASSERT_STATUS(gr_budget_create(100, &b), GR_OK);
+    large.b = small.b = b;
+    ASSERT_STATUS(gr_budget_acquire(b, 60, GR_NO_DEADLINE, NULL), GR_OK);
+    large.deadline = gr_now_ns() + 100 * 1000000;
+    pthread_create(&lt, NULL, acq_thread, &large);
+    wait_waiters(b, 1);
+    pthread_create(&st, NULL, acq_thread, &small);
+    pthread_join(lt, NULL);
+    ASSERT_STATUS(large.st, GR_ERR_TIMEOUT);
+    /* No release happened: the small request is granted because the head left. */
+    pthread_join(st, NULL);
+    ASSERT_STATUS(small.st, GR_OK);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 70);
+    gr_budget_release(b, 70);
+    gr_budget_destroy(b);
+}
+
+static void cancel_wakes_waiter(void)
+{
+    gr_cancel_flag flag = 0;
+    acq_arg a = {.bytes = 50, .deadline = GR_NO_DEADLINE, .cancel = &flag};
+    pthread_t th;
+    gr_budget *b;
+
+    ASSERT_STATUS(gr_budget_create(100, &b), GR_OK);
+    a.b = b;
+    ASSERT_STATUS(gr_budget_acquire(b, 100, GR_NO_DEADLINE, NULL), GR_OK);
+    pthread_create(&th, NULL, acq_thread, &a);
+    wait_waiters(b, 1);
+    atomic_store(&flag, GR_ERR_CANCELED);
+    gr_budget_wake(b);
+    pthread_join(th, NULL);
+    ASSERT_STATUS(a.st, GR_ERR_CANCELED);
+    ASSERT_EQ(gr_budget_waiters(b), 0);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 100);
+    /* A flag already set refuses without sleeping. */
+    ASSERT_STATUS(gr_budget_acquire(b, 1, GR_NO_DEADLINE, &flag), GR_ERR_CANCELED);
+    gr_budget_release(b, 100);
+    gr_budget_destroy(b);
+}
+
+static void shutdown_wakes_and_refuses(void)
+{
+    acq_arg a = {.bytes = 50, .deadline = GR_NO_DEADLINE};
+    pthread_t th;
+    gr_budget *b;
+
+    ASSERT_STATUS(gr_budget_create(100, &b), GR_OK);
+    a.b = b;
+    ASSERT_STATUS(gr_budget_acquire(b, 100, GR_NO_DEADLINE, NULL), GR_OK);
+    pthread_create(&th, NULL, acq_thread, &a);
+    wait_waiters(b, 1);
+    gr_budget_shutdown(b);
+    pthread_join(th, NULL);
+    ASSERT_STATUS(a.st, GR_ERR_SHUTDOWN);
+    ASSERT_STATUS(gr_budget_acquire(b, 1, GR_NO_DEADLINE, NULL), GR_ERR_SHUTDOWN);
+    gr_budget_release(b, 100); /* releases still work after shutdown */
+    ASSERT_EQ_U64(gr_budget_in_use(b), 0);
+    gr_budget_destroy(b);
+}
+
+GR_TEST_MAIN(GR_TEST(create_refuses_zero), GR_TEST(accounting_and_peak),
+             GR_TEST(refuses_zero_and_oversized_at_once),
+             GR_TEST(fifo_small_request_waits_behind_large), GR_TEST(deadline_expires),
+             GR_TEST(head_giving_up_lets_followers_in), GR_TEST(cancel_wakes_waiter),
+             GR_TEST(shutdown_wakes_and_refuses))

@@ -1,0 +1,586 @@
+/*
+ * runtime_test.c - the embedding API on the host backend: configuration and submission
+ * refusals with their messages, jobs, progress, per-index results, callbacks, cancellation,
+ * deadlines, shutdown, and host-memory aliasing rules.
+ *
+ * To hold the workers still deterministically, a test takes the device's whole budget
+ * itself: with one worker, that worker sleeps in the budget's queue with the first task it
+ * popped, and everything behind it stays queued until the test gives the budget back.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "graph/graph.h"
+#include "runtime/job.h"
+#include "runtime/runtime.h"
+#include "tests/testing.h"
+#include "tools/graphrun/workload.h"
+
+#define SEED 7
+
+static gr_runtime *make_runtime(uint32_t workers, uint64_t budget)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_error_info err;
+    gr_runtime *rt;
+
+    cfg.backend = GR_BACKEND_HOST;
+    cfg.budget_bytes = budget;
+    cfg.workers_per_device = workers;
+    if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
+        GR_TEST_FAIL("runtime create: %s", err.message);
+    return rt;
+}
+
+/* `count` in-place tensors of `elems` synthetic elements. */
+typedef struct tensors {
+    float **data;
+    gr_tensor *t;
+    uint64_t count, elems;
+} tensors;
+
+static tensors make_tensors(uint64_t count, uint64_t elems)
+{
+    tensors s = {calloc(count, sizeof(float *)), calloc(count, sizeof(gr_tensor)), count, elems};
+
+    for (uint64_t i = 0; i < count; i++) {
+        s.data[i] = malloc(elems * sizeof(float));
+        ASSERT_TRUE(s.data[i] != NULL);
+        gr_workload_fill(s.data[i], 0, elems, SEED, i);
+        s.t[i].in[0] = s.data[i];
+        s.t[i].out[0] = s.data[i];
+        s.t[i].elems = elems;
+    }
+    return s;
+}
+
+static void free_tensors(tensors *s)
+{
+    for (uint64_t i = 0; i < s->count; i++)
+        free(s->data[i]);
+    free(s->data);
+    free(s->t);
+}
+
+/* Index i processed (seed applied exactly once) or untouched. */
+static void expect_processed(const tensors *s, uint64_t i)
+{
+    uint64_t where;
+    uint64_t bad = gr_workload_check_seed(s->data[i], 0, s->elems, SEED, i, &where);
+    if (bad != 0)
+        GR_TEST_FAIL("index %llu: %llu wrong elements, first %llu", (unsigned long long)i,
+                     (unsigned long long)bad, (unsigned long long)where);
+}
+
+static void expect_untouched(const tensors *s, uint64_t i)
+{
+    uint64_t where;
+    uint64_t bad = gr_workload_check_input(s->data[i], 0, s->elems, SEED, i, &where);
+    if (bad != 0)
+        GR_TEST_FAIL("index %llu was written: %llu changed elements, first %llu",
+                     (unsigned long long)i, (unsigned long long)bad, (unsigned long long)where);
+}
+
+/* Take the device's whole budget, so the runtime's worker sleeps in the budget's queue with
+ * the first task it pops; returns once `sleepers` workers sleep there (0: do not wait). */
+static gr_budget *hold_budget(gr_runtime *rt)
+{
+    gr_budget *b = rt->devices[0].budget;
+
+    ASSERT_STATUS(gr_budget_acquire(b, gr_budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
+    return b;
+}
+
+static void wait_budget_sleepers(gr_budget *b, uint32_t n)
+{
+    for (int i = 0; i < 5000 && gr_budget_waiters(b) != n; i++)
+        usleep(1000);
+    ASSERT_EQ(gr_budget_waiters(b), n);
+}
+
+static void release_budget(gr_budget *b)
+{
+    gr_budget_release(b, gr_budget_capacity(b));
+}
+
+/* ------------------------------------------------------------------------------------- */
+
+static void config_refusals(void)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_error_info err;
+    gr_runtime *rt = (gr_runtime *)&cfg;
+
+    ASSERT_STATUS(gr_runtime_create(NULL, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_PTR_EQ(rt, NULL);
+    ASSERT_STATUS(gr_runtime_create(&cfg, NULL, NULL), GR_ERR_INVALID_ARGUMENT);
+
+    cfg.backend = GR_BACKEND_HOST;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "budget_bytes must be set");
+    cfg.budget_bytes = 1 << 20;
+
+    cfg.magic = 0;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "GR_CONFIG_INIT");
+    cfg.magic = GR_CONFIG_MAGIC;
+
+    cfg.workers_per_device = 0;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "workers_per_device");
+    cfg.workers_per_device = 2;
+
+    cfg.ring_capacity = 1000;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "power of two");
+    cfg.ring_capacity = 1024;
+
+    cfg.host_devices = 0;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "host_devices");
+    cfg.host_devices = 1;
+
+    cfg.backend = (gr_backend)42;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "unknown backend");
+    ASSERT_PTR_EQ(rt, NULL);
+
+    cfg.backend = GR_BACKEND_HOST;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+    gr_runtime_destroy(rt);
+    gr_runtime_destroy(NULL);
+}
+
+static void cuda_backend_refused_or_present(void)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_error_info err;
+    gr_runtime *rt;
+    gr_status st;
+
+    cfg.backend = GR_BACKEND_CUDA;
+    cfg.budget_bytes = 1 << 20;
+    st = gr_runtime_create(&cfg, &rt, &err);
+    if (st == GR_OK) {
+        gr_runtime_destroy(rt);
+        SKIP("a CUDA device is present");
+    }
+    /* No GPU here: a clear refusal, never a crash or a silent host fallback. */
+    ASSERT_STATUS(st, GR_ERR_UNAVAILABLE);
+    ASSERT_TRUE(err.message[0] != '\0');
+    ASSERT_PTR_EQ(rt, NULL);
+}
+
+static void info_and_budget_rounding(void)
+{
+    gr_runtime *rt = make_runtime(2, 10000);
+    gr_runtime_info info;
+    gr_device_stats st;
+
+    ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_OK);
+    ASSERT_EQ(info.backend, GR_BACKEND_HOST);
+    ASSERT_EQ(info.device_count, 1);
+    ASSERT_EQ(info.workers_per_device, 2);
+    ASSERT_EQ_U64(info.budget_bytes, 9984); /* rounded down to 256: never above the budget */
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &st), GR_OK);
+    ASSERT_EQ_U64(st.budget_bytes, 9984);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 1, &st), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_info_get(NULL, &info), GR_ERR_INVALID_ARGUMENT);
+    gr_runtime_destroy(rt);
+}
+
+static void submit_refusals(void)
+{
+    gr_runtime *rt = make_runtime(2, 1 << 20);
+    tensors s = make_tensors(4, 100);
+    gr_job_options bad_opts = GR_JOB_OPTIONS_INIT;
+    gr_graph *g, *unfinished;
+    gr_error_info err;
+    gr_job *job = (gr_job *)&err;
+    gr_tensor t[4];
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_create(&unfinished), GR_OK);
+
+    ASSERT_STATUS(gr_job_submit(NULL, g, s.t, 4, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_PTR_EQ(job, NULL);
+    ASSERT_STATUS(gr_job_submit(rt, NULL, s.t, 4, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_submit(rt, g, NULL, 4, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 0, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "at least one tensor");
+    ASSERT_STATUS(gr_job_submit(rt, unfinished, s.t, 4, NULL, &job, &err),
+                  GR_ERR_INVALID_USAGE);
+    ASSERT_STR_CONTAINS(err.message, "not finalized");
+    bad_opts.magic = 0;
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 4, &bad_opts, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "GR_JOB_OPTIONS_INIT");
+
+    memcpy(t, s.t, sizeof(t));
+    t[2].elems = 0;
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 4, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ_U64(err.index, 2);
+    ASSERT_STR_CONTAINS(err.message, "index 2 has 0 elements");
+
+    memcpy(t, s.t, sizeof(t));
+    t[1].in[0] = NULL;
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 4, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "index 1: input 0 is NULL");
+
+    memcpy(t, s.t, sizeof(t));
+    t[3].out[1] = s.data[0];
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 4, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "index 3: output 1 is set (the graph has 1 output(s))");
+
+    /* An iteration that cannot fit the budget, with no way to split it yet. */
+    memcpy(t, s.t, sizeof(t));
+    t[1].elems = 1 << 20;
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 4, NULL, &job, &err), GR_ERR_OVER_BUDGET);
+    ASSERT_EQ_U64(err.index, 1);
+    ASSERT_STR_CONTAINS(err.message, "needs 4194304 device bytes but the budget is 1048576");
+
+    memcpy(t, s.t, sizeof(t));
+    t[0].elems = UINT64_MAX / 2;
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 4, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "too large");
+
+    ASSERT_PTR_EQ(job, NULL);
+    /* Nothing was queued by any refusal: all inputs untouched. */
+    for (uint64_t i = 0; i < 4; i++)
+        expect_untouched(&s, i);
+    gr_graph_destroy(unfinished);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    free_tensors(&s);
+}
+
+static void aliasing_refusals(void)
+{
+    gr_runtime *rt = make_runtime(2, 1 << 20);
+    tensors s = make_tensors(3, 100);
+    float *other = malloc(200 * sizeof(float));
+    gr_graph *g;
+    gr_error_info err;
+    gr_job *job;
+    gr_tensor t[3];
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+
+    /* Two indices writing the same output. */
+    memcpy(t, s.t, sizeof(t));
+    t[2].out[0] = t[0].out[0];
+    t[2].in[0] = other;
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 3, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "overlaps another output");
+
+    /* An output overlapping another index's input. */
+    memcpy(t, s.t, sizeof(t));
+    t[1].out[0] = other;
+    t[2].in[0] = other + 50;
+    t[2].out[0] = s.data[2];
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 3, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "overlaps output 0 of index 1");
+
+    /* In place must be the very same range. */
+    memcpy(t, s.t, sizeof(t));
+    t[0].in[0] = s.data[0] + 1;
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 3, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "in place needs the very same range");
+
+    /* Inputs may be shared freely; out of place into separate buffers is fine. */
+    memcpy(t, s.t, sizeof(t));
+    for (int i = 0; i < 3; i++)
+        t[i].in[0] = other;
+    t[0].elems = t[1].elems = t[2].elems = 50;
+    gr_workload_fill(other, 0, 50, SEED, 0);
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 3, NULL, &job, &err), GR_OK);
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER), GR_OK);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ_U64(gr_workload_check_seed(s.data[i], 0, 50, SEED, 0, NULL), 0);
+    gr_job_destroy(job);
+
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    free(other);
+    free_tensors(&s);
+}
+
+static atomic_int callback_calls;
+static gr_status callback_status;
+
+static void count_callback(gr_job *job, gr_status st, void *user)
+{
+    gr_job_progress p;
+
+    ASSERT_PTR_EQ(user, &callback_calls);
+    /* The job is complete when its callback runs. */
+    ASSERT_TRUE(gr_job_is_complete(job));
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.done + p.failed + p.canceled, p.total);
+    callback_status = st;
+    atomic_fetch_add(&callback_calls, 1);
+}
+
+static void job_runs_reports_and_calls_back(void)
+{
+    gr_runtime *rt = make_runtime(3, 1 << 20);
+    tensors s = make_tensors(10, 1000);
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_job_progress p;
+    gr_index_state state;
+    gr_status status;
+    gr_error_info err;
+    gr_device_stats ds;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    atomic_store(&callback_calls, 0);
+    o.on_complete = count_callback;
+    o.user = &callback_calls;
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 10, &o, &job, &err), GR_OK);
+    gr_graph_destroy(g); /* the job keeps its own reference */
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.total, 10);
+    ASSERT_EQ_U64(p.done, 10);
+    ASSERT_EQ_U64(p.failed + p.canceled + p.queued + p.in_flight, 0);
+    for (uint64_t i = 0; i < 10; i++) {
+        ASSERT_STATUS(gr_job_index_get(job, i, &state, &status), GR_OK);
+        ASSERT_EQ(state, GR_INDEX_DONE);
+        ASSERT_STATUS(status, GR_OK);
+        expect_processed(&s, i);
+    }
+    ASSERT_STATUS(gr_job_index_get(job, 10, &state, &status), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_error_get(job, &err), GR_OK);
+    ASSERT_STATUS(err.status, GR_OK);
+    ASSERT_EQ(gr__job_anomalies(job), 0);
+    /* A completed job waits no more, however many times it is asked. */
+    ASSERT_STATUS(gr_job_wait(job, 0), GR_OK);
+    gr_job_destroy(job);
+    /* The callback ran exactly once, before or after wait returned: wait for it briefly. */
+    for (int i = 0; i < 1000 && atomic_load(&callback_calls) == 0; i++)
+        usleep(1000);
+    ASSERT_EQ(atomic_load(&callback_calls), 1);
+    ASSERT_STATUS(callback_status, GR_OK);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &ds), GR_OK);
+    ASSERT_EQ_U64(ds.iterations_done, 10);
+    ASSERT_EQ_U64(ds.budget_in_use, 0);
+    ASSERT_LE_U64(ds.budget_peak, ds.budget_bytes);
+    gr_runtime_destroy(rt);
+    free_tensors(&s);
+}
+
+static void detached_job_calls_back(void)
+{
+    gr_runtime *rt = make_runtime(2, 1 << 20);
+    tensors s = make_tensors(5, 333);
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    atomic_store(&callback_calls, 0);
+    o.on_complete = count_callback;
+    o.user = &callback_calls;
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 5, &o, NULL, NULL), GR_OK);
+    gr_graph_destroy(g);
+    for (int i = 0; i < 5000 && atomic_load(&callback_calls) == 0; i++)
+        usleep(1000);
+    ASSERT_EQ(atomic_load(&callback_calls), 1);
+    for (uint64_t i = 0; i < 5; i++)
+        expect_processed(&s, i);
+    gr_runtime_destroy(rt);
+    ASSERT_EQ(atomic_load(&callback_calls), 1);
+    free_tensors(&s);
+}
+
+static void cancel_ends_queued_indices_at_once(void)
+{
+    gr_runtime *rt = make_runtime(1, 1 << 20);
+    tensors s = make_tensors(50, 100);
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_budget *budget = hold_budget(rt);
+    gr_job_progress p;
+    gr_index_state state;
+    gr_status status;
+    gr_error_info err;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    atomic_store(&callback_calls, 0);
+    o.on_complete = count_callback;
+    o.user = &callback_calls;
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 50, &o, &job, NULL), GR_OK);
+    wait_budget_sleepers(budget, 1); /* the worker holds index 0 and sleeps */
+    ASSERT_STATUS(gr_job_wait(job, 20 * 1000000), GR_ERR_TIMEOUT);
+    ASSERT_TRUE(!gr_job_is_complete(job));
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.queued, 49);
+    ASSERT_EQ_U64(p.in_flight, 1);
+
+    /* Cancel wakes the worker out of the budget queue and ends the queued rest at once. */
+    ASSERT_STATUS(gr_job_cancel(job), GR_OK);
+    ASSERT_STATUS(gr_job_cancel(job), GR_OK); /* idempotent */
+    ASSERT_STATUS(gr_job_wait(job, 10ll * 1000000000), GR_ERR_CANCELED);
+    ASSERT_EQ(atomic_load(&callback_calls), 1);
+    ASSERT_STATUS(callback_status, GR_ERR_CANCELED);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.canceled, 50);
+    ASSERT_EQ_U64(p.queued + p.in_flight + p.done + p.failed, 0);
+    ASSERT_STATUS(gr_job_index_get(job, 17, &state, &status), GR_OK);
+    ASSERT_EQ(state, GR_INDEX_CANCELED);
+    ASSERT_STATUS(status, GR_ERR_CANCELED);
+    ASSERT_STATUS(gr_job_error_get(job, &err), GR_OK);
+    ASSERT_STATUS(err.status, GR_ERR_CANCELED);
+    ASSERT_STR_CONTAINS(err.message, "canceled");
+    ASSERT_EQ(gr_budget_waiters(budget), 0);
+
+    release_budget(budget);
+    gr_runtime_destroy(rt); /* drains the canceled tasks still in the ring */
+    for (uint64_t i = 0; i < 50; i++)
+        expect_untouched(&s, i);
+    ASSERT_EQ(atomic_load(&callback_calls), 1);
+    ASSERT_EQ(gr__job_anomalies(job), 0);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    free_tensors(&s);
+}
+
+static void deadline_fails_unstarted_indices(void)
+{
+    gr_runtime *rt = make_runtime(1, 1 << 20);
+    tensors s = make_tensors(20, 100);
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_budget *budget = hold_budget(rt);
+    gr_job_progress p;
+    gr_error_info err;
+    gr_graph *g;
+    gr_job *job;
+    int64_t start;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    start = gr_now_ns();
+    o.deadline_ns = start + 50 * 1000000;
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 20, &o, &job, NULL), GR_OK);
+    /* Completed by the deadline, though no budget was ever free. */
+    ASSERT_STATUS(gr_job_wait(job, 10ll * 1000000000), GR_ERR_TIMEOUT);
+    ASSERT_TRUE(gr_job_is_complete(job));
+    ASSERT_GE(gr_now_ns() - start, 50 * 1000000);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.failed, 20);
+    ASSERT_STATUS(gr_job_error_get(job, &err), GR_OK);
+    ASSERT_STATUS(err.status, GR_ERR_TIMEOUT);
+    ASSERT_STR_CONTAINS(err.message, "deadline");
+    gr_job_destroy(job);
+
+    /* A deadline already past at submission: accepted, and every index times out. */
+    o.deadline_ns = gr_now_ns() - 1;
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 20, &o, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_job_wait(job, 10ll * 1000000000), GR_ERR_TIMEOUT);
+    ASSERT_TRUE(gr_job_is_complete(job));
+    gr_job_destroy(job);
+
+    release_budget(budget);
+    gr_runtime_destroy(rt);
+    for (uint64_t i = 0; i < 20; i++)
+        expect_untouched(&s, i);
+    gr_graph_destroy(g);
+    free_tensors(&s);
+}
+
+static void shutdown_cancels_queued_and_refuses_new(void)
+{
+    gr_runtime *rt = make_runtime(1, 1 << 20);
+    tensors s = make_tensors(30, 100);
+    gr_budget *budget = hold_budget(rt);
+    gr_job *job, *late = NULL;
+    gr_job_progress p;
+    gr_error_info err;
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 30, NULL, &job, NULL), GR_OK);
+    wait_budget_sleepers(budget, 1);
+    gr_runtime_shutdown(rt);
+    gr_runtime_shutdown(rt); /* idempotent */
+    /* Every index ends, the one the worker held included, with no budget ever freed. */
+    ASSERT_STATUS(gr_job_wait(job, 10ll * 1000000000), GR_ERR_SHUTDOWN);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.canceled, 30);
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 1, NULL, &late, &err), GR_ERR_SHUTDOWN);
+    ASSERT_STR_CONTAINS(err.message, "shut down");
+    ASSERT_PTR_EQ(late, NULL);
+    release_budget(budget);
+    gr_runtime_destroy(rt);
+    for (uint64_t i = 0; i < 30; i++)
+        expect_untouched(&s, i);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    free_tensors(&s);
+}
+
+/* The ring is tiny and the only worker parked, so submit sleeps on backpressure; shutdown
+ * from another thread wakes it, and the job it returns is accepted and complete, with every
+ * index ended exactly once. */
+typedef struct submit_arg {
+    gr_runtime *rt;
+    gr_graph *g;
+    tensors *s;
+    gr_job *job;
+    gr_status st;
+} submit_arg;
+
+static void *submit_thread(void *p)
+{
+    submit_arg *a = p;
+
+    a->st = gr_job_submit(a->rt, a->g, a->s->t, a->s->count, NULL, &a->job, NULL);
+    return NULL;
+}
+
+static void shutdown_wakes_submit_sleeping_on_full_ring(void)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    tensors s = make_tensors(64, 10);
+    submit_arg a = {.s = &s};
+    gr_job_progress p;
+    gr_budget *budget;
+    pthread_t th;
+
+    cfg.backend = GR_BACKEND_HOST;
+    cfg.budget_bytes = 1 << 20;
+    cfg.workers_per_device = 1;
+    cfg.ring_capacity = 4;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &a.rt, NULL), GR_OK);
+    ASSERT_STATUS(gr_graph_create_seed(&a.g), GR_OK);
+    budget = hold_budget(a.rt);
+    pthread_create(&th, NULL, submit_thread, &a);
+    wait_budget_sleepers(budget, 1);
+    for (int i = 0; i < 5000 && gr_ring_count(a.rt->ring) < 3; i++)
+        usleep(1000);
+    ASSERT_EQ(gr_ring_count(a.rt->ring), 3); /* full: the submitter sleeps */
+    usleep(20000);
+    gr_runtime_shutdown(a.rt);
+    pthread_join(th, NULL);
+    ASSERT_STATUS(a.st, GR_OK);
+    ASSERT_STATUS(gr_job_wait(a.job, 10ll * 1000000000), GR_ERR_SHUTDOWN);
+    ASSERT_STATUS(gr_job_progress_get(a.job, &p), GR_OK);
+    ASSERT_EQ_U64(p.canceled, 64);
+    release_budget(budget);
+    gr_runtime_destroy(a.rt);
+    ASSERT_EQ(gr__job_anomalies(a.job), 0);
+    for (uint64_t i = 0; i < 64; i++)
+        expect_untouched(&s, i);
+    gr_job_destroy(a.job);
+    gr_graph_destroy(a.g);
+    free_tensors(&s);
+}
+
+GR_TEST_MAIN(GR_TEST(config_refusals), GR_TEST(cuda_backend_refused_or_present),
+             GR_TEST(info_and_budget_rounding), GR_TEST(submit_refusals),
+             GR_TEST(aliasing_refusals), GR_TEST(job_runs_reports_and_calls_back),
+             GR_TEST(detached_job_calls_back), GR_TEST(cancel_ends_queued_indices_at_once),
+             GR_TEST(deadline_fails_unstarted_indices),
+             GR_TEST(shutdown_cancels_queued_and_refuses_new),
+             GR_TEST(shutdown_wakes_submit_sleeping_on_full_ring))

@@ -1,0 +1,132 @@
+/*
+ * testing.h - the test harness: cases, assertions that print both sides, skips.
+ *
+ * Each binary lists its cases in main with GR_TEST_MAIN(...). Every case prints one line
+ * that tools/test counts: "PASS name", "FAIL name: ..." or "SKIP name: reason". A failed
+ * assertion prints its FAIL line with both values and ends the binary (exit status 1), so
+ * no later case runs on broken state. Assertions are never compiled out.
+ */
+#ifndef GR_TESTING_H
+#define GR_TESTING_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/graphrun.h"
+
+typedef struct gr_test_case {
+    const char *name;
+    void (*fn)(void);
+} gr_test_case;
+
+extern const char *gr_test_current;
+extern const char *gr_test_skip_reason;
+
+#define GR_TEST_FAIL(...)                                                                   \
+    do {                                                                                    \
+        printf("FAIL %s: %s:%d: ", gr_test_current, __FILE__, __LINE__);                    \
+        printf(__VA_ARGS__);                                                                \
+        printf("\n");                                                                       \
+        fflush(stdout);                                                                     \
+        _exit(1);                                                                           \
+    } while (0)
+
+#define ASSERT_TRUE(cond)                                                                   \
+    do {                                                                                    \
+        if (!(cond))                                                                        \
+            GR_TEST_FAIL("expected %s", #cond);                                             \
+    } while (0)
+
+#define GR_ASSERT_CMP_(a, op, b)                                                            \
+    do {                                                                                    \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                 \
+        if (!(a_ op b_))                                                                    \
+            GR_TEST_FAIL("expected %s %s %s, got %lld vs %lld", #a, #op, #b, a_, b_);       \
+    } while (0)
+
+#define GR_ASSERT_CMPU_(a, op, b)                                                           \
+    do {                                                                                    \
+        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);      \
+        if (!(a_ op b_))                                                                    \
+            GR_TEST_FAIL("expected %s %s %s, got %llu vs %llu", #a, #op, #b, a_, b_);       \
+    } while (0)
+
+#define ASSERT_EQ(a, b) GR_ASSERT_CMP_(a, ==, b)
+#define ASSERT_NE(a, b) GR_ASSERT_CMP_(a, !=, b)
+#define ASSERT_LT(a, b) GR_ASSERT_CMP_(a, <, b)
+#define ASSERT_LE(a, b) GR_ASSERT_CMP_(a, <=, b)
+#define ASSERT_GT(a, b) GR_ASSERT_CMP_(a, >, b)
+#define ASSERT_GE(a, b) GR_ASSERT_CMP_(a, >=, b)
+#define ASSERT_EQ_U64(a, b) GR_ASSERT_CMPU_(a, ==, b)
+#define ASSERT_LE_U64(a, b) GR_ASSERT_CMPU_(a, <=, b)
+
+#define ASSERT_PTR_EQ(a, b)                                                                 \
+    do {                                                                                    \
+        const void *a_ = (a), *b_ = (b);                                                    \
+        if (a_ != b_)                                                                       \
+            GR_TEST_FAIL("expected %s == %s, got %p vs %p", #a, #b, a_, b_);                \
+    } while (0)
+
+#define ASSERT_STATUS(a, b)                                                                 \
+    do {                                                                                    \
+        gr_status a_ = (a), b_ = (b);                                                       \
+        if (a_ != b_)                                                                       \
+            GR_TEST_FAIL("expected %s == %s, got '%s' (%d) vs '%s' (%d)", #a, #b,           \
+                         gr_status_str(a_), (int)a_, gr_status_str(b_), (int)b_);           \
+    } while (0)
+
+#define ASSERT_STR_CONTAINS(hay, needle)                                                    \
+    do {                                                                                    \
+        const char *h_ = (hay), *n_ = (needle);                                             \
+        if (h_ == NULL || strstr(h_, n_) == NULL)                                           \
+            GR_TEST_FAIL("expected %s to contain \"%s\", got \"%s\"", #hay, n_,             \
+                         h_ ? h_ : "(null)");                                               \
+    } while (0)
+
+/* Skip the current case (say why) and return from it. */
+#define SKIP(reason)                                                                        \
+    do {                                                                                    \
+        gr_test_skip_reason = (reason);                                                     \
+        return;                                                                             \
+    } while (0)
+
+int gr_test_run_all(const gr_test_case *cases, size_t n, int argc, char **argv);
+
+#define GR_TEST(fn) {#fn, fn}
+#define GR_TEST_MAIN(...)                                                                   \
+    int main(int argc, char **argv)                                                         \
+    {                                                                                       \
+        static const gr_test_case cases_[] = {__VA_ARGS__};                                 \
+        return gr_test_run_all(cases_, sizeof(cases_) / sizeof(cases_[0]), argc, argv);    \
+    }
+
+/* Helpers shared by tests. */
+
+/* splitmix64: a fast, well-mixed deterministic generator for test data and choices. */
+static inline uint64_t gr_test_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n). */
+static inline uint64_t gr_test_below(uint64_t *state, uint64_t n)
+{
+    return n ? gr_test_rand(state) % n : 0;
+}
+
+/* Command-line options of stress binaries: --threads N --duration S --seed X (also --k=v). */
+typedef struct gr_stress_opts {
+    unsigned threads;
+    double duration_s;
+    uint64_t seed;
+} gr_stress_opts;
+
+void gr_stress_parse(int argc, char **argv, gr_stress_opts *o);
+
+#endif /* GR_TESTING_H */

@@ -1,0 +1,121 @@
+/*
+ * cli.c - command-line helpers (see cli.h).
+ */
+#include "tools/graphrun/cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool gr_cli_parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+
+    if (s == NULL || *s == '\0' || *s == '-' || *s == '+')
+        return false;
+    errno = 0;
+    v = strtoull(s, &end, 0);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+bool gr_cli_parse_size(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mult;
+    } units[] = {
+        {"", 1},
+        {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"KB", 1000ull},
+        {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"MB", 1000000ull},
+        {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1000000000ull},
+        {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1000000000000ull},
+    };
+    char *end, suffix[4] = "";
+    double v;
+
+    if (s == NULL || *s == '\0' || *s == '-' || *s == '+')
+        return false;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || v < 0 || strlen(end) > 3)
+        return false;
+    strcpy(suffix, end);
+    if (strlen(suffix) == 1) /* "2g" means "2G" */
+        suffix[0] = (char)toupper((unsigned char)suffix[0]);
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(suffix, units[i].suffix) == 0) {
+            double bytes = v * (double)units[i].mult;
+            if (bytes >= 18446744073709551615.0)
+                return false;
+            *out = (uint64_t)bytes;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *gr_cli_bytes(uint64_t bytes, char *buf, size_t size)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, size, "%.2f %s", v, unit[u]);
+    return buf;
+}
+
+typedef struct pfor {
+    uint64_t n;
+    _Atomic uint64_t next;
+    void (*fn)(uint64_t, void *);
+    void *arg;
+} pfor;
+
+static void *pfor_main(void *p)
+{
+    pfor *f = p;
+    uint64_t i;
+
+    while ((i = atomic_fetch_add(&f->next, 1)) < f->n)
+        f->fn(i, f->arg);
+    return NULL;
+}
+
+void gr_cli_parallel_for(uint64_t n, unsigned threads, void (*fn)(uint64_t i, void *arg),
+                         void *arg)
+{
+    pthread_t tid[64];
+    pfor f = {.n = n, .fn = fn, .arg = arg};
+    unsigned started = 0;
+
+    if (threads == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cpus > 0 ? (unsigned)cpus : 1;
+    }
+    if (threads > 64)
+        threads = 64;
+    if (threads > n)
+        threads = (unsigned)n;
+    for (unsigned t = 1; t < threads; t++)
+        if (pthread_create(&tid[started], NULL, pfor_main, &f) == 0)
+            started++;
+    pfor_main(&f); /* the caller works too, so this finishes even if no thread started */
+    for (unsigned t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+}

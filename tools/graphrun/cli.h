@@ -1,0 +1,32 @@
+/*
+ * cli.h - command-line helpers shared by the driver's subcommands: number and size parsing
+ * with clear errors, byte formatting, a parallel for over host threads.
+ */
+#ifndef GR_CLI_H
+#define GR_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit codes of the graphrun binary. */
+#define GR_EXIT_OK 0
+#define GR_EXIT_FAILED 1  /* the work ran but failed or produced wrong results */
+#define GR_EXIT_USAGE 2   /* bad command line */
+#define GR_EXIT_RUNTIME 3 /* the runtime could not start (no device, no memory, ...) */
+
+/* A non-negative integer ("123", "0x7b"); false on anything else. */
+bool gr_cli_parse_u64(const char *s, uint64_t *out);
+
+/* A size in bytes: a number with an optional suffix: K, M, G, T or KiB, MiB, GiB, TiB
+ * (powers of 1024), KB, MB, GB, TB (powers of 1000). False on anything else. */
+bool gr_cli_parse_size(const char *s, uint64_t *out);
+
+/* "12.00 MiB": `buf` of at least 32 bytes. */
+const char *gr_cli_bytes(uint64_t bytes, char *buf, size_t size);
+
+/* Run fn(i, arg) for i in [0, n) on up to `threads` host threads (0: one per CPU). */
+void gr_cli_parallel_for(uint64_t n, unsigned threads, void (*fn)(uint64_t i, void *arg),
+                         void *arg);
+
+#endif /* GR_CLI_H */

@@ -1,0 +1,10 @@
+/*
+ * commands.h - the driver's subcommands. Each takes its own argv (argv[0] is the
+ * subcommand's name) and returns an exit status (cli.h).
+ */
+#ifndef GR_COMMANDS_H
+#define GR_COMMANDS_H
+
+int gr_cmd_demo(int argc, char **argv);
+
+#endif /* GR_COMMANDS_H */

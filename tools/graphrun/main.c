@@ -1,0 +1,48 @@
+/*
+ * main.c - the graphrun driver: dispatches to subcommands.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/graphrun.h"
+#include "tools/graphrun/cli.h"
+#include "tools/graphrun/commands.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+} commands[] = {
+    {"demo", gr_cmd_demo, "run the seed workload on synthetic tensors and verify it"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: graphrun <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "\n'graphrun <command> --help' describes a command's options.\n"
+               "'graphrun --version' prints the version.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return GR_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return GR_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("graphrun %d.%d.%d\n", GR_VERSION_MAJOR, GR_VERSION_MINOR, GR_VERSION_PATCH);
+        return GR_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "graphrun: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return GR_EXIT_USAGE;
+}
