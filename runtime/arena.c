@@ -113,6 +113,8 @@ gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
     pthread_mutex_lock(&a->mu);
     if (a->shutdown)
         st = GR_ERR_SHUTDOWN;
+    else if (cancel != NULL && atomic_load_explicit(cancel, memory_order_acquire) != 0)
+        st = (gr_status)atomic_load_explicit(cancel, memory_order_acquire);
     else if (a->queue.head == NULL && try_place(a, blk))
         st = GR_OK;
     else

@@ -85,6 +85,8 @@ gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
     pthread_mutex_lock(&b->mu);
     if (b->shutdown)
         st = GR_ERR_SHUTDOWN;
+    else if (cancel != NULL && atomic_load_explicit(cancel, memory_order_acquire) != 0)
+        st = (gr_status)atomic_load_explicit(cancel, memory_order_acquire);
     else if (b->queue.head == NULL && try_take(b, &bytes))
         st = GR_OK;
     else

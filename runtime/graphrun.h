@@ -302,12 +302,15 @@ gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, u
 /*
  * Wait until the job completes (every index has ended and the completion callback, if any,
  * has returned) or `timeout_ns` passes (GR_WAIT_FOREVER: no limit; runtime shutdown
- * completes every job, so that wait ends too). Returns GR_ERR_TIMEOUT if the job is still
- * running, else the job's result: GR_OK when every index is done, otherwise the status of
- * the first index that did not finish (GR_ERR_CANCELED, GR_ERR_TIMEOUT, ...). Any thread,
- * any number of waiters; from the job's own callback it returns the result at once.
+ * completes every job, so that wait ends too; 0: just look).
+ *
+ * Returns GR_OK when the job is complete, GR_ERR_TIMEOUT when it is not (yet). The two are
+ * never confused with the job's own outcome, which goes to `result` (optional) once
+ * complete: GR_OK when every index is done, otherwise the status of the first index that
+ * did not finish (GR_ERR_CANCELED, GR_ERR_TIMEOUT for the job's deadline, ...). Any thread,
+ * any number of waiters; from the job's own callback it answers at once.
  */
-gr_status gr_job_wait(gr_job *job, int64_t timeout_ns);
+gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result);
 
 /* Cancel: indices not yet started end as canceled at once; running iterations finish (done)
  * and their outputs are written. Idempotent. Any thread. */

@@ -449,7 +449,7 @@ out_leave:
 /* ------------------------------------------------------------------------------------- */
 /* The caller's view.                                                                     */
 
-gr_status gr_job_wait(gr_job *job, int64_t timeout_ns)
+gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result)
 {
     int64_t deadline = gr_deadline_after(timeout_ns);
     bool timed_out = false;
@@ -463,7 +463,9 @@ gr_status gr_job_wait(gr_job *job, int64_t timeout_ns)
          * that is left, so answer now instead of deadlocking. */
         if (job->complete ||
             (job->in_callback && pthread_equal(job->callback_thread, pthread_self()))) {
-            st = job_result_locked(job);
+            if (result)
+                *result = job_result_locked(job);
+            st = GR_OK;
             break;
         }
         if (timed_out || timeout_ns == 0) {
