@@ -30,6 +30,7 @@ static gr_status fail(gr_graph *g, gr_status st, const char *fmt, ...)
 
 gr_status gr_graph_create(gr_graph **out)
 {
+    static _Atomic uint64_t next_id = 1;
     gr_graph *g;
 
     if (out == NULL)
@@ -39,6 +40,7 @@ gr_status gr_graph_create(gr_graph **out)
     if (g == NULL)
         return GR_ERR_OUT_OF_MEMORY;
     atomic_init(&g->refs, 1);
+    g->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     return GR_OK;
 }
 
@@ -487,6 +489,29 @@ gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
     }
     *total = off;
     return GR_OK;
+}
+
+void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
+                        const void **src, uint64_t *bytes)
+{
+    *bytes = it->tensor->elems * sizeof(float);
+    if (node->kind == GR_NODE_H2D) {
+        *dst = it->base + it->offsets[node->write];
+        *src = it->tensor->in[node->port];
+    } else {
+        *dst = it->tensor->out[node->port];
+        *src = it->base + it->offsets[node->reads[0]];
+    }
+}
+
+void gr_graph_node_kargs(const gr_iteration *it, const gr_node *node, gr_kargs *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (uint32_t r = 0; r < node->n_reads; r++)
+        out->in[r] = (const float *)(it->base + it->offsets[node->reads[r]]);
+    out->out = (float *)(it->base + it->offsets[node->write]);
+    out->n = it->tensor->elems;
+    memcpy(out->s, node->scalars, sizeof(out->s));
 }
 
 gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes)

@@ -43,6 +43,7 @@ typedef struct gr_node {
 
 struct gr_graph {
     atomic_uint refs;
+    uint64_t id; /* unique in the process, never reused: a key for caches of lowered graphs */
     bool finalized;
     uint32_t n_buffers;
     uint32_t n_nodes;
@@ -60,6 +61,22 @@ struct gr_graph {
 
     char error[256]; /* reason for the last refusal */
 };
+
+/* One iteration of a graph: the tensor, and where its buffers are in device memory. */
+typedef struct gr_iteration {
+    const gr_graph *graph;
+    const gr_tensor *tensor;
+    uint64_t index;
+    unsigned char *base;              /* the iteration's block in the device region */
+    uint64_t offsets[GR_MAX_BUFFERS]; /* of each buffer within the block */
+} gr_iteration;
+
+/* The copy node `node` does in iteration `it` (H2D or D2H): destination, source, bytes. */
+void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
+                        const void **src, uint64_t *bytes);
+
+/* The kernel arguments of kernel node `node` in iteration `it`. */
+void gr_graph_node_kargs(const gr_iteration *it, const gr_node *node, gr_kargs *out);
 
 /* Reference counting: jobs hold a reference to their (finalized) graph. Any thread. */
 void gr_graph_ref(gr_graph *g);

@@ -33,6 +33,8 @@ typedef struct gr_device {
     atomic_bool lost;     /* set on a sticky device error: its work fails fast */
     _Atomic uint64_t iterations_done;
     _Atomic uint64_t iterations_failed;
+    _Atomic uint64_t graph_instantiations; /* counted by the CUDA backend */
+    _Atomic uint64_t graph_updates;
 } gr_device;
 
 typedef struct gr_worker {
@@ -45,18 +47,12 @@ typedef struct gr_worker {
     gr_arena_block block; /* the iteration's placement, from alloc to free */
 } gr_worker;
 
-/* One iteration, as handed to a backend: the tensor, and where its buffers are. */
-typedef struct gr_iteration {
-    const gr_graph *graph;
-    const gr_tensor *tensor;
-    uint64_t index;
-    unsigned char *base;               /* the iteration's block in the device region */
-    uint64_t offsets[GR_MAX_BUFFERS];  /* of each buffer within the block */
-} gr_iteration;
-
 typedef struct gr_backend_ops {
     gr_backend kind;
     const char *name;
+    /* Device regions are a multiple of this (the device allocator's page): the budget is
+     * rounded down to it, so the memory really allocated never exceeds the budget. */
+    uint64_t region_granule;
     /* Devices usable on this machine (without reserving anything). GR_ERR_UNAVAILABLE with
      * a reason when there are none. */
     gr_status (*probe)(const gr_config *cfg, uint32_t *count, gr_error_info *err);

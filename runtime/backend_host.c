@@ -63,33 +63,24 @@ static void host_worker_close(gr_worker *w)
 static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_error_info *err)
 {
     const gr_graph *g = it->graph;
-    uint64_t n = it->tensor->elems;
-    size_t bytes = (size_t)n * sizeof(float);
 
     (void)w;
     (void)err;
     for (uint32_t k = 0; k < g->n_nodes; k++) {
         const gr_node *node = &g->nodes[g->order[k]];
 
-        switch (node->kind) {
-        case GR_NODE_H2D:
-            memcpy(it->base + it->offsets[node->write], it->tensor->in[node->port], bytes);
-            break;
-        case GR_NODE_KERNEL: {
+        if (node->kind == GR_NODE_KERNEL) {
             gr_kargs a;
 
-            memset(&a, 0, sizeof(a));
-            for (uint32_t r = 0; r < node->n_reads; r++)
-                a.in[r] = (const float *)(it->base + it->offsets[node->reads[r]]);
-            a.out = (float *)(it->base + it->offsets[node->write]);
-            a.n = n;
-            memcpy(a.s, node->scalars, sizeof(a.s));
+            gr_graph_node_kargs(it, node, &a);
             node->kernel->cpu(&a);
-            break;
-        }
-        case GR_NODE_D2H:
-            memcpy(it->tensor->out[node->port], it->base + it->offsets[node->reads[0]], bytes);
-            break;
+        } else {
+            const void *src;
+            uint64_t bytes;
+            void *dst;
+
+            gr_graph_node_copy(it, node, &dst, &src, &bytes);
+            memcpy(dst, src, bytes);
         }
     }
     return GR_OK;
@@ -98,6 +89,7 @@ static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
 const gr_backend_ops gr_backend_host = {
     .kind = GR_BACKEND_HOST,
     .name = "host",
+    .region_granule = GR_BUFFER_ALIGN,
     .probe = host_probe,
     .device_open = host_device_open,
     .device_close = host_device_close,

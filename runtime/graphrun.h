@@ -95,6 +95,19 @@ gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,
                            gr_error_info *err);
 
 /*
+ * CUDA contexts of the workers. PRIMARY: every worker binds the device's primary context
+ * (the one the CUDA runtime API uses), so it shares it with the rest of the process.
+ * PRIVATE: every worker creates a context of its own (driver API); a fault in one worker's
+ * context leaves the others usable, at the cost of memory and start-up time per worker and
+ * of kernels of different workers time-sliced rather than concurrent (docs/PERFORMANCE.md
+ * has the measurements).
+ */
+typedef enum gr_context_mode {
+    GR_CONTEXT_PRIMARY = 0,
+    GR_CONTEXT_PRIVATE,
+} gr_context_mode;
+
+/*
  * Runtime configuration. Always start from GR_CONFIG_INIT and change fields: new fields are
  * only ever appended, with defaults in the initializer, so code written against an older
  * header keeps compiling and working.
@@ -104,18 +117,21 @@ typedef struct gr_config {
     uint32_t magic;       /* GR_CONFIG_MAGIC: catches uninitialized structs */
     gr_backend backend;
     /* Device memory the runtime may hold, per device, in bytes. Required (0 is refused).
-     * The runtime reserves one arena of this size (rounded down to the arena granule) per
-     * device at create time, and nothing more on the per-tensor path. */
+     * The runtime reserves one arena of this size per device at create time, rounded down
+     * to the backend's allocation granule (256 bytes on the host backend, 2 MiB on CUDA,
+     * whose allocations come in 2 MiB pages), and allocates no device memory per tensor. */
     uint64_t budget_bytes;
     uint32_t workers_per_device; /* worker threads per device; default 3 */
     uint32_t ring_capacity;      /* task ring entries, a power of two; default 4096 */
     uint32_t host_devices;       /* host backend: number of devices to emulate; default 1 */
+    gr_context_mode context_mode; /* CUDA backend: which context workers use */
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
 #define GR_CONFIG_INIT                                                                      \
     {                                                                                       \
-        sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1                  \
+        sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
+            GR_CONTEXT_PRIMARY                                                              \
     }
 
 /*
@@ -158,10 +174,35 @@ typedef struct gr_device_stats {
     uint64_t budget_peak;       /* high-water mark of budget_in_use since create */
     uint64_t iterations_done;   /* iterations that completed on this device */
     uint64_t iterations_failed; /* iterations that failed on this device */
+    uint64_t graph_instantiations; /* CUDA graphs lowered and instantiated */
+    uint64_t graph_updates;        /* iterations replayed by updating an instantiated graph */
 } gr_device_stats;
 
 /* Statistics of one device, a consistent snapshot per field. Any thread. */
 gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_device_stats *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Host memory.
+ *
+ * Copies from and to page-locked ("pinned") host memory run as real asynchronous DMA at the
+ * speed of the link; copies of ordinary (pageable) memory go through the driver's staging
+ * and are much slower. Tensors may live in either; these calls make pinned memory. On a
+ * machine without a usable GPU they still work: gr_host_alloc returns ordinary page-aligned
+ * memory, and register and unregister do nothing.
+ * ------------------------------------------------------------------------------------- */
+
+/* `bytes` (> 0) of pinned host memory, 4096-byte aligned, usable from every device and
+ * context. Free with gr_host_free. GR_ERR_OUT_OF_MEMORY when the system cannot pin that
+ * much. Any thread. */
+gr_status gr_host_alloc(uint64_t bytes, void **out);
+
+/* Free memory from gr_host_alloc. NULL is a no-op. Any thread. */
+void gr_host_free(void *p);
+
+/* Pin existing memory [p, p + bytes) in place, for every device and context; it must stay
+ * allocated until gr_host_unregister. Any thread. */
+gr_status gr_host_register(void *p, uint64_t bytes);
+gr_status gr_host_unregister(void *p);
 
 /* ---------------------------------------------------------------------------------------
  * Graph templates.

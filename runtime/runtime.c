@@ -172,6 +172,9 @@ static gr_status check_config(const gr_config *cfg, gr_error_info *err)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "workers_per_device must be 1..%d (got %u)", MAX_WORKERS_PER_DEVICE,
                             cfg->workers_per_device);
+    if (cfg->context_mode != GR_CONTEXT_PRIMARY && cfg->context_mode != GR_CONTEXT_PRIVATE)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "unknown context_mode %d", (int)cfg->context_mode);
     if (cfg->ring_capacity < 2 || (cfg->ring_capacity & (cfg->ring_capacity - 1)) != 0 ||
         cfg->ring_capacity > (1u << 30))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
@@ -241,6 +244,15 @@ gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,
 
 static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
 {
+    uint64_t granule = rt->backend->region_granule;
+    uint64_t region = rt->cfg.budget_bytes / granule * granule;
+
+    if (region == 0)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "budget_bytes %llu is smaller than the %s backend's allocation "
+                            "granule (%llu bytes)",
+                            (unsigned long long)rt->cfg.budget_bytes, rt->backend->name,
+                            (unsigned long long)granule);
     rt->devices = calloc(rt->n_devices, sizeof(*rt->devices));
     if (rt->devices == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
@@ -250,7 +262,7 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
 
         dev->id = d;
         dev->ordinal = (int)d;
-        if (gr_arena_create(rt->cfg.budget_bytes, &dev->arena) != GR_OK ||
+        if (gr_arena_create(region, &dev->arena) != GR_OK ||
             gr_budget_create(gr_arena_size(dev->arena), &dev->budget) != GR_OK)
             return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
         dev->region_size = gr_arena_size(dev->arena);
@@ -436,5 +448,8 @@ gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_devi
     out->budget_peak = gr_budget_peak(dev->budget);
     out->iterations_done = atomic_load_explicit(&dev->iterations_done, memory_order_relaxed);
     out->iterations_failed = atomic_load_explicit(&dev->iterations_failed, memory_order_relaxed);
+    out->graph_instantiations =
+        atomic_load_explicit(&dev->graph_instantiations, memory_order_relaxed);
+    out->graph_updates = atomic_load_explicit(&dev->graph_updates, memory_order_relaxed);
     return GR_OK;
 }

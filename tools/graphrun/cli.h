@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes of the graphrun binary. */
 #define GR_EXIT_OK 0
@@ -28,5 +29,8 @@ const char *gr_cli_bytes(uint64_t bytes, char *buf, size_t size);
 /* Run fn(i, arg) for i in [0, n) on up to `threads` host threads (0: one per CPU). */
 void gr_cli_parallel_for(uint64_t n, unsigned threads, void (*fn)(uint64_t i, void *arg),
                          void *arg);
+
+/* Write `s` as a JSON string literal (quoted, escaped) to `f`. */
+void gr_cli_json_string(FILE *f, const char *s);
 
 #endif /* GR_CLI_H */

@@ -6,5 +6,6 @@
 #define GR_COMMANDS_H
 
 int gr_cmd_demo(int argc, char **argv);
+int gr_cmd_bench(int argc, char **argv);
 
 #endif /* GR_COMMANDS_H */

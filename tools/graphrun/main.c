@@ -14,6 +14,7 @@ static const struct {
     const char *what;
 } commands[] = {
     {"demo", gr_cmd_demo, "run the seed workload on synthetic tensors and verify it"},
+    {"bench", gr_cmd_bench, "measure the seed workload on the GPU against the copy ceilings"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,372 @@
+/*
+ * backend_cuda.c - the CUDA backend: workers with their own stream (and context) replay
+ * per-iteration CUDA graphs in a device region reserved once.
+ *
+ * Device: one region of the budget's size (a multiple of 2 MiB, the allocator's page) is
+ * reserved at start-up, cudaMalloc in the primary context; with private worker contexts it
+ * comes from the virtual memory API instead (cuMemCreate + cuMemMap + cuMemSetAccess), whose
+ * mappings belong to the device and so are usable from every context on it. Nothing
+ * allocates device memory per tensor.
+ *
+ * Worker: on its own thread it binds the device's primary context (cudaSetDevice) or creates
+ * a private one, then creates one non-blocking stream and one blocking-sync event. Each
+ * iteration: find the template's lowered graph in the worker's cache (lower and instantiate
+ * it on first use), update its node parameters in place, launch it on the stream, record the
+ * event, and sleep on the event (blocking sync: no spinning, however many workers wait).
+ * No runtime lock is held across any CUDA call.
+ *
+ * Errors: a sticky error (illegal address, launch failure, ...) leaves the context unusable;
+ * the device is marked lost so its other work fails fast with GR_ERR_DEVICE_LOST. Other
+ * CUDA errors fail the one index with GR_ERR_CUDA and the call that failed.
+ */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/cuda_graph.h"
+#include "runtime/backend.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/runtime.h"
+#include "runtime/sync.h"
+
+#define REGION_GRANULE (2ull << 20)
+#define GRAPH_CACHE 8 /* lowered templates kept per worker */
+
+typedef struct cuda_device {
+    int sm_count;
+    bool vmm; /* region from the virtual memory API (private contexts) */
+    CUmemGenericAllocationHandle handle;
+} cuda_device;
+
+typedef struct cuda_worker {
+    CUcontext ctx; /* private context, or NULL for the primary one */
+    cudaStream_t stream;
+    cudaEvent_t done;
+    uint64_t clock; /* for least-recently-used eviction in the graph cache */
+    gr_cuda_graph cache[GRAPH_CACHE];
+} cuda_worker;
+
+static bool is_sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorContextIsDestroyed:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A failed call during an iteration: a sticky error marks the device lost. */
+static gr_status iteration_error(gr_worker *w, cudaError_t e, const char *call,
+                                 gr_error_info *err)
+{
+    if (is_sticky(e)) {
+        atomic_store_explicit(&w->dev->lost, true, memory_order_release);
+        return gr_cuda_error(err, GR_ERR_DEVICE_LOST, e, NULL, call);
+    }
+    cudaGetLastError();
+    return gr_cuda_error(err, GR_ERR_CUDA, e, NULL, call);
+}
+
+static gr_status cuda_probe(const gr_config *cfg, uint32_t *count, gr_error_info *err)
+{
+    int n = 0, major = 0, minor = 0;
+    cudaError_t e;
+
+    (void)cfg;
+    e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                            "no usable CUDA driver or device (%s)", cudaGetErrorName(e));
+    }
+    if (n == 0)
+        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "no CUDA device");
+    for (int d = 0; d < n; d++) {
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+        if (major < 9)
+            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                                "CUDA device %d has compute capability %d.%d; this build's "
+                                "kernels need 9.0 (sm_90) or later",
+                                d, major, minor);
+    }
+    *count = (uint32_t)n;
+    return GR_OK;
+}
+
+/* The region through the virtual memory API, mapped for the whole device. */
+static gr_status map_region(gr_device *dev, cuda_device *cd, gr_error_info *err)
+{
+    const gr_cuda_driver *drv = gr_cuda_driver_get(err);
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr ptr = 0;
+    CUresult r;
+
+    if (drv == NULL)
+        return GR_ERR_UNAVAILABLE;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev->ordinal;
+    r = drv->cuMemCreate(&cd->handle, dev->region_size, &prop, 0);
+    if (r != CUDA_SUCCESS)
+        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                            "cannot reserve the budget: cuMemCreate(%llu bytes) on device %d: %s",
+                            (unsigned long long)dev->region_size, dev->ordinal,
+                            gr_cuda_driver_error_name(r));
+    r = drv->cuMemAddressReserve(&ptr, dev->region_size, 0, 0, 0);
+    if (r != CUDA_SUCCESS)
+        goto out_release;
+    r = drv->cuMemMap(ptr, dev->region_size, 0, cd->handle, 0);
+    if (r != CUDA_SUCCESS)
+        goto out_free_address;
+    memset(&access, 0, sizeof(access));
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = drv->cuMemSetAccess(ptr, dev->region_size, &access, 1);
+    if (r != CUDA_SUCCESS)
+        goto out_unmap;
+    dev->region = (void *)(uintptr_t)ptr;
+    cd->vmm = true;
+    return GR_OK;
+
+out_unmap:
+    drv->cuMemUnmap(ptr, dev->region_size);
+out_free_address:
+    drv->cuMemAddressFree(ptr, dev->region_size);
+out_release:
+    drv->cuMemRelease(cd->handle);
+    return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                        "cannot map the device region on device %d: %s", dev->ordinal,
+                        gr_cuda_driver_error_name(r));
+}
+
+static gr_status cuda_device_open(gr_device *dev, const gr_config *cfg, gr_error_info *err)
+{
+    cuda_device *cd = calloc(1, sizeof(*cd));
+    int previous = 0;
+    gr_status st = GR_OK;
+    cudaError_t e;
+
+    if (cd == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    cudaDeviceGetAttribute(&cd->sm_count, cudaDevAttrMultiProcessorCount, dev->ordinal);
+    /* The calling thread is the caller's: leave its current device as it was. */
+    cudaGetDevice(&previous);
+    if (cfg->context_mode == GR_CONTEXT_PRIVATE) {
+        /* No primary context is needed (or created) for the virtual memory API. */
+        st = map_region(dev, cd, err);
+    } else {
+        e = cudaSetDevice(dev->ordinal);
+        if (e != cudaSuccess) {
+            st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaSetDevice");
+            goto out;
+        }
+        e = cudaMalloc(&dev->region, dev->region_size);
+        if (e != cudaSuccess) {
+            size_t free_b = 0, total_b = 0;
+
+            cudaGetLastError();
+            cudaMemGetInfo(&free_b, &total_b);
+            dev->region = NULL;
+            st = gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                              "cannot reserve the budget: cudaMalloc(%llu bytes) on device %d: "
+                              "%s (device has %llu of %llu bytes free)",
+                              (unsigned long long)dev->region_size, dev->ordinal,
+                              cudaGetErrorName(e), (unsigned long long)free_b,
+                              (unsigned long long)total_b);
+        }
+        cudaSetDevice(previous);
+    }
+out:
+    if (st != GR_OK) {
+        free(cd);
+        return st;
+    }
+    dev->backend_state = cd;
+    return GR_OK;
+}
+
+static void cuda_device_close(gr_device *dev)
+{
+    cuda_device *cd = dev->backend_state;
+    int previous = 0;
+
+    if (cd == NULL)
+        return;
+    if (cd->vmm) {
+        const gr_cuda_driver *drv = gr_cuda_driver_get(NULL);
+        CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev->region;
+
+        drv->cuMemUnmap(ptr, dev->region_size);
+        drv->cuMemAddressFree(ptr, dev->region_size);
+        drv->cuMemRelease(cd->handle);
+    } else {
+        cudaGetDevice(&previous);
+        cudaSetDevice(dev->ordinal);
+        cudaFree(dev->region);
+        cudaSetDevice(previous);
+    }
+    dev->region = NULL;
+    dev->backend_state = NULL;
+    free(cd);
+}
+
+static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
+{
+    cuda_worker *cw = calloc(1, sizeof(*cw));
+    gr_status st = GR_OK;
+    cudaError_t e;
+
+    if (cw == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    if (w->rt->cfg.context_mode == GR_CONTEXT_PRIVATE) {
+        const gr_cuda_driver *drv = gr_cuda_driver_get(err);
+        CUdevice dev;
+        CUresult r;
+
+        if (drv == NULL) {
+            st = GR_ERR_UNAVAILABLE;
+            goto out_free;
+        }
+        r = drv->cuDeviceGet(&dev, w->dev->ordinal);
+        if (r == CUDA_SUCCESS)
+            r = drv->cuCtxCreate(&cw->ctx, NULL, CU_CTX_SCHED_BLOCKING_SYNC, dev);
+        if (r != CUDA_SUCCESS) {
+            cw->ctx = NULL;
+            st = gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                              "worker %u: cannot create a private context on device %d: %s",
+                              w->id, w->dev->ordinal, gr_cuda_driver_error_name(r));
+            goto out_free;
+        }
+    } else {
+        e = cudaSetDevice(w->dev->ordinal);
+        if (e != cudaSuccess) {
+            st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaSetDevice");
+            goto out_free;
+        }
+    }
+    e = cudaStreamCreateWithFlags(&cw->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
+        goto out_destroy_ctx;
+    }
+    e = cudaEventCreateWithFlags(&cw->done, cudaEventBlockingSync | cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaEventCreateWithFlags");
+        goto out_destroy_stream;
+    }
+    w->backend_state = cw;
+    return GR_OK;
+
+out_destroy_stream:
+    cudaStreamDestroy(cw->stream);
+out_destroy_ctx:
+    if (cw->ctx)
+        gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
+out_free:
+    free(cw);
+    return st;
+}
+
+static void cuda_worker_close(gr_worker *w)
+{
+    cuda_worker *cw = w->backend_state;
+
+    if (cw == NULL)
+        return;
+    for (int i = 0; i < GRAPH_CACHE; i++)
+        gr_cuda_graph_release(&cw->cache[i]);
+    cudaEventDestroy(cw->done);
+    cudaStreamDestroy(cw->stream);
+    if (cw->ctx)
+        gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
+    w->backend_state = NULL;
+    free(cw);
+}
+
+/* The worker's lowered graph for this template and these host memory kinds, updated to
+ * `it`; lowered and instantiated on first use, evicting the least recently used. */
+static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration *it,
+                               gr_cuda_graph **out, gr_error_info *err)
+{
+    cuda_device *cd = w->dev->backend_state;
+    uint32_t kinds = gr_cuda_host_kinds(it);
+    gr_cuda_graph *victim = &cw->cache[0];
+    gr_status st;
+
+    for (int i = 0; i < GRAPH_CACHE; i++) {
+        gr_cuda_graph *cg = &cw->cache[i];
+
+        if (cg->graph_id == it->graph->id && cg->host_kinds == kinds) {
+            bool rebuilt;
+
+            cg->last_use = ++cw->clock;
+            *out = cg;
+            st = gr_cuda_graph_update(cg, it, cd->sm_count, &rebuilt, err);
+            atomic_fetch_add_explicit(rebuilt ? &w->dev->graph_instantiations
+                                              : &w->dev->graph_updates,
+                                      st == GR_OK, memory_order_relaxed);
+            return st;
+        }
+        if (cg->last_use < victim->last_use)
+            victim = cg;
+    }
+    gr_cuda_graph_release(victim);
+    st = gr_cuda_graph_build(victim, it, cd->sm_count, kinds, err);
+    atomic_fetch_add_explicit(&w->dev->graph_instantiations, st == GR_OK, memory_order_relaxed);
+    victim->last_use = ++cw->clock;
+    *out = victim;
+    return st;
+}
+
+static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *err)
+{
+    cuda_worker *cw = w->backend_state;
+    gr_cuda_graph *cg;
+    gr_status st;
+    cudaError_t e;
+
+    st = prepare_graph(w, cw, it, &cg, err);
+    if (st != GR_OK)
+        return st;
+    e = cudaGraphLaunch(cg->exec, cw->stream);
+    if (e != cudaSuccess)
+        return iteration_error(w, e, "cudaGraphLaunch", err);
+    e = cudaEventRecord(cw->done, cw->stream);
+    if (e != cudaSuccess)
+        return iteration_error(w, e, "cudaEventRecord", err);
+    e = cudaEventSynchronize(cw->done);
+    if (e != cudaSuccess)
+        return iteration_error(w, e, "cudaEventSynchronize", err);
+    return GR_OK;
+}
+
+static const gr_backend_ops cuda_ops = {
+    .kind = GR_BACKEND_CUDA,
+    .name = "cuda",
+    .region_granule = REGION_GRANULE,
+    .probe = cuda_probe,
+    .device_open = cuda_device_open,
+    .device_close = cuda_device_close,
+    .worker_open = cuda_worker_open,
+    .worker_close = cuda_worker_close,
+    .run = cuda_run,
+};
+
+const gr_backend_ops *gr_backend_cuda_ops(void)
+{
+    return &cuda_ops;
+}

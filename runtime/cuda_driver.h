@@ -1,0 +1,40 @@
+/*
+ * cuda_driver.h - the few CUDA driver API functions graphrun needs (private contexts and
+ * their shared device region), reached through cudaGetDriverEntryPointByVersion.
+ *
+ * Nothing links libcuda: the static CUDA runtime finds the driver at run time, so the same
+ * binary starts on a machine without one (and then simply has no CUDA backend).
+ */
+#ifndef GR_CUDA_DRIVER_H
+#define GR_CUDA_DRIVER_H
+
+#include <cuda.h>
+
+#include "runtime/graphrun.h"
+
+typedef struct gr_cuda_driver {
+    CUresult (*cuDeviceGet)(CUdevice *, int);
+    CUresult (*cuCtxCreate)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
+    CUresult (*cuCtxDestroy)(CUcontext);
+    CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                            unsigned long long);
+    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
+    CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                                    unsigned long long);
+    CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
+    CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                         unsigned long long);
+    CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
+    CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*cuGetErrorName)(CUresult, const char **);
+} gr_cuda_driver;
+
+/* The driver's functions, loaded once; NULL (with `err` filled) when the driver does not
+ * provide one of them. Any thread. */
+const gr_cuda_driver *gr_cuda_driver_get(gr_error_info *err);
+
+/* The name of a driver error, "CUDA_ERROR_..." or a number. */
+const char *gr_cuda_driver_error_name(CUresult r);
+
+#endif /* GR_CUDA_DRIVER_H */

@@ -1,0 +1,550 @@
+/*
+ * cuda_test.c - the CUDA backend on a real GPU. Every case says SKIP where no usable CUDA
+ * device is present (CI), and runs for real on the GPU machine (tools/gpu_suite).
+ *
+ * Every output is checked bit for bit against the C reference (kernels are written so the
+ * CPU and GPU round identically), except pow with a general exponent, which is within
+ * 2 ulp (CUDA's powf is not correctly rounded).
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "graph/graph.h"
+#include "runtime/job.h"
+#include "tests/testing.h"
+#include "tools/graphrun/cuda_measure.h"
+#include "tools/graphrun/tensor_set.h"
+#include "tools/graphrun/workload.h"
+
+#define MiB (1ull << 20)
+/* Device memory the runtime may use beyond its budget, besides the process's primary
+ * context: streams, events, instantiated graphs and the kernels' module (docs/
+ * PERFORMANCE.md has the measured figure). */
+#define STATED_OVERHEAD (64 * MiB)
+
+static const char *no_gpu(void)
+{
+    static char why[300];
+    gr_error_info err;
+
+    if (gr_backend_probe(GR_BACKEND_CUDA, NULL, NULL, &err) == GR_OK)
+        return NULL;
+    snprintf(why, sizeof(why), "no usable CUDA device: %s", err.message);
+    return why;
+}
+
+#define REQUIRE_GPU()                                                                       \
+    do {                                                                                    \
+        const char *why_ = no_gpu();                                                        \
+        if (why_)                                                                           \
+            SKIP(why_);                                                                     \
+    } while (0)
+
+static gr_runtime *cuda_runtime(uint32_t workers, uint64_t budget, gr_context_mode mode)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_error_info err;
+    gr_runtime *rt;
+
+    cfg.backend = GR_BACKEND_CUDA;
+    cfg.workers_per_device = workers;
+    cfg.budget_bytes = budget;
+    cfg.context_mode = mode;
+    if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
+        GR_TEST_FAIL("runtime create: %s: %s", gr_status_str(err.status), err.message);
+    return rt;
+}
+
+static gr_status wait_result(gr_job *job)
+{
+    gr_status result = GR_ERR_INTERNAL;
+
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, &result), GR_OK);
+    return result;
+}
+
+/* Run the seed graph over a tensor set and check every output. */
+static void run_set(gr_runtime *rt, gr_tensor_set *set)
+{
+    gr_error_info err;
+    gr_graph *g;
+    gr_job *job;
+    uint64_t first;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    gr_tensor_set_fill(set);
+    if (gr_job_submit(rt, g, set->tensors, set->count, NULL, &job, &err) != GR_OK)
+        GR_TEST_FAIL("submit: %s", err.message);
+    if (wait_result(job) != GR_OK) {
+        gr_job_error_get(job, &err);
+        GR_TEST_FAIL("job failed at index %llu, node '%s': %s: %s",
+                     (unsigned long long)err.index, err.node, gr_status_str(err.status),
+                     err.message);
+    }
+    ASSERT_EQ(gr__job_anomalies(job), 0);
+    ASSERT_EQ_U64(gr_tensor_set_check(set, &first), 0);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+}
+
+static void check_budget(gr_runtime *rt)
+{
+    gr_device_stats st;
+
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &st), GR_OK);
+    ASSERT_LE_U64(st.budget_peak, st.budget_bytes);
+    ASSERT_EQ_U64(st.budget_in_use, 0);
+}
+
+/* ------------------------------------------------------------------------------------- */
+
+/* in0 [-> in1] -> kernel -> out0, out of place. */
+static gr_graph *one_kernel_graph(const char *kernel, uint32_t n_in, const float *s,
+                                  uint32_t n_s)
+{
+    const char *ins[2] = {"a", "b"}, *loads[2] = {"la", "lb"};
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    for (uint32_t i = 0; i < n_in; i++) {
+        ASSERT_STATUS(gr_graph_add_buffer(g, ins[i], 1, 1), GR_OK);
+        ASSERT_STATUS(gr_graph_add_h2d(g, loads[i], i, ins[i]), GR_OK);
+    }
+    ASSERT_STATUS(gr_graph_add_buffer(g, "o", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "k", kernel, ins, n_in, "o", s, n_s), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "st", "o", 0), GR_OK);
+    for (uint32_t i = 0; i < n_in; i++)
+        ASSERT_STATUS(gr_graph_add_dep(g, loads[i], "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "st"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    return g;
+}
+
+/* Each kernel through a one-kernel graph (out of place), against its CPU version. */
+static void kernels_match_cpu(void)
+{
+    enum { N = (1 << 20) + 3 };
+    static const struct {
+        const char *kernel;
+        uint32_t n_in;
+        float s[2];
+        uint32_t n_s;
+        int ulps;
+    } cases[] = {
+        {"mul", 1, {1.01f}, 1, 0},     {"add", 1, {1.01f}, 1, 0},
+        {"pow", 1, {0.5f}, 1, 0},      {"pow", 1, {2.0f}, 1, 0},
+        {"pow", 1, {3.0f}, 1, 2},      {"axpby", 2, {2.0f, -1.0f}, 2, 0},
+        {"seed", 1, {0}, 0, 0},
+    };
+    gr_runtime *rt;
+    float *x, *y, *out, *want;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(2, 64 * MiB, GR_CONTEXT_PRIMARY);
+    ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&x), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&y), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&out), GR_OK);
+    want = malloc(N * 4);
+    gr_workload_fill(x, 0, N, 5, 0);
+    gr_workload_fill(y, 0, N, 5, 1);
+    x[0] = 0.0f;
+    x[1] = 1.0f;
+    x[2] = 1e-30f;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        gr_tensor t = {{x, cases[c].n_in > 1 ? y : NULL}, {out}, N};
+        gr_kargs a = {{x, y}, want, N, {cases[c].s[0], cases[c].s[1]}};
+        gr_graph *g = one_kernel_graph(cases[c].kernel, cases[c].n_in, cases[c].s,
+                                       cases[c].n_s);
+        gr_job *job;
+
+        memset(out, 0xff, N * 4); /* poison: every element must be written */
+        ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, NULL), GR_OK);
+        ASSERT_STATUS(wait_result(job), GR_OK);
+        gr_kernel_find(cases[c].kernel)->cpu(&a);
+        for (uint64_t i = 0; i < N; i++) {
+            int32_t gi, wi;
+            int64_t ulps;
+
+            memcpy(&gi, &out[i], 4);
+            memcpy(&wi, &want[i], 4);
+            ulps = (int64_t)gi - wi;
+            if (ulps < -cases[c].ulps || ulps > cases[c].ulps)
+                GR_TEST_FAIL("%s(%g): element %llu: GPU %a, CPU %a", cases[c].kernel,
+                             cases[c].s[0], (unsigned long long)i, out[i], want[i]);
+        }
+        gr_job_destroy(job);
+        gr_graph_destroy(g);
+    }
+    gr_runtime_destroy(rt);
+    gr_host_free(x);
+    gr_host_free(y);
+    gr_host_free(out);
+    free(want);
+}
+
+static void seed_odd_and_prime_sizes(void)
+{
+    const uint64_t sizes[] = {1, 2, 3, 255, 256, 257, 1021, 4099, 65537, 100003, (1 << 20) + 7};
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(3, 64 * MiB, GR_CONTEXT_PRIMARY);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        gr_tensor_set set;
+        ASSERT_STATUS(gr_tensor_set_alloc(&set, 5, sizes[i], GR_MEM_PINNED, 100 + i), GR_OK);
+        run_set(rt, &set);
+        gr_tensor_set_free(&set);
+    }
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+static void seed_large_tensors(void)
+{
+    gr_tensor_set set;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(3, 2048 * MiB, GR_CONTEXT_PRIMARY);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 6, 100000000, GR_MEM_PINNED, 7), GR_OK);
+    run_set(rt, &set);
+    gr_tensor_set_free(&set);
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+/* Pageable, registered and pinned host memory, each in its own job and mixed in one. */
+static void pageable_registered_and_pinned(void)
+{
+    const gr_mem_kind kinds[] = {GR_MEM_PAGEABLE, GR_MEM_REGISTERED, GR_MEM_PINNED};
+    gr_tensor_set sets[3];
+    gr_tensor mixed[12];
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(3, 256 * MiB, GR_CONTEXT_PRIMARY);
+    for (int k = 0; k < 3; k++) {
+        ASSERT_STATUS(gr_tensor_set_alloc(&sets[k], 4, 4000037, kinds[k], 30 + k), GR_OK);
+        run_set(rt, &sets[k]);
+    }
+    /* One job mixing the three kinds: the graph is rebuilt or updated as the kinds change. */
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    for (int k = 0; k < 3; k++) {
+        sets[k].seed += 10;
+        gr_tensor_set_fill(&sets[k]);
+    }
+    for (int i = 0; i < 12; i++)
+        mixed[i] = sets[i % 3].tensors[i / 3];
+    ASSERT_STATUS(gr_job_submit(rt, g, mixed, 12, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(wait_result(job), GR_OK);
+    for (int k = 0; k < 3; k++) {
+        ASSERT_EQ_U64(gr_tensor_set_check(&sets[k], NULL), 0);
+        gr_tensor_set_free(&sets[k]);
+    }
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+static void one_worker_and_sixteen(void)
+{
+    const uint32_t workers[] = {1, 16};
+
+    REQUIRE_GPU();
+    for (int w = 0; w < 2; w++) {
+        gr_runtime *rt = cuda_runtime(workers[w], 128 * MiB, GR_CONTEXT_PRIMARY);
+        gr_tensor_set set;
+        gr_device_stats st;
+
+        ASSERT_STATUS(gr_tensor_set_alloc(&set, 64, 1000003, GR_MEM_PINNED, 40 + w), GR_OK);
+        run_set(rt, &set);
+        ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &st), GR_OK);
+        ASSERT_EQ_U64(st.iterations_done, 64);
+        /* Replay by in-place update: one instantiation per worker, at most. */
+        ASSERT_LE_U64(st.graph_instantiations, workers[w]);
+        ASSERT_EQ_U64(st.graph_instantiations + st.graph_updates, 64);
+        gr_tensor_set_free(&set);
+        check_budget(rt);
+        gr_runtime_destroy(rt);
+    }
+}
+
+/* 2 MiB tensors under a 2 MiB budget (the allocation granule): 4 workers take turns. */
+static void budget_fits_exactly_one_iteration(void)
+{
+    gr_tensor_set set;
+    gr_device_stats st;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(4, 2 * MiB, GR_CONTEXT_PRIMARY);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 24, 512 * 1024, GR_MEM_PINNED, 50), GR_OK);
+    run_set(rt, &set);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &st), GR_OK);
+    ASSERT_EQ_U64(st.budget_bytes, 2 * MiB);
+    ASSERT_EQ_U64(st.budget_peak, 2 * MiB);
+    gr_tensor_set_free(&set);
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+static void cancel_mid_job(void)
+{
+    gr_tensor_set set;
+    gr_job_progress p;
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(2, 128 * MiB, GR_CONTEXT_PRIMARY);
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 200, 8 << 20, GR_MEM_PINNED, 60), GR_OK);
+    gr_tensor_set_fill(&set);
+    ASSERT_STATUS(gr_job_submit(rt, g, set.tensors, 200, NULL, &job, NULL), GR_OK);
+    do {
+        ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    } while (p.done < 5);
+    ASSERT_STATUS(gr_job_cancel(job), GR_OK);
+    ASSERT_STATUS(wait_result(job), GR_ERR_CANCELED);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.done + p.canceled, 200);
+    ASSERT_GE(p.done, 5);
+    ASSERT_GT(p.canceled, 0);
+    for (uint64_t i = 0; i < 200; i++) {
+        gr_index_state state;
+        uint64_t bad;
+
+        ASSERT_STATUS(gr_job_index_get(job, i, &state, NULL), GR_OK);
+        bad = state == GR_INDEX_DONE
+                  ? gr_workload_check_seed(set.data[i], 0, set.elems, set.seed, i, NULL)
+                  : gr_workload_check_input(set.data[i], 0, set.elems, set.seed, i, NULL);
+        if (bad)
+            GR_TEST_FAIL("index %llu (state %d): %llu wrong elements", (unsigned long long)i,
+                         state, (unsigned long long)bad);
+    }
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    gr_tensor_set_free(&set);
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+typedef struct submitter {
+    gr_runtime *rt;
+    int id;
+    pthread_barrier_t *start;
+    atomic_int *failures;
+} submitter;
+
+static void *submit_main(void *p)
+{
+    submitter *s = p;
+
+    pthread_barrier_wait(s->start);
+    for (int round = 0; round < 4; round++) {
+        gr_tensor_set set;
+        gr_graph *g;
+        gr_job *job;
+        gr_status result = GR_ERR_INTERNAL;
+        uint64_t elems = 1 + (uint64_t)(s->id * 7919 + round * 104729) % 1000000;
+
+        if (gr_tensor_set_alloc(&set, 4, elems, GR_MEM_PINNED, 1000 + s->id * 10 + round) !=
+                GR_OK ||
+            gr_graph_create_seed(&g) != GR_OK) {
+            atomic_fetch_add(s->failures, 1);
+            return NULL;
+        }
+        gr_tensor_set_fill(&set);
+        if (gr_job_submit(s->rt, g, set.tensors, 4, NULL, &job, NULL) != GR_OK ||
+            gr_job_wait(job, GR_WAIT_FOREVER, &result) != GR_OK || result != GR_OK ||
+            gr_tensor_set_check(&set, NULL) != 0)
+            atomic_fetch_add(s->failures, 1);
+        gr_job_destroy(job);
+        gr_graph_destroy(g);
+        gr_tensor_set_free(&set);
+    }
+    return NULL;
+}
+
+static void thirty_two_submitting_threads(void)
+{
+    enum { THREADS = 32 };
+    submitter s[THREADS];
+    pthread_t th[THREADS];
+    pthread_barrier_t start;
+    atomic_int failures = 0;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(4, 64 * MiB, GR_CONTEXT_PRIMARY);
+    pthread_barrier_init(&start, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++) {
+        s[i] = (submitter){rt, i, &start, &failures};
+        pthread_create(&th[i], NULL, submit_main, &s[i]);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    ASSERT_EQ(atomic_load(&failures), 0);
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+/* A seed job and a two-input DAG job (out = seed(2a - b)) running at once. */
+typedef struct dag_arg {
+    gr_runtime *rt;
+    int ok;
+} dag_arg;
+
+static void *dag_main(void *p)
+{
+    dag_arg *d = p;
+    enum { COUNT = 16, N = 3000017 };
+    const char *ab[] = {"a", "b"}, *dd[] = {"d"};
+    const float s[2] = {2.0f, -1.0f};
+    float *a[COUNT], *b[COUNT], *o[COUNT];
+    gr_tensor t[COUNT];
+    gr_status result = GR_ERR_INTERNAL;
+    gr_graph *g;
+    gr_job *job;
+
+    d->ok = 0;
+    if (gr_graph_create(&g) != GR_OK)
+        return NULL;
+    gr_graph_add_buffer(g, "a", 1, 1);
+    gr_graph_add_buffer(g, "b", 1, 1);
+    gr_graph_add_buffer(g, "d", 1, 1);
+    gr_graph_add_h2d(g, "la", 0, "a");
+    gr_graph_add_h2d(g, "lb", 1, "b");
+    gr_graph_add_kernel(g, "diff", "axpby", ab, 2, "d", s, 2);
+    gr_graph_add_kernel(g, "seed", "seed", dd, 1, "d", NULL, 0);
+    gr_graph_add_d2h(g, "st", "d", 0);
+    gr_graph_add_dep(g, "la", "diff");
+    gr_graph_add_dep(g, "lb", "diff");
+    gr_graph_add_dep(g, "diff", "seed");
+    gr_graph_add_dep(g, "seed", "st");
+    if (gr_graph_finalize(g) != GR_OK)
+        return NULL;
+    for (int i = 0; i < COUNT; i++) {
+        gr_host_alloc(N * 4, (void **)&a[i]);
+        gr_host_alloc(N * 4, (void **)&b[i]);
+        gr_host_alloc(N * 4, (void **)&o[i]);
+        gr_workload_fill(a[i], 0, N, 70, 2 * i);
+        gr_workload_fill(b[i], 0, N, 70, 2 * i + 1);
+        t[i] = (gr_tensor){{a[i], b[i]}, {o[i]}, N};
+    }
+    if (gr_job_submit(d->rt, g, t, COUNT, NULL, &job, NULL) == GR_OK &&
+        gr_job_wait(job, GR_WAIT_FOREVER, &result) == GR_OK && result == GR_OK) {
+        d->ok = 1;
+        for (int i = 0; i < COUNT && d->ok; i++)
+            for (uint64_t j = 0; j < N; j++) {
+                float ax = 2.0f * a[i][j], by = -1.0f * b[i][j], want = gr_seed_ref(ax + by);
+                if (memcmp(&want, &o[i][j], 4) != 0) {
+                    d->ok = 0;
+                    break;
+                }
+            }
+        gr_job_destroy(job);
+    }
+    for (int i = 0; i < COUNT; i++) {
+        gr_host_free(a[i]);
+        gr_host_free(b[i]);
+        gr_host_free(o[i]);
+    }
+    gr_graph_destroy(g);
+    return NULL;
+}
+
+static void two_templates_at_once(void)
+{
+    gr_tensor_set set;
+    dag_arg d;
+    pthread_t th;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(4, 256 * MiB, GR_CONTEXT_PRIMARY);
+    d.rt = rt;
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 16, 3000017, GR_MEM_PINNED, 80), GR_OK);
+    pthread_create(&th, NULL, dag_main, &d);
+    run_set(rt, &set);
+    pthread_join(th, NULL);
+    ASSERT_TRUE(d.ok);
+    gr_tensor_set_free(&set);
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+/* Device memory as the device reports it: the runtime never holds more than its budget plus
+ * the stated fixed overhead, also with more workers than the budget can feed at once. */
+static void device_memory_stays_within_budget(void)
+{
+    const uint64_t budget = 256 * MiB;
+    uint64_t baseline, peak, total;
+    gr_devmem_sampler *s;
+    gr_tensor_set set;
+    gr_error_info err;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    ASSERT_STATUS(gr_devmem_start(0, 100, &s, &err), GR_OK);
+    rt = cuda_runtime(8, budget, GR_CONTEXT_PRIMARY); /* 8 workers, room for 2 at once */
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 32, 100 * MiB / 4, GR_MEM_PINNED, 90), GR_OK);
+    run_set(rt, &set);
+    gr_runtime_destroy(rt);
+    gr_devmem_stop(s, &baseline, &peak, &total);
+    printf("    device memory: baseline %.1f MiB, peak %.1f MiB: %.1f MiB above, budget %.1f MiB, "
+           "overhead %.1f MiB (stated bound %.1f MiB)\n",
+           baseline / 1048576.0, peak / 1048576.0, (peak - baseline) / 1048576.0,
+           budget / 1048576.0, ((double)peak - baseline - budget) / 1048576.0,
+           STATED_OVERHEAD / 1048576.0);
+    ASSERT_LE_U64(peak - baseline, budget + STATED_OVERHEAD);
+    ASSERT_GE(peak - baseline, budget); /* the arena really was there */
+    gr_tensor_set_free(&set);
+}
+
+static void private_contexts(void)
+{
+    gr_tensor_set set;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(4, 256 * MiB, GR_CONTEXT_PRIVATE);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 24, 10000019, GR_MEM_PINNED, 95), GR_OK);
+    run_set(rt, &set);
+    gr_tensor_set_free(&set);
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+/* The caller's current device is left as it was by runtime create and destroy. */
+static void caller_device_untouched(void)
+{
+    int n = 0, before = -1, after = -1;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    cudaGetDeviceCount(&n);
+    cudaSetDevice(n - 1);
+    cudaGetDevice(&before);
+    rt = cuda_runtime(2, 16 * MiB, GR_CONTEXT_PRIMARY);
+    cudaGetDevice(&after);
+    ASSERT_EQ(after, before);
+    gr_runtime_destroy(rt);
+    cudaGetDevice(&after);
+    ASSERT_EQ(after, before);
+}
+
+GR_TEST_MAIN(GR_TEST(kernels_match_cpu), GR_TEST(seed_odd_and_prime_sizes),
+             GR_TEST(seed_large_tensors), GR_TEST(pageable_registered_and_pinned),
+             GR_TEST(one_worker_and_sixteen), GR_TEST(budget_fits_exactly_one_iteration),
+             GR_TEST(cancel_mid_job), GR_TEST(thirty_two_submitting_threads),
+             GR_TEST(two_templates_at_once), GR_TEST(device_memory_stays_within_budget),
+             GR_TEST(private_contexts), GR_TEST(caller_device_untouched))

@@ -1,0 +1,43 @@
+/*
+ * tensor_set.h - a set of same-size synthetic seed-workload tensors, processed in place:
+ * allocation in the chosen kind of host memory, parallel fill, parallel bit-exact check.
+ * Shared by `graphrun demo`, `graphrun bench` and the GPU tests.
+ */
+#ifndef GR_TENSOR_SET_H
+#define GR_TENSOR_SET_H
+
+#include <stdint.h>
+
+#include "runtime/graphrun.h"
+
+typedef enum gr_mem_kind {
+    GR_MEM_PAGEABLE,   /* malloc */
+    GR_MEM_PINNED,     /* gr_host_alloc */
+    GR_MEM_REGISTERED, /* malloc, then gr_host_register */
+} gr_mem_kind;
+
+const char *gr_mem_kind_name(gr_mem_kind k);
+
+typedef struct gr_tensor_set {
+    uint64_t count, elems, seed;
+    gr_mem_kind kind;
+    float **data;
+    gr_tensor *tensors; /* in place: in[0] == out[0] == data[i] */
+} gr_tensor_set;
+
+/* Allocate `count` tensors of `elems` floats; GR_ERR_OUT_OF_MEMORY (nothing left allocated)
+ * when the host cannot provide them. */
+gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
+                              gr_mem_kind kind, uint64_t seed);
+
+/* Fill every tensor with its synthetic input, on all CPUs. */
+void gr_tensor_set_fill(gr_tensor_set *s);
+
+/* Check every tensor against the seed reference, bit for bit, on all CPUs. Returns how many
+ * tensors are wrong; *first_bad (optional) is the lowest wrong index. Prints one line per
+ * wrong tensor to stderr. */
+uint64_t gr_tensor_set_check(const gr_tensor_set *s, uint64_t *first_bad);
+
+void gr_tensor_set_free(gr_tensor_set *s);
+
+#endif /* GR_TENSOR_SET_H */
