@@ -71,7 +71,7 @@ static gr_status iteration_error(gr_worker *w, cudaError_t e, const char *call,
                                  gr_error_info *err)
 {
     if (is_sticky(e)) {
-        atomic_store_explicit(&w->dev->lost, true, memory_order_release);
+        gr__runtime_device_lost(w->rt, w->dev);
         return gr_cuda_error(err, GR_ERR_DEVICE_LOST, e, NULL, call);
     }
     cudaGetLastError();

@@ -149,11 +149,11 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
 void gr_runtime_shutdown(gr_runtime *rt);
 
 /*
- * Shut down (as gr_runtime_shutdown), wait for running iterations and for threads still
- * inside gr_job_submit, join the workers, free the devices' memory, and drop the handle.
- * On return every job is complete. Jobs still held by the caller stay valid until
- * gr_job_destroy. Call once, from a thread that is not a worker (not from a completion
- * callback). NULL is a no-op.
+ * Shut down (as gr_runtime_shutdown), wait for running iterations, for threads still inside
+ * gr_job_submit and for completion callbacks still running, join the workers, free the
+ * devices' memory, and drop the handle. On return every job is complete and no callback is
+ * running. Jobs still held by the caller stay valid until gr_job_destroy. Call once, not
+ * from a completion callback. NULL is a no-op.
  */
 void gr_runtime_destroy(gr_runtime *rt);
 
@@ -303,18 +303,24 @@ typedef struct gr_tensor {
     uint64_t elems;
 } gr_tensor;
 
-/* Called exactly once per accepted job, when its last index has ended, from a runtime
- * thread (a worker, the deadline thread, or the thread that canceled or destroyed), with no
- * runtime lock held. It may call any gr_job_* function on this job, including
- * gr_job_destroy, but must not block for long and must not call gr_runtime_destroy. It may
- * run before gr_job_submit has returned. */
+/* Called exactly once per accepted job, when its last index has ended, with no runtime
+ * lock held, on whichever thread ended that index: a worker, the deadline thread, a thread
+ * that canceled the job or shut the runtime down, or the submitting thread itself just
+ * before gr_job_submit returns (when the job ended while it was still queuing). It never
+ * runs before the handle is stored in gr_job_submit's *out. It may call gr_job_* functions
+ * on this job (gr_job_destroy gives back the caller's handle; a detached job has none), but
+ * must not block for long, and must not call gr_job_submit (refused: it could wait on the
+ * runtime's own threads forever) or gr_runtime_destroy. gr_job_wait returns only after it
+ * has returned. */
 typedef void (*gr_job_callback)(gr_job *job, gr_status status, void *user);
 
 typedef struct gr_job_options {
     uint32_t struct_size;
     uint32_t magic;        /* GR_JOB_OPTIONS_MAGIC */
     int64_t deadline_ns;   /* absolute gr_now_ns() time; GR_NO_DEADLINE for none. Indices
-                              not finished by then end as failed with GR_ERR_TIMEOUT. */
+                              not executing by then (queued, or waiting for device memory)
+                              end as failed with GR_ERR_TIMEOUT; iterations already
+                              executing finish. */
     gr_job_callback on_complete; /* optional */
     void *user;                  /* passed to on_complete */
 } gr_job_options;
@@ -330,12 +336,16 @@ typedef struct gr_job_options {
  * memory it points to must stay valid, and outputs untouched by the caller, until the job
  * completes. Validates everything first: on a refusal nothing is queued, *out is NULL and
  * `err` (optional) names the index and reason. Refusals: NULL arguments, count 0, a graph
- * not finalized, a missing or extra port pointer, elems 0, a tensor whose iteration cannot
- * fit the budget (GR_ERR_OVER_BUDGET), shutdown (GR_ERR_SHUTDOWN).
+ * not finalized, a missing or extra port pointer, elems 0, outputs that overlap each other
+ * or another index's input, a tensor whose iteration cannot fit the budget
+ * (GR_ERR_OVER_BUDGET), a call from a completion callback (GR_ERR_INVALID_USAGE), shutdown
+ * (GR_ERR_SHUTDOWN).
  *
- * On GR_OK the job is accepted and *out holds it: all indices will end, even if the job's
- * deadline passes or the runtime shuts down while this call is still queuing them. Sleeps
- * while the task ring is full (backpressure). Any thread.
+ * On GR_OK the job is accepted: all indices will end, even if the job's deadline passes or
+ * the runtime shuts down while this call is still queuing them. *out receives the handle,
+ * to be given back with gr_job_destroy; with out == NULL the job is detached (it runs to its
+ * end, its callback is its only report, and it frees itself). Sleeps while the task ring is
+ * full (backpressure). Any thread.
  */
 gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,
                         const gr_job_options *opts, gr_job **out, gr_error_info *err);
@@ -389,9 +399,10 @@ gr_status gr_job_error_get(const gr_job *job, gr_error_info *out);
 /* Nonzero once every index has ended (the callback may still be running). Any thread. */
 int gr_job_is_complete(const gr_job *job);
 
-/* Drop the caller's handle. A job still running keeps running to its end (its callback
- * still runs; call gr_job_cancel first to stop it); the host memory it uses must stay
- * valid until then. NULL is a no-op. Once per job. */
+/* Give back the handle gr_job_submit returned. A job still running keeps running to its
+ * end (its callback still runs; call gr_job_cancel first to stop it); the host memory it
+ * uses must stay valid until then. NULL is a no-op; so is a second call while the job is
+ * still alive (after that the handle may already be freed: do not use it again). */
 void gr_job_destroy(gr_job *job);
 
 #ifdef __cplusplus

@@ -24,6 +24,9 @@
 
 #define SLOT(state, status) ((uint16_t)((state) | ((unsigned)(status) << 8)))
 
+/* Completion callbacks running on this thread (gr_job_submit refuses inside one). */
+static __thread unsigned callback_depth;
+
 static gr_index_state terminal_state(gr_status st)
 {
     if (st == GR_OK)
@@ -81,18 +84,23 @@ static gr_status job_result_locked(const gr_job *job)
  * reference held while incomplete. */
 static void job_finish(gr_job *job, gr_status result)
 {
+    gr_runtime *rt = job->rt;
+
     if (job->on_complete) {
         pthread_mutex_lock(&job->mu);
         job->in_callback = true;
         job->callback_thread = pthread_self();
         pthread_mutex_unlock(&job->mu);
+        callback_depth++;
         job->on_complete(job, result, job->user);
+        callback_depth--;
     }
     pthread_mutex_lock(&job->mu);
     job->in_callback = false;
     job->complete = true;
     pthread_cond_broadcast(&job->cond);
     pthread_mutex_unlock(&job->mu);
+    gr__runtime_job_finished(rt); /* the job's runtime reference keeps rt alive here */
     gr__job_unref(job);
 }
 
@@ -361,22 +369,10 @@ out_free:
     return GR_ERR_OUT_OF_MEMORY;
 }
 
-gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,
-                        const gr_job_options *opts, gr_job **out, gr_error_info *err)
+/* The checks that need no runtime state beyond the devices' sizes. */
+static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors,
+                               uint64_t count, const gr_job_options *opts, gr_error_info *err)
 {
-    static const gr_job_options defaults = GR_JOB_OPTIONS_INIT;
-    gr_status st, result;
-    bool run_callback;
-    uint64_t pushed;
-    gr_job *job;
-
-    if (out != NULL)
-        *out = NULL;
-    if (rt == NULL || g == NULL || tensors == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "runtime, graph and tensors must not be NULL");
-    if (opts == NULL)
-        opts = &defaults;
     if (opts->magic != GR_JOB_OPTIONS_MAGIC || opts->struct_size < sizeof(gr_job_options))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "job options not initialized with GR_JOB_OPTIONS_INIT");
@@ -389,42 +385,69 @@ gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, u
     if (!g->finalized)
         return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
                             "graph is not finalized (call gr_graph_finalize)");
+    if (callback_depth > 0)
+        return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
+                            "gr_job_submit from a completion callback could wait on the "
+                            "runtime's own threads forever; submit from another thread");
     if (atomic_load(&rt->shutdown))
         return gr_error_set(err, GR_ERR_SHUTDOWN, GR_NO_INDEX, NULL, "runtime is shut down");
-    if ((st = check_tensors(rt, g, tensors, count, err)) != GR_OK)
-        return st;
+    return check_tensors(rt, g, tensors, count, err);
+}
 
-    /* seq_cst pairs with the shutdown store in gr_runtime_destroy: either destroy sees this
-     * submitter and waits for it, or this submitter sees the shutdown and leaves. */
-    atomic_fetch_add(&rt->active_submits, 1);
-    if (atomic_load(&rt->shutdown)) {
-        st = gr_error_set(err, GR_ERR_SHUTDOWN, GR_NO_INDEX, NULL, "runtime is shut down");
-        goto out_leave;
-    }
-    if ((st = job_alloc(rt, g, tensors, count, opts, &job)) != GR_OK) {
-        gr_error_set(err, st, GR_NO_INDEX, NULL, "no memory for a job of %llu tensors",
-                     (unsigned long long)count);
-        goto out_leave;
-    }
-    gr__runtime_track_job(rt, job);
+/* Queue every index; on a deadline, stop or shutdown while sleeping on a full ring, the
+ * job is accepted all the same and the indices that never reached the ring end now. */
+static void queue_tasks(gr_runtime *rt, gr_job *job)
+{
+    uint64_t pushed;
+    gr_status st = GR_OK;
 
-    atomic_fetch_add_explicit(&job->refs, (unsigned)count, memory_order_relaxed);
-    for (pushed = 0; pushed < count; pushed++) {
+    atomic_fetch_add_explicit(&job->refs, (unsigned)job->count, memory_order_relaxed);
+    for (pushed = 0; pushed < job->count; pushed++) {
         gr_task t = {job, pushed};
 
         st = gr_ring_push(rt->ring, &t, job->deadline_ns, &job->stop);
         if (st != GR_OK)
             break;
     }
-    if (pushed < count) {
-        /* Deadline, shutdown or a stop while queuing: the job is accepted all the same, and
-         * the indices that never reached the ring end now. */
-        atomic_fetch_sub_explicit(&job->refs, (unsigned)(count - pushed), memory_order_relaxed);
+    if (pushed < job->count) {
+        atomic_fetch_sub_explicit(&job->refs, (unsigned)(job->count - pushed),
+                                  memory_order_relaxed);
         gr__job_stop(job, st == GR_ERR_TIMEOUT || st == GR_ERR_SHUTDOWN ? st : GR_ERR_CANCELED);
     }
-    st = GR_OK;
+}
+
+gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,
+                        const gr_job_options *opts, gr_job **out, gr_error_info *err)
+{
+    static const gr_job_options defaults = GR_JOB_OPTIONS_INIT;
+    gr_status st, result;
+    bool run_callback;
+    gr_job *job;
+
     if (out != NULL)
+        *out = NULL;
+    if (rt == NULL || g == NULL || tensors == NULL)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "runtime, graph and tensors must not be NULL");
+    /* Before touching anything else: the reference keeps the runtime's memory alive however
+     * gr_runtime_destroy races with this call, and the count (seq_cst, paired with the
+     * shutdown store) makes destroy wait for this submitter, or this submitter see the
+     * shutdown. */
+    gr__runtime_ref(rt);
+    atomic_fetch_add(&rt->active_submits, 1);
+    if ((st = check_request(rt, g, tensors, count, opts ? opts : &defaults, err)) != GR_OK)
+        goto out_leave;
+    if ((st = job_alloc(rt, g, tensors, count, opts ? opts : &defaults, &job)) != GR_OK) {
+        gr_error_set(err, st, GR_NO_INDEX, NULL, "no memory for a job of %llu tensors",
+                     (unsigned long long)count);
+        goto out_leave;
+    }
+    gr__runtime_track_job(rt, job);
+    queue_tasks(rt, job);
+    if (out != NULL) {
+        atomic_store(&job->handle_held, true);
         *out = job;
+    }
 
     pthread_mutex_lock(&job->mu);
     job->submitting = false;
@@ -434,15 +457,15 @@ gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, u
     if (run_callback)
         job_finish(job, result); /* left to us by job_all_ended */
     if (out == NULL)
-        gr__job_unref(job); /* detached: nobody holds a handle */
+        gr__job_unref(job); /* detached: the handle's reference, which nobody holds */
 
 out_leave:
-    /* Wake gr_runtime_destroy if it waits for the submitters to leave. */
-    if (atomic_fetch_sub(&rt->active_submits, 1) == 1 && atomic_load(&rt->shutdown)) {
-        pthread_mutex_lock(&rt->mu);
+    /* Under the lock, so gr_runtime_destroy's wait cannot miss the last submitter. */
+    pthread_mutex_lock(&rt->mu);
+    if (atomic_fetch_sub(&rt->active_submits, 1) == 1)
         pthread_cond_broadcast(&rt->cond);
-        pthread_mutex_unlock(&rt->mu);
-    }
+    pthread_mutex_unlock(&rt->mu);
+    gr__runtime_unref(rt);
     return st;
 }
 
@@ -545,6 +568,9 @@ int gr_job_is_complete(const gr_job *job)
 
 void gr_job_destroy(gr_job *job)
 {
-    if (job != NULL)
+    /* Only the handle gr_job_submit returned holds a reference to give back: a second
+     * destroy of a job still alive, or a destroy of a detached job from its callback,
+     * does nothing. */
+    if (job != NULL && atomic_exchange(&job->handle_held, false))
         gr__job_unref(job);
 }

@@ -52,6 +52,7 @@ struct gr_job {
     _Atomic uint64_t ended;     /* done + failed + canceled, the completion trigger */
     _Atomic uint64_t anomalies; /* attempts to end an index twice: must stay 0 */
     atomic_uint refs;
+    atomic_bool handle_held; /* the caller still holds the handle gr_job_submit returned */
 
     pthread_mutex_t mu; /* guards the fields below */
     pthread_cond_t cond;

@@ -12,7 +12,8 @@
  *   5. join the workers: running iterations finish, and tasks left in the ring are popped
  *      and dropped (their indices already ended, or end now as canceled);
  *   6. drain the ring once more: a push racing with step 2 may have landed after the last
- *      worker left (ring.h);
+ *      worker left (ring.h); then wait for completion callbacks still running on other
+ *      threads (a thread that cancels a job runs its callback);
  *   7. stop the deadline thread, close the devices (their memory is freed here), and drop
  *      the caller's reference. Jobs the caller still holds keep the small remaining state
  *      (locks, ring, budgets) alive until their last gr_job_destroy.
@@ -81,6 +82,7 @@ void gr__runtime_track_job(gr_runtime *rt, gr_job *job)
         rt->live_jobs->live_prev = job;
     rt->live_jobs = job;
     job->tracked = true;
+    rt->unfinished_jobs++;
     if (job->deadline_ns != GR_NO_DEADLINE)
         pthread_cond_signal(&rt->deadline_cond);
     pthread_mutex_unlock(&rt->mu);
@@ -119,6 +121,27 @@ static bool stop_one_locked(gr_runtime *rt, bool (*pick)(const gr_job *, int64_t
         return true;
     }
     return false;
+}
+
+void gr__runtime_job_finished(gr_runtime *rt)
+{
+    pthread_mutex_lock(&rt->mu);
+    if (--rt->unfinished_jobs == 0)
+        pthread_cond_broadcast(&rt->cond);
+    pthread_mutex_unlock(&rt->mu);
+}
+
+void gr__runtime_device_lost(gr_runtime *rt, gr_device *dev)
+{
+    bool was = false;
+
+    if (!atomic_compare_exchange_strong(&dev->lost, &was, true))
+        return;
+    atomic_fetch_add(&rt->devices_lost, 1);
+    /* Wake the parked workers of other lost devices: this may have been the last one. */
+    pthread_mutex_lock(&rt->mu);
+    pthread_cond_broadcast(&rt->cond);
+    pthread_mutex_unlock(&rt->mu);
 }
 
 static bool pick_any(const gr_job *j, int64_t now)
@@ -322,6 +345,7 @@ static void runtime_shutdown(gr_runtime *rt)
     pthread_mutex_lock(&rt->mu);
     while (stop_one_locked(rt, pick_any, 0, GR_ERR_SHUTDOWN))
         ;
+    pthread_cond_broadcast(&rt->cond); /* workers parked on a lost device */
     pthread_mutex_unlock(&rt->mu);
 }
 
@@ -349,6 +373,12 @@ static void runtime_teardown(gr_runtime *rt)
         gr__job_end_index(t.job, t.index, GR_INDEX_QUEUED, GR_ERR_SHUTDOWN, NULL);
         gr__job_unref(t.job);
     }
+    /* Every index has ended; wait for the callbacks still running on other threads (a
+     * thread that canceled a job runs its callback itself). */
+    pthread_mutex_lock(&rt->mu);
+    while (rt->unfinished_jobs > 0)
+        pthread_cond_wait(&rt->cond, &rt->mu);
+    pthread_mutex_unlock(&rt->mu);
     if (rt->deadline_started) {
         pthread_mutex_lock(&rt->mu);
         rt->deadline_stop = true;

@@ -30,7 +30,8 @@ struct gr_runtime {
     gr_ring *ring;
 
     atomic_bool shutdown;
-    atomic_uint active_submits; /* threads inside gr_job_submit */
+    atomic_uint active_submits;  /* threads inside gr_job_submit */
+    atomic_uint devices_lost;    /* devices marked lost (sticky device error) */
 
     /* Lock order: rt->mu before nothing else; never held across a backend call or a
      * callback. Guards the fields below. */
@@ -39,7 +40,8 @@ struct gr_runtime {
     pthread_cond_t deadline_cond; /* wakes the deadline thread */
     uint32_t workers_ready, workers_failed;
     gr_error_info worker_error;
-    gr_job *live_jobs; /* accepted jobs that are not complete */
+    gr_job *live_jobs;      /* accepted jobs that still have indices to end */
+    uint64_t unfinished_jobs; /* accepted jobs not yet complete (callback not returned) */
     bool deadline_stop;
     pthread_t deadline_thread;
     bool deadline_started;
@@ -52,6 +54,13 @@ void gr__runtime_unref(struct gr_runtime *rt);
  * before its tasks are queued; remove it when it completes. Any thread. */
 void gr__runtime_track_job(struct gr_runtime *rt, gr_job *job);
 void gr__runtime_untrack_job(struct gr_runtime *rt, gr_job *job);
+
+/* A job has completed: its callback has returned and its waiters are woken. */
+void gr__runtime_job_finished(struct gr_runtime *rt);
+
+/* Mark a device lost (idempotent): its workers stop taking work while another device
+ * remains; when every device is lost they fail what is left. Any thread. */
+void gr__runtime_device_lost(struct gr_runtime *rt, gr_device *dev);
 
 /* Wake every sleeper that may be waiting on behalf of a stopped job. Any thread. */
 void gr__runtime_wake_waiters(struct gr_runtime *rt);

@@ -22,7 +22,7 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
     if (atomic_load_explicit(&w->rt->shutdown, memory_order_acquire))
         return GR_ERR_SHUTDOWN;
     if (atomic_load_explicit(&w->dev->lost, memory_order_acquire))
-        return GR_ERR_DEVICE_LOST;
+        return GR_ERR_DEVICE_LOST; /* every device is lost, or it was lost just now */
     if (gr_deadline_passed(job->deadline_ns, gr_now_ns()))
         return GR_ERR_TIMEOUT;
     return GR_OK;
@@ -76,6 +76,47 @@ out_end:
     gr__job_end_index(job, t->index, GR_INDEX_RUNNING, st, &detail);
 }
 
+/* Whether this worker's device is lost while another device still works: then it must
+ * not take tasks, which it could only fail. */
+static bool device_out(const gr_worker *w)
+{
+    return atomic_load(&w->dev->lost) &&
+           atomic_load(&w->rt->devices_lost) < w->rt->n_devices;
+}
+
+/* A worker of a lost device sleeps until shutdown, or until every device is lost and the
+ * remaining work can only be failed. Returns false at shutdown. */
+static bool park_while_device_lost(gr_worker *w)
+{
+    gr_runtime *rt = w->rt;
+    bool go_on;
+
+    if (!device_out(w))
+        return true;
+    pthread_mutex_lock(&rt->mu);
+    while (device_out(w) && !atomic_load(&rt->shutdown))
+        pthread_cond_wait(&rt->cond, &rt->mu);
+    go_on = !atomic_load(&rt->shutdown);
+    pthread_mutex_unlock(&rt->mu);
+    return go_on;
+}
+
+/* The device was lost between the check and the pop: give the task back, still queued, to
+ * the workers of the devices that work. Returns true when the task is handled. */
+static bool hand_back(gr_worker *w, gr_task *t)
+{
+    gr_status st;
+
+    if (!device_out(w))
+        return false;
+    st = gr_ring_push(w->rt->ring, t, t->job->deadline_ns, &t->job->stop);
+    if (st != GR_OK) { /* the job was stopped or the runtime shut down meanwhile */
+        gr__job_end_index(t->job, t->index, GR_INDEX_QUEUED, st, NULL);
+        gr__job_unref(t->job);
+    }
+    return true;
+}
+
 void *gr__worker_main(void *arg)
 {
     gr_worker *w = arg;
@@ -98,7 +139,9 @@ void *gr__worker_main(void *arg)
     if (st != GR_OK)
         return NULL;
 
-    while (gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) == GR_OK) {
+    while (park_while_device_lost(w) && gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) == GR_OK) {
+        if (hand_back(w, &t))
+            continue;
         run_task(w, &t);
         gr__job_unref(t.job); /* the task's reference */
     }

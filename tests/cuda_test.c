@@ -23,7 +23,7 @@
 /* Device memory the runtime may use beyond its budget, besides the process's primary
  * context: streams, events, instantiated graphs and the kernels' module (docs/
  * PERFORMANCE.md has the measured figure). */
-#define STATED_OVERHEAD (64 * MiB)
+#define STATED_OVERHEAD (32 * MiB)
 
 static const char *no_gpu(void)
 {

@@ -206,7 +206,38 @@ static void shutdown_wakes_both_sides_and_drains(void)
     gr_ring_destroy(a.r);
 }
 
+/* One slot frees while two producers sleep; the one that gets the signal has been canceled
+ * and leaves: it must pass the wakeup on to the other, which takes the slot. */
+static void producer_that_leaves_passes_the_wakeup_on(void)
+{
+    gr_cancel_flag flag = 0;
+    push_arg a, b;
+    pthread_t ta, tb;
+    gr_ring *r;
+    gr_task t;
+
+    ASSERT_STATUS(gr_ring_create(2, &r), GR_OK);
+    fill(r);
+    a = (push_arg){.r = r, .t = task(1), .deadline = GR_NO_DEADLINE, .cancel = &flag};
+    b = (push_arg){.r = r, .t = task(2), .deadline = GR_NO_DEADLINE};
+    pthread_create(&ta, NULL, push_thread, &a);
+    sleep_ms(30); /* a sleeps first, so a gets the first signal */
+    pthread_create(&tb, NULL, push_thread, &b);
+    sleep_ms(30);
+    atomic_store(&flag, GR_ERR_CANCELED); /* no wake: a notices only when signaled */
+    ASSERT_TRUE(gr_ring_try_pop(r, &t));  /* frees one slot, signals one producer */
+    pthread_join(ta, NULL);
+    ASSERT_STATUS(a.st, GR_ERR_CANCELED);
+    for (int i = 0; i < 2000 && !atomic_load(&b.done); i++)
+        sleep_ms(1);
+    ASSERT_EQ(atomic_load(&b.done), 1);
+    pthread_join(tb, NULL);
+    ASSERT_STATUS(b.st, GR_OK);
+    gr_ring_destroy(r);
+}
+
 GR_TEST_MAIN(GR_TEST(create_refuses_bad_capacity), GR_TEST(fifo_order_and_capacity),
              GR_TEST(push_sleeps_while_full_until_pop), GR_TEST(push_deadline_on_full_ring),
              GR_TEST(pop_deadline_on_empty_ring), GR_TEST(push_wakes_on_cancel),
-             GR_TEST(shutdown_wakes_both_sides_and_drains))
+             GR_TEST(shutdown_wakes_both_sides_and_drains),
+             GR_TEST(producer_that_leaves_passes_the_wakeup_on))

@@ -170,7 +170,7 @@ static void cuda_backend_refused_or_present(void)
     gr_status st;
 
     cfg.backend = GR_BACKEND_CUDA;
-    cfg.budget_bytes = 1 << 20;
+    cfg.budget_bytes = 64 << 20;
     st = gr_runtime_create(&cfg, &rt, &err);
     if (st == GR_OK) {
         gr_runtime_destroy(rt);

@@ -40,28 +40,30 @@ extern const char *gr_test_skip_reason;
             GR_TEST_FAIL("expected %s", #cond);                                             \
     } while (0)
 
-#define GR_ASSERT_CMP_(a, op, b)                                                            \
+/* The outer macros stringify their arguments, so messages show the source text, not its
+ * expansion. */
+#define GR_ASSERT_CMP_(a, op, b, sa, sb)                                                    \
     do {                                                                                    \
         long long a_ = (long long)(a), b_ = (long long)(b);                                 \
         if (!(a_ op b_))                                                                    \
-            GR_TEST_FAIL("expected %s %s %s, got %lld vs %lld", #a, #op, #b, a_, b_);       \
+            GR_TEST_FAIL("expected %s %s %s, got %lld vs %lld", sa, #op, sb, a_, b_);       \
     } while (0)
 
-#define GR_ASSERT_CMPU_(a, op, b)                                                           \
+#define GR_ASSERT_CMPU_(a, op, b, sa, sb)                                                   \
     do {                                                                                    \
         unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);      \
         if (!(a_ op b_))                                                                    \
-            GR_TEST_FAIL("expected %s %s %s, got %llu vs %llu", #a, #op, #b, a_, b_);       \
+            GR_TEST_FAIL("expected %s %s %s, got %llu vs %llu", sa, #op, sb, a_, b_);       \
     } while (0)
 
-#define ASSERT_EQ(a, b) GR_ASSERT_CMP_(a, ==, b)
-#define ASSERT_NE(a, b) GR_ASSERT_CMP_(a, !=, b)
-#define ASSERT_LT(a, b) GR_ASSERT_CMP_(a, <, b)
-#define ASSERT_LE(a, b) GR_ASSERT_CMP_(a, <=, b)
-#define ASSERT_GT(a, b) GR_ASSERT_CMP_(a, >, b)
-#define ASSERT_GE(a, b) GR_ASSERT_CMP_(a, >=, b)
-#define ASSERT_EQ_U64(a, b) GR_ASSERT_CMPU_(a, ==, b)
-#define ASSERT_LE_U64(a, b) GR_ASSERT_CMPU_(a, <=, b)
+#define ASSERT_EQ(a, b) GR_ASSERT_CMP_(a, ==, b, #a, #b)
+#define ASSERT_NE(a, b) GR_ASSERT_CMP_(a, !=, b, #a, #b)
+#define ASSERT_LT(a, b) GR_ASSERT_CMP_(a, <, b, #a, #b)
+#define ASSERT_LE(a, b) GR_ASSERT_CMP_(a, <=, b, #a, #b)
+#define ASSERT_GT(a, b) GR_ASSERT_CMP_(a, >, b, #a, #b)
+#define ASSERT_GE(a, b) GR_ASSERT_CMP_(a, >=, b, #a, #b)
+#define ASSERT_EQ_U64(a, b) GR_ASSERT_CMPU_(a, ==, b, #a, #b)
+#define ASSERT_LE_U64(a, b) GR_ASSERT_CMPU_(a, <=, b, #a, #b)
 
 #define ASSERT_PTR_EQ(a, b)                                                                 \
     do {                                                                                    \

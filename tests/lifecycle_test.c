@@ -1,0 +1,337 @@
+/*
+ * lifecycle_test.c - the runtime's and jobs' lifetimes racing each other, each case a bug
+ * an independent review found (and reproduced) before it was fixed:
+ *   - gr_runtime_destroy while a submit is still validating a large job;
+ *   - a lost device whose workers would swallow the healthy devices' work;
+ *   - gr_runtime_destroy returning while another thread still runs a job's callback;
+ *   - a completion callback submitting follow-up work into a full ring;
+ *   - a detached job whose callback calls gr_job_destroy;
+ *   - the deadline's contract for an iteration already executing.
+ * Run under asan and tsan by tools/test: several of these only show as memory errors there.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "graph/graph.h"
+#include "runtime/job.h"
+#include "runtime/runtime.h"
+#include "tests/testing.h"
+#include "tools/graphrun/workload.h"
+
+static gr_runtime *make_rt(uint32_t devices, uint32_t workers, uint64_t budget, uint32_t ring)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_error_info err;
+    gr_runtime *rt;
+
+    cfg.backend = GR_BACKEND_HOST;
+    cfg.host_devices = devices;
+    cfg.workers_per_device = workers;
+    cfg.budget_bytes = budget;
+    if (ring)
+        cfg.ring_capacity = ring;
+    if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
+        GR_TEST_FAIL("create: %s", err.message);
+    return rt;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static gr_status wait_result(gr_job *job)
+{
+    gr_status result = GR_ERR_INTERNAL;
+
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, &result), GR_OK);
+    return result;
+}
+
+/* In-place one-element-or-more tensors over one array. */
+static gr_tensor *tensors_over(float *data, uint64_t count, uint64_t elems)
+{
+    gr_tensor *t = calloc(count, sizeof(*t));
+
+    for (uint64_t i = 0; i < count; i++) {
+        t[i].in[0] = t[i].out[0] = data + i * elems;
+        t[i].elems = elems;
+    }
+    return t;
+}
+
+/* ------------------------------------------------------------------------------------- */
+
+typedef struct big_submit {
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_tensor *t;
+    uint64_t n;
+    gr_status st;
+    gr_job *job;
+    atomic_int entered;
+} big_submit;
+
+static void *big_submit_main(void *p)
+{
+    big_submit *a = p;
+
+    atomic_store(&a->entered, 1);
+    a->st = gr_job_submit(a->rt, a->g, a->t, a->n, NULL, &a->job, NULL);
+    return NULL;
+}
+
+/* Validation of 2M tensors (a sort of their output ranges) takes a while; destroy during it
+ * must wait for the submitter instead of freeing the runtime under it. */
+static void destroy_waits_for_validating_submit(void)
+{
+    big_submit a = {0};
+    float *data;
+    pthread_t th;
+
+    a.n = 2000000;
+    data = calloc(a.n, sizeof(float));
+    a.t = tensors_over(data, a.n, 1);
+    a.rt = make_rt(1, 1, 1 << 20, 0);
+    ASSERT_STATUS(gr_graph_create_seed(&a.g), GR_OK);
+    pthread_create(&th, NULL, big_submit_main, &a);
+    while (!atomic_load(&a.entered))
+        ;
+    sleep_ms(20);
+    gr_runtime_destroy(a.rt);
+    pthread_join(th, NULL);
+    /* Either refused at shutdown, or accepted and complete (destroy ended every index). */
+    if (a.st == GR_OK) {
+        gr_job_progress p;
+        ASSERT_STATUS(gr_job_wait(a.job, 0, NULL), GR_OK);
+        ASSERT_STATUS(gr_job_progress_get(a.job, &p), GR_OK);
+        ASSERT_EQ_U64(p.done + p.failed + p.canceled, a.n);
+        gr_job_destroy(a.job);
+    } else {
+        ASSERT_STATUS(a.st, GR_ERR_SHUTDOWN);
+    }
+    gr_graph_destroy(a.g);
+    free(a.t);
+    free(data);
+}
+
+/* Device 1 lost: its workers take no more work, device 0 does all of it. */
+static void lost_device_leaves_work_to_the_others(void)
+{
+    enum { N = 400, E = 64 };
+    gr_runtime *rt = make_rt(2, 2, 1 << 20, 0);
+    float *data = malloc(N * E * sizeof(float));
+    gr_tensor *t = tensors_over(data, N, E);
+    gr_device_stats st0, st1;
+    gr_job_progress p;
+    gr_graph *g;
+    gr_job *job;
+
+    for (uint64_t i = 0; i < N; i++)
+        gr_workload_fill(data + i * E, 0, E, 3, i);
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    gr__runtime_device_lost(rt, &rt->devices[1]);
+    ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(wait_result(job), GR_OK);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.done, N);
+    for (uint64_t i = 0; i < N; i++)
+        ASSERT_EQ_U64(gr_workload_check_seed(data + i * E, 0, E, 3, i, NULL), 0);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &st0), GR_OK);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 1, &st1), GR_OK);
+    ASSERT_EQ_U64(st0.iterations_done, N);
+    ASSERT_EQ_U64(st1.iterations_done + st1.iterations_failed, 0);
+    gr_job_destroy(job);
+
+    /* Every device lost: the remaining work fails at once with a clear status, no hang. */
+    gr__runtime_device_lost(rt, &rt->devices[0]);
+    ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(wait_result(job), GR_ERR_DEVICE_LOST);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.failed, N);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    free(t);
+    free(data);
+}
+
+static atomic_int slow_callback_returned;
+
+static void slow_callback(gr_job *job, gr_status st, void *user)
+{
+    (void)job;
+    (void)st;
+    (void)user;
+    sleep_ms(300);
+    atomic_store(&slow_callback_returned, 1);
+}
+
+static void *cancel_main(void *p)
+{
+    gr_job_cancel(p);
+    return NULL;
+}
+
+/* Another thread cancels a job and so runs its (slow) callback: destroy must not return
+ * before that callback has. */
+static void destroy_waits_for_running_callbacks(void)
+{
+    gr_runtime *rt = make_rt(1, 1, 1 << 20, 0);
+    gr_budget *b = rt->devices[0].budget;
+    float data[4 * 64];
+    gr_tensor *t = tensors_over(data, 4, 64);
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_job *parked, *slow;
+    gr_graph *g;
+    pthread_t th;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    /* Hold the whole budget so the worker sleeps with the first job's only index. */
+    ASSERT_STATUS(gr_budget_acquire(b, gr_budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 1, NULL, &parked, NULL), GR_OK);
+    for (int i = 0; i < 5000 && gr_budget_waiters(b) != 1; i++)
+        sleep_ms(1);
+    ASSERT_EQ(gr_budget_waiters(b), 1);
+    atomic_store(&slow_callback_returned, 0);
+    o.on_complete = slow_callback;
+    ASSERT_STATUS(gr_job_submit(rt, g, t + 1, 3, &o, &slow, NULL), GR_OK);
+    pthread_create(&th, NULL, cancel_main, slow);
+    sleep_ms(50);
+    gr_runtime_destroy(rt);
+    ASSERT_EQ(atomic_load(&slow_callback_returned), 1);
+    ASSERT_STATUS(gr_job_wait(slow, 0, NULL), GR_OK);
+    pthread_join(th, NULL);
+    gr_budget_release(b, gr_budget_capacity(b)); /* the budget outlives destroy: jobs hold it */
+    gr_job_destroy(parked);
+    gr_job_destroy(slow);
+    gr_graph_destroy(g);
+    free(t);
+}
+
+static gr_runtime *cb_rt;
+static gr_graph *cb_graph;
+static gr_tensor *cb_t;
+static _Atomic int cb_submit_status = -1;
+
+static void submitting_callback(gr_job *job, gr_status st, void *user)
+{
+    (void)job;
+    (void)st;
+    (void)user;
+    atomic_store(&cb_submit_status,
+                 gr_job_submit(cb_rt, cb_graph, cb_t, 8, NULL, NULL, NULL));
+}
+
+/* A callback submitting into a full ring could sleep forever on the runtime's own workers:
+ * such a submit is refused at once. */
+static void submit_from_callback_is_refused(void)
+{
+    float one[16], data[8 * 16];
+    gr_tensor t = {{one}, {one}, 16};
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_job *job;
+
+    cb_rt = make_rt(1, 1, 1 << 20, 4); /* the ring holds 3 */
+    cb_t = tensors_over(data, 8, 16);
+    ASSERT_STATUS(gr_graph_create_seed(&cb_graph), GR_OK);
+    o.on_complete = submitting_callback;
+    ASSERT_STATUS(gr_job_submit(cb_rt, cb_graph, &t, 1, &o, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_job_wait(job, 10ll * 1000000000, NULL), GR_OK);
+    ASSERT_STATUS((gr_status)atomic_load(&cb_submit_status), GR_ERR_INVALID_USAGE);
+    gr_job_destroy(job);
+    gr_runtime_destroy(cb_rt);
+    gr_graph_destroy(cb_graph);
+    free(cb_t);
+}
+
+static atomic_int destroying_callback_calls;
+
+static void destroying_callback(gr_job *job, gr_status st, void *user)
+{
+    (void)st;
+    (void)user;
+    gr_job_destroy(job); /* a detached job has no handle: nothing to give back */
+    atomic_fetch_add(&destroying_callback_calls, 1);
+}
+
+static void detached_job_destroyed_by_its_callback(void)
+{
+    enum { JOBS = 50 };
+    gr_runtime *rt = make_rt(1, 2, 1 << 20, 0);
+    float *data = malloc(JOBS * 4 * 64 * sizeof(float));
+    gr_tensor *t = tensors_over(data, JOBS * 4, 64); /* each job its own memory */
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    o.on_complete = destroying_callback;
+    for (int job = 0; job < JOBS; job++)
+        ASSERT_STATUS(gr_job_submit(rt, g, t + 4 * job, 4, &o, NULL, NULL), GR_OK);
+    gr_runtime_destroy(rt); /* waits for every callback */
+    ASSERT_EQ(atomic_load(&destroying_callback_calls), JOBS);
+    gr_graph_destroy(g);
+    free(t);
+    free(data);
+}
+
+/* A second gr_job_destroy of a live job gives nothing back twice. */
+static void double_destroy_of_live_job_is_harmless(void)
+{
+    gr_runtime *rt = make_rt(1, 1, 1 << 20, 0);
+    gr_budget *b = rt->devices[0].budget;
+    float data[64];
+    gr_tensor *t = tensors_over(data, 1, 64);
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_budget_acquire(b, gr_budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 1, NULL, &job, NULL), GR_OK);
+    gr_job_destroy(job);
+    gr_job_destroy(job); /* still alive (running): must not drop the runtime's references */
+    gr_budget_release(b, gr_budget_capacity(b));
+    gr_runtime_destroy(rt);
+    gr_graph_destroy(g);
+    free(t);
+}
+
+/* The deadline ends what has not started executing; an iteration already executing
+ * finishes and its index is done. */
+static void deadline_lets_an_executing_iteration_finish(void)
+{
+    gr_runtime *rt = make_rt(1, 1, 256ull << 20, 0);
+    uint64_t n = 16u << 20;
+    float *d = malloc(n * sizeof(float));
+    gr_tensor t[2] = {{{d}, {d}, n / 2}, {{d + n / 2}, {d + n / 2}, n / 2}};
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_index_state s0, s1;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    gr_workload_fill(d, 0, n / 2, 9, 0);
+    gr_workload_fill(d + n / 2, 0, n / 2, 9, 1);
+    o.deadline_ns = gr_now_ns() + 5 * 1000000; /* one iteration takes far longer on a CPU */
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 2, &o, &job, NULL), GR_OK);
+    ASSERT_STATUS(wait_result(job), GR_ERR_TIMEOUT);
+    ASSERT_STATUS(gr_job_index_get(job, 0, &s0, NULL), GR_OK);
+    ASSERT_STATUS(gr_job_index_get(job, 1, &s1, NULL), GR_OK);
+    ASSERT_EQ(s0, GR_INDEX_DONE);   /* executing at the deadline: finished */
+    ASSERT_EQ(s1, GR_INDEX_FAILED); /* queued at the deadline: timed out, untouched */
+    ASSERT_EQ_U64(gr_workload_check_seed(d, 0, n / 2, 9, 0, NULL), 0);
+    ASSERT_EQ_U64(gr_workload_check_input(d + n / 2, 0, n / 2, 9, 1, NULL), 0);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    free(d);
+}
+
+GR_TEST_MAIN(GR_TEST(destroy_waits_for_validating_submit),
+             GR_TEST(lost_device_leaves_work_to_the_others),
+             GR_TEST(destroy_waits_for_running_callbacks), GR_TEST(submit_from_callback_is_refused),
+             GR_TEST(detached_job_destroyed_by_its_callback),
+             GR_TEST(double_destroy_of_live_job_is_harmless),
+             GR_TEST(deadline_lets_an_executing_iteration_finish))
