@@ -3,7 +3,8 @@
  *
  * Ceilings: each direction is timed with CUDA events around `reps` back-to-back copies of
  * pinned memory on one stream; "both at once" issues the two directions on two streams that
- * start together and counts the bytes of both. The best of three trials is the ceiling.
+ * start together and counts the bytes of both. The best of GR_CEILING_TRIALS trials is the
+ * ceiling.
  */
 #include "tools/graphrun/cuda_measure.h"
 
@@ -56,7 +57,7 @@ gr_status gr_measure_ceilings(int ordinal, uint64_t bytes, int reps, gr_ceilings
     CHECK(cudaMemcpyAsync(h2, d2, bytes, cudaMemcpyDeviceToHost, s1));
     CHECK(cudaStreamSynchronize(s1));
 
-    for (int trial = 0; trial < 3; trial++) {
+    for (int trial = 0; trial < GR_CEILING_TRIALS; trial++) {
         double gbs;
 
         CHECK(cudaEventRecord(start, s1));
@@ -110,6 +111,16 @@ out:
     cudaFreeHost(h2);
     cudaFreeHost(h1);
     return st;
+}
+
+void gr_ceilings_max(gr_ceilings *into, const gr_ceilings *other)
+{
+    if (other->h2d_gbs > into->h2d_gbs)
+        into->h2d_gbs = other->h2d_gbs;
+    if (other->d2h_gbs > into->d2h_gbs)
+        into->d2h_gbs = other->d2h_gbs;
+    if (other->bidir_gbs > into->bidir_gbs)
+        into->bidir_gbs = other->bidir_gbs;
 }
 
 struct gr_devmem_sampler {

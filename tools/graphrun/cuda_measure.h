@@ -15,8 +15,10 @@ typedef struct gr_ceilings {
     double d2h_gbs;   /* pinned device -> host */
     double bidir_gbs; /* both directions at once, bytes moved in total */
     uint64_t bytes;   /* size of each copy */
-    int reps;         /* copies per direction per trial; the best of 3 trials is kept */
+    int reps;         /* copies per direction per trial; the best of TRIALS is kept */
 } gr_ceilings;
+
+#define GR_CEILING_TRIALS 5
 
 /* Measure the pinned copy ceilings of device `ordinal` with copies of `bytes`. Allocates
  * 2 x bytes of pinned host and device memory for the measurement and frees it after. */
@@ -36,5 +38,8 @@ void gr_devmem_stop(gr_devmem_sampler *s, uint64_t *baseline, uint64_t *peak, ui
 
 /* The device's name ("NVIDIA H200") and multiprocessor count, for reports. */
 void gr_device_describe(int ordinal, char *name, int name_size, int *sm_count);
+
+/* The higher of two measurements, direction by direction: the more demanding ceiling. */
+void gr_ceilings_max(gr_ceilings *into, const gr_ceilings *other);
 
 #endif /* GR_CUDA_MEASURE_H */
