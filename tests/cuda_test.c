@@ -14,6 +14,7 @@
 
 #include "graph/graph.h"
 #include "runtime/job.h"
+#include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/cuda_measure.h"
 #include "tools/graphrun/tensor_set.h"
@@ -45,25 +46,8 @@ static const char *no_gpu(void)
 
 static gr_runtime *cuda_runtime(uint32_t workers, uint64_t budget, gr_context_mode mode)
 {
-    gr_config cfg = GR_CONFIG_INIT;
-    gr_error_info err;
-    gr_runtime *rt;
-
-    cfg.backend = GR_BACKEND_CUDA;
-    cfg.workers_per_device = workers;
-    cfg.budget_bytes = budget;
-    cfg.context_mode = mode;
-    if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
-        GR_TEST_FAIL("runtime create: %s: %s", gr_status_str(err.status), err.message);
-    return rt;
-}
-
-static gr_status wait_result(gr_job *job)
-{
-    gr_status result = GR_ERR_INTERNAL;
-
-    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, &result), GR_OK);
-    return result;
+    return gr_test_runtime((gr_test_shape){
+        .backend = GR_BACKEND_CUDA, .workers = workers, .budget = budget, .contexts = mode});
 }
 
 /* Run the seed graph over a tensor set and check every output. */
@@ -78,7 +62,7 @@ static void run_set(gr_runtime *rt, gr_tensor_set *set)
     gr_tensor_set_fill(set);
     if (gr_job_submit(rt, g, set->tensors, set->count, NULL, &job, &err) != GR_OK)
         GR_TEST_FAIL("submit: %s", err.message);
-    if (wait_result(job) != GR_OK) {
+    if (gr_test_wait(job, GR_WAIT_FOREVER) != GR_OK) {
         gr_job_error_get(job, &err);
         GR_TEST_FAIL("job failed at index %llu, node '%s': %s: %s",
                      (unsigned long long)err.index, err.node, gr_status_str(err.status),
@@ -162,7 +146,7 @@ static void kernels_match_cpu(void)
 
         memset(out, 0xff, N * 4); /* poison: every element must be written */
         ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, NULL), GR_OK);
-        ASSERT_STATUS(wait_result(job), GR_OK);
+        ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
         gr_kernel_find(cases[c].kernel)->cpu(&a);
         for (uint64_t i = 0; i < N; i++) {
             int32_t gi, wi;
@@ -241,7 +225,7 @@ static void pageable_registered_and_pinned(void)
     for (int i = 0; i < 12; i++)
         mixed[i] = sets[i % 3].tensors[i / 3];
     ASSERT_STATUS(gr_job_submit(rt, g, mixed, 12, NULL, &job, NULL), GR_OK);
-    ASSERT_STATUS(wait_result(job), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     for (int k = 0; k < 3; k++) {
         ASSERT_EQ_U64(gr_tensor_set_check(&sets[k], NULL), 0);
         gr_tensor_set_free(&sets[k]);
@@ -312,7 +296,7 @@ static void cancel_mid_job(void)
         ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
     } while (p.done < 5);
     ASSERT_STATUS(gr_job_cancel(job), GR_OK);
-    ASSERT_STATUS(wait_result(job), GR_ERR_CANCELED);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_ERR_CANCELED);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
     ASSERT_EQ_U64(p.done + p.canceled, 200);
     ASSERT_GE(p.done, 5);

@@ -8,32 +8,14 @@
 
 #include "graph/graph.h"
 #include "runtime/job.h"
+#include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
 
-/* Wait for the job to complete (failing the test if it does not within the timeout) and
- * return its result. */
-static gr_status wait_result(gr_job *job, int64_t timeout_ns)
-{
-    gr_status result = GR_ERR_INTERNAL;
-
-    ASSERT_STATUS(gr_job_wait(job, timeout_ns, &result), GR_OK);
-    return result;
-}
-
 static gr_runtime *runtime_with(uint32_t devices, uint32_t workers, uint64_t budget)
 {
-    gr_config cfg = GR_CONFIG_INIT;
-    gr_error_info err;
-    gr_runtime *rt;
-
-    cfg.backend = GR_BACKEND_HOST;
-    cfg.host_devices = devices;
-    cfg.workers_per_device = workers;
-    cfg.budget_bytes = budget;
-    if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
-        GR_TEST_FAIL("runtime create: %s", err.message);
-    return rt;
+    return gr_test_runtime(
+        (gr_test_shape){.devices = devices, .workers = workers, .budget = budget});
 }
 
 /* Run the seed graph in place over tensors of the given sizes, check every output. */
@@ -55,7 +37,7 @@ static void run_seed(gr_runtime *rt, const uint64_t *elems, uint64_t count, uint
     }
     if (gr_job_submit(rt, g, t, count, NULL, &job, &err) != GR_OK)
         GR_TEST_FAIL("submit: %s", err.message);
-    ASSERT_STATUS(wait_result(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     ASSERT_EQ(gr__job_anomalies(job), 0);
     for (uint64_t i = 0; i < count; i++) {
         uint64_t where, bad = gr_workload_check_seed(data[i], 0, elems[i], seed, i, &where);
@@ -213,7 +195,7 @@ static void run_dag(gr_runtime *rt, gr_graph *g, uint64_t count, uint64_t seed)
     }
     if (gr_job_submit(rt, g, t, count, NULL, &job, &err) != GR_OK)
         GR_TEST_FAIL("submit: %s", err.message);
-    ASSERT_STATUS(wait_result(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     for (uint64_t i = 0; i < count; i++) {
         for (uint64_t j = 0; j < d[i].n; j++) {
             float ax = 2.0f * d[i].a[j], by = -1.0f * d[i].b[j];

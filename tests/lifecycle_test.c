@@ -16,38 +16,20 @@
 #include "graph/graph.h"
 #include "runtime/job.h"
 #include "runtime/runtime.h"
+#include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
 
 static gr_runtime *make_rt(uint32_t devices, uint32_t workers, uint64_t budget, uint32_t ring)
 {
-    gr_config cfg = GR_CONFIG_INIT;
-    gr_error_info err;
-    gr_runtime *rt;
-
-    cfg.backend = GR_BACKEND_HOST;
-    cfg.host_devices = devices;
-    cfg.workers_per_device = workers;
-    cfg.budget_bytes = budget;
-    if (ring)
-        cfg.ring_capacity = ring;
-    if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
-        GR_TEST_FAIL("create: %s", err.message);
-    return rt;
+    return gr_test_runtime((gr_test_shape){
+        .devices = devices, .workers = workers, .budget = budget, .ring = ring});
 }
 
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
-}
-
-static gr_status wait_result(gr_job *job)
-{
-    gr_status result = GR_ERR_INTERNAL;
-
-    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, &result), GR_OK);
-    return result;
 }
 
 /* In-place one-element-or-more tensors over one array. */
@@ -134,7 +116,7 @@ static void lost_device_leaves_work_to_the_others(void)
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     gr__runtime_device_lost(rt, &rt->devices[1]);
     ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
-    ASSERT_STATUS(wait_result(job), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
     ASSERT_EQ_U64(p.done, N);
     for (uint64_t i = 0; i < N; i++)
@@ -148,7 +130,7 @@ static void lost_device_leaves_work_to_the_others(void)
     /* Every device lost: the remaining work fails at once with a clear status, no hang. */
     gr__runtime_device_lost(rt, &rt->devices[0]);
     ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
-    ASSERT_STATUS(wait_result(job), GR_ERR_DEVICE_LOST);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_ERR_DEVICE_LOST);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
     ASSERT_EQ_U64(p.failed, N);
     gr_job_destroy(job);
@@ -316,7 +298,7 @@ static void deadline_lets_an_executing_iteration_finish(void)
     gr_workload_fill(d + n / 2, 0, n / 2, 9, 1);
     o.deadline_ns = gr_now_ns() + 5 * 1000000; /* one iteration takes far longer on a CPU */
     ASSERT_STATUS(gr_job_submit(rt, g, t, 2, &o, &job, NULL), GR_OK);
-    ASSERT_STATUS(wait_result(job), GR_ERR_TIMEOUT);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_ERR_TIMEOUT);
     ASSERT_STATUS(gr_job_index_get(job, 0, &s0, NULL), GR_OK);
     ASSERT_STATUS(gr_job_index_get(job, 1, &s1, NULL), GR_OK);
     ASSERT_EQ(s0, GR_INDEX_DONE);   /* executing at the deadline: finished */

@@ -14,33 +14,15 @@
 #include "graph/graph.h"
 #include "runtime/job.h"
 #include "runtime/runtime.h"
+#include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
-
-/* Wait for the job to complete (failing the test if it does not within the timeout) and
- * return its result. */
-static gr_status wait_result(gr_job *job, int64_t timeout_ns)
-{
-    gr_status result = GR_ERR_INTERNAL;
-
-    ASSERT_STATUS(gr_job_wait(job, timeout_ns, &result), GR_OK);
-    return result;
-}
 
 #define SEED 7
 
 static gr_runtime *make_runtime(uint32_t workers, uint64_t budget)
 {
-    gr_config cfg = GR_CONFIG_INIT;
-    gr_error_info err;
-    gr_runtime *rt;
-
-    cfg.backend = GR_BACKEND_HOST;
-    cfg.budget_bytes = budget;
-    cfg.workers_per_device = workers;
-    if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
-        GR_TEST_FAIL("runtime create: %s", err.message);
-    return rt;
+    return gr_test_runtime((gr_test_shape){.workers = workers, .budget = budget});
 }
 
 /* `count` in-place tensors of `elems` synthetic elements. */
@@ -304,7 +286,7 @@ static void aliasing_refusals(void)
     t[0].elems = t[1].elems = t[2].elems = 50;
     gr_workload_fill(other, 0, 50, SEED, 0);
     ASSERT_STATUS(gr_job_submit(rt, g, t, 3, NULL, &job, &err), GR_OK);
-    ASSERT_STATUS(wait_result(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     for (int i = 0; i < 3; i++)
         ASSERT_EQ_U64(gr_workload_check_seed(s.data[i], 0, 50, SEED, 0, NULL), 0);
     gr_job_destroy(job);
@@ -328,7 +310,7 @@ static void count_callback(gr_job *job, gr_status st, void *user)
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
     ASSERT_EQ_U64(p.done + p.failed + p.canceled, p.total);
     /* Waiting for its own job from the callback answers at once, with the same result. */
-    ASSERT_STATUS(wait_result(job, GR_WAIT_FOREVER), st);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), st);
     callback_status = st;
     atomic_fetch_add(&callback_calls, 1);
 }
@@ -352,7 +334,7 @@ static void job_runs_reports_and_calls_back(void)
     o.user = &callback_calls;
     ASSERT_STATUS(gr_job_submit(rt, g, s.t, 10, &o, &job, &err), GR_OK);
     gr_graph_destroy(g); /* the job keeps its own reference */
-    ASSERT_STATUS(wait_result(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
     ASSERT_EQ_U64(p.total, 10);
     ASSERT_EQ_U64(p.done, 10);
@@ -373,7 +355,7 @@ static void job_runs_reports_and_calls_back(void)
     ASSERT_STATUS(err.status, GR_OK);
     ASSERT_EQ(gr__job_anomalies(job), 0);
     /* A completed job waits no more, however many times it is asked. */
-    ASSERT_STATUS(wait_result(job, 0), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, 0), GR_OK);
     gr_job_destroy(job);
     /* The callback ran exactly once, before or after wait returned: wait for it briefly. */
     for (int i = 0; i < 1000 && atomic_load(&callback_calls) == 0; i++)
@@ -439,7 +421,7 @@ static void cancel_ends_queued_indices_at_once(void)
     /* Cancel wakes the worker out of the budget queue and ends the queued rest at once. */
     ASSERT_STATUS(gr_job_cancel(job), GR_OK);
     ASSERT_STATUS(gr_job_cancel(job), GR_OK); /* idempotent */
-    ASSERT_STATUS(wait_result(job, 10ll * 1000000000), GR_ERR_CANCELED);
+    ASSERT_STATUS(gr_test_wait(job, 10ll * 1000000000), GR_ERR_CANCELED);
     ASSERT_EQ(atomic_load(&callback_calls), 1);
     ASSERT_STATUS(callback_status, GR_ERR_CANCELED);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
@@ -481,7 +463,7 @@ static void deadline_fails_unstarted_indices(void)
     o.deadline_ns = start + 50 * 1000000;
     ASSERT_STATUS(gr_job_submit(rt, g, s.t, 20, &o, &job, NULL), GR_OK);
     /* Completed by the deadline, though no budget was ever free. */
-    ASSERT_STATUS(wait_result(job, 10ll * 1000000000), GR_ERR_TIMEOUT);
+    ASSERT_STATUS(gr_test_wait(job, 10ll * 1000000000), GR_ERR_TIMEOUT);
     ASSERT_TRUE(gr_job_is_complete(job));
     ASSERT_GE(gr_now_ns() - start, 50 * 1000000);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
@@ -494,7 +476,7 @@ static void deadline_fails_unstarted_indices(void)
     /* A deadline already past at submission: accepted, and every index times out. */
     o.deadline_ns = gr_now_ns() - 1;
     ASSERT_STATUS(gr_job_submit(rt, g, s.t, 20, &o, &job, NULL), GR_OK);
-    ASSERT_STATUS(wait_result(job, 10ll * 1000000000), GR_ERR_TIMEOUT);
+    ASSERT_STATUS(gr_test_wait(job, 10ll * 1000000000), GR_ERR_TIMEOUT);
     ASSERT_TRUE(gr_job_is_complete(job));
     gr_job_destroy(job);
 
@@ -522,7 +504,7 @@ static void shutdown_cancels_queued_and_refuses_new(void)
     gr_runtime_shutdown(rt);
     gr_runtime_shutdown(rt); /* idempotent */
     /* Every index ends, the one the worker held included, with no budget ever freed. */
-    ASSERT_STATUS(wait_result(job, 10ll * 1000000000), GR_ERR_SHUTDOWN);
+    ASSERT_STATUS(gr_test_wait(job, 10ll * 1000000000), GR_ERR_SHUTDOWN);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
     ASSERT_EQ_U64(p.canceled, 30);
     ASSERT_STATUS(gr_job_submit(rt, g, s.t, 1, NULL, &late, &err), GR_ERR_SHUTDOWN);
@@ -581,7 +563,7 @@ static void shutdown_wakes_submit_sleeping_on_full_ring(void)
     gr_runtime_shutdown(a.rt);
     pthread_join(th, NULL);
     ASSERT_STATUS(a.st, GR_OK);
-    ASSERT_STATUS(wait_result(a.job, 10ll * 1000000000), GR_ERR_SHUTDOWN);
+    ASSERT_STATUS(gr_test_wait(a.job, 10ll * 1000000000), GR_ERR_SHUTDOWN);
     ASSERT_STATUS(gr_job_progress_get(a.job, &p), GR_OK);
     ASSERT_EQ_U64(p.canceled, 64);
     release_budget(budget);

@@ -28,6 +28,24 @@
         }                                                                                   \
     } while (0)
 
+/* `reps` copies one way on `s`, timed with events: milliseconds in *ms. */
+static cudaError_t time_one_way(void *dst, const void *src, uint64_t bytes,
+                                enum cudaMemcpyKind kind, int reps, cudaStream_t s,
+                                cudaEvent_t start, cudaEvent_t stop, float *ms)
+{
+    cudaError_t e = cudaEventRecord(start, s);
+
+    for (int r = 0; r < reps && e == cudaSuccess; r++)
+        e = cudaMemcpyAsync(dst, src, bytes, kind, s);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(stop, s);
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(stop);
+    if (e == cudaSuccess)
+        e = cudaEventElapsedTime(ms, start, stop);
+    return e;
+}
+
 gr_status gr_measure_ceilings(int ordinal, uint64_t bytes, int reps, gr_ceilings *out,
                               gr_error_info *err)
 {
@@ -60,22 +78,11 @@ gr_status gr_measure_ceilings(int ordinal, uint64_t bytes, int reps, gr_ceilings
     for (int trial = 0; trial < GR_CEILING_TRIALS; trial++) {
         double gbs;
 
-        CHECK(cudaEventRecord(start, s1));
-        for (int r = 0; r < reps; r++)
-            CHECK(cudaMemcpyAsync(d1, h1, bytes, cudaMemcpyHostToDevice, s1));
-        CHECK(cudaEventRecord(stop, s1));
-        CHECK(cudaEventSynchronize(stop));
-        CHECK(cudaEventElapsedTime(&ms, start, stop));
+        CHECK(time_one_way(d1, h1, bytes, cudaMemcpyHostToDevice, reps, s1, start, stop, &ms));
         gbs = (double)bytes * reps / (ms * 1e6);
         if (gbs > out->h2d_gbs)
             out->h2d_gbs = gbs;
-
-        CHECK(cudaEventRecord(start, s1));
-        for (int r = 0; r < reps; r++)
-            CHECK(cudaMemcpyAsync(h2, d2, bytes, cudaMemcpyDeviceToHost, s1));
-        CHECK(cudaEventRecord(stop, s1));
-        CHECK(cudaEventSynchronize(stop));
-        CHECK(cudaEventElapsedTime(&ms, start, stop));
+        CHECK(time_one_way(h2, d2, bytes, cudaMemcpyDeviceToHost, reps, s1, start, stop, &ms));
         gbs = (double)bytes * reps / (ms * 1e6);
         if (gbs > out->d2h_gbs)
             out->d2h_gbs = gbs;

@@ -1,0 +1,26 @@
+/*
+ * fixtures.h - helpers the runtime's tests share: a runtime with a given shape, waiting for
+ * a job's result. Each fails the current test on error (testing.h).
+ */
+#ifndef GR_FIXTURES_H
+#define GR_FIXTURES_H
+
+#include "runtime/graphrun.h"
+
+typedef struct gr_test_shape {
+    gr_backend backend; /* GR_BACKEND_HOST unless set */
+    uint32_t devices;   /* host backend: devices to emulate (default 1) */
+    uint32_t workers;   /* per device (default 3) */
+    uint64_t budget;    /* required */
+    uint32_t ring;      /* ring capacity (default: the runtime's) */
+    gr_context_mode contexts;
+} gr_test_shape;
+
+/* A runtime of that shape; fails the test with the reason if it cannot start. */
+gr_runtime *gr_test_runtime(gr_test_shape shape);
+
+/* Wait (at most `timeout_ns`) for the job to complete, failing the test if it does not;
+ * returns the job's result. */
+gr_status gr_test_wait(gr_job *job, int64_t timeout_ns);
+
+#endif /* GR_FIXTURES_H */
