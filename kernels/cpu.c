@@ -72,3 +72,8 @@ void gr_cpu_seed(const gr_kargs *a)
     for (uint64_t i = 0; i < a->n; i++)
         a->out[i] = gr_seed_ref(x[i]);
 }
+
+void gr_cpu_fault(const gr_kargs *a)
+{
+    (void)a; /* the host backend has no device to fault; see kernels_cuda.cu */
+}

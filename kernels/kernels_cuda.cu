@@ -58,13 +58,21 @@ __global__ void gr_cuda_seed(gr_kargs a)
     }
 }
 
+/* Test only (GR_TEST_KERNELS=1): one thread writes to an address no allocation maps, which
+ * raises cudaErrorIllegalAddress, a sticky error that ruins the context it runs in. */
+__global__ void gr_cuda_fault(gr_kargs a)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *(volatile float *)(uintptr_t)0x10 = (float)a.n;
+}
+
 static const struct {
     const char *name;
     const void *entry;
 } entries[] = {
     {"mul", (const void *)gr_cuda_mul},     {"add", (const void *)gr_cuda_add},
     {"pow", (const void *)gr_cuda_pow},     {"axpby", (const void *)gr_cuda_axpby},
-    {"seed", (const void *)gr_cuda_seed},
+    {"seed", (const void *)gr_cuda_seed},   {"fault", (const void *)gr_cuda_fault},
 };
 
 extern "C" const void *gr_cuda_kernel_entry(const char *name)

@@ -31,6 +31,7 @@ typedef struct gr_device {
     uint64_t region_size; /* = gr_arena_size(arena) */
     void *backend_state;
     atomic_bool lost;     /* set on a sticky device error: its work fails fast */
+    atomic_uint workers_retired; /* workers whose private context a fault ruined */
     _Atomic uint64_t iterations_done;
     _Atomic uint64_t iterations_failed;
     _Atomic uint64_t graph_instantiations; /* counted by the CUDA backend */
@@ -43,6 +44,7 @@ typedef struct gr_worker {
     uint32_t id; /* index within the runtime */
     pthread_t thread;
     bool started; /* the thread exists and must be joined */
+    atomic_bool retired; /* its private context is ruined: it takes no more work */
     void *backend_state;
     gr_arena_block block; /* the iteration's placement, from alloc to free */
 } gr_worker;

@@ -15,9 +15,10 @@
  * event, and sleep on the event (blocking sync: no spinning, however many workers wait).
  * No runtime lock is held across any CUDA call.
  *
- * Errors: a sticky error (illegal address, launch failure, ...) leaves the context unusable;
- * the device is marked lost so its other work fails fast with GR_ERR_DEVICE_LOST. Other
- * CUDA errors fail the one index with GR_ERR_CUDA and the call that failed.
+ * Errors: a sticky error (illegal address, launch failure, ...) leaves the context unusable.
+ * In the shared primary context the device is marked lost, so its other work fails fast
+ * with GR_ERR_DEVICE_LOST (or goes to other devices); in a private context only that worker
+ * retires. Other CUDA errors fail the one index with GR_ERR_CUDA and the call that failed.
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -66,11 +67,22 @@ static bool is_sticky(cudaError_t e)
     }
 }
 
-/* A failed call during an iteration: a sticky error marks the device lost. */
+/* A failed call during an iteration. A sticky error ruins the context it happened in: the
+ * device's shared primary context (the device is lost), or this worker's private one (the
+ * worker retires; the device is lost only when all of its workers have). */
 static gr_status iteration_error(gr_worker *w, cudaError_t e, const char *call,
                                  gr_error_info *err)
 {
+    cuda_worker *cw = w->backend_state;
+
     if (is_sticky(e)) {
+        if (cw->ctx != NULL) {
+            gr__runtime_worker_retired(w->rt, w);
+            return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
+                                "%s: %s: %s (worker %u's private context is ruined; it "
+                                "retires, the device's other workers go on)",
+                                call, cudaGetErrorName(e), cudaGetErrorString(e), w->id);
+        }
         gr__runtime_device_lost(w->rt, w->dev);
         return gr_cuda_error(err, GR_ERR_DEVICE_LOST, e, NULL, call);
     }

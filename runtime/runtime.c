@@ -144,6 +144,14 @@ void gr__runtime_device_lost(gr_runtime *rt, gr_device *dev)
     pthread_mutex_unlock(&rt->mu);
 }
 
+void gr__runtime_worker_retired(gr_runtime *rt, gr_worker *w)
+{
+    if (atomic_exchange(&w->retired, true))
+        return;
+    if (atomic_fetch_add(&w->dev->workers_retired, 1) + 1 == rt->cfg.workers_per_device)
+        gr__runtime_device_lost(rt, w->dev);
+}
+
 static bool pick_any(const gr_job *j, int64_t now)
 {
     (void)j;

@@ -62,6 +62,10 @@ void gr__runtime_job_finished(struct gr_runtime *rt);
  * remains; when every device is lost they fail what is left. Any thread. */
 void gr__runtime_device_lost(struct gr_runtime *rt, gr_device *dev);
 
+/* A sticky error ruined worker `w`'s private context: it takes no more work; when every
+ * worker of its device has retired, the device is lost. Called on the worker's thread. */
+void gr__runtime_worker_retired(struct gr_runtime *rt, gr_worker *w);
+
 /* Wake every sleeper that may be waiting on behalf of a stopped job. Any thread. */
 void gr__runtime_wake_waiters(struct gr_runtime *rt);
 

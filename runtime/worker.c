@@ -76,16 +76,19 @@ out_end:
     gr__job_end_index(job, t->index, GR_INDEX_RUNNING, st, &detail);
 }
 
-/* Whether this worker's device is lost while another device still works: then it must
- * not take tasks, which it could only fail. */
+/* Whether this worker must not take tasks now, which it could only fail while another
+ * worker can run them: it retired (its private context is ruined) while its device's other
+ * workers go on, or its device is lost while another device works. Once every device is
+ * lost, every worker takes tasks again, to fail them fast. */
 static bool device_out(const gr_worker *w)
 {
-    return atomic_load(&w->dev->lost) &&
-           atomic_load(&w->rt->devices_lost) < w->rt->n_devices;
+    if (!atomic_load(&w->dev->lost))
+        return atomic_load(&w->retired);
+    return atomic_load(&w->rt->devices_lost) < w->rt->n_devices;
 }
 
-/* A worker of a lost device sleeps until shutdown, or until every device is lost and the
- * remaining work can only be failed. Returns false at shutdown. */
+/* A worker that must not take tasks sleeps until shutdown, or until it may again (see
+ * device_out). Returns false at shutdown. */
 static bool park_while_device_lost(gr_worker *w)
 {
     gr_runtime *rt = w->rt;

@@ -3,6 +3,7 @@
  * composition of the kernels it fuses, bit for bit.
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels/kernels.h"
 #include "tests/testing.h"
@@ -48,6 +49,9 @@ static void registry_lookup(void)
     ASSERT_TRUE(gr_kernel_find("seed") != NULL);
     ASSERT_TRUE(gr_kernel_find("mul") != NULL);
     ASSERT_TRUE(gr_kernel_find("nope") == NULL);
+    /* Test-only kernels exist only with GR_TEST_KERNELS=1 (not set for this test). */
+    ASSERT_TRUE(getenv("GR_TEST_KERNELS") == NULL);
+    ASSERT_TRUE(gr_kernel_find("fault") == NULL);
     ASSERT_TRUE(gr_kernel_find(NULL) == NULL);
     ASSERT_TRUE(gr_kernel_def_at(gr_kernel_count()) == NULL);
     for (uint32_t i = 0; i < gr_kernel_count(); i++)

@@ -140,6 +140,46 @@ static void lost_device_leaves_work_to_the_others(void)
     free(data);
 }
 
+/* Private contexts: a worker whose context a fault ruined retires and its device's other
+ * worker does the work; when every worker of the device has retired, the device is lost
+ * and what remains fails fast. (The GPU test faults a real context: cuda_fault_test.c.) */
+static void retired_workers_leave_work_to_the_others(void)
+{
+    enum { N = 100, E = 64 };
+    gr_runtime *rt = make_rt(1, 2, 1 << 20, 0);
+    float *data = malloc(N * E * sizeof(float));
+    gr_tensor *t = tensors_over(data, N, E);
+    gr_device_stats st;
+    gr_job_progress p;
+    gr_graph *g;
+    gr_job *job;
+
+    for (uint64_t i = 0; i < N; i++)
+        gr_workload_fill(data + i * E, 0, E, 4, i);
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    gr__runtime_worker_retired(rt, &rt->workers[0]);
+    ASSERT_TRUE(!atomic_load(&rt->devices[0].lost));
+    ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    for (uint64_t i = 0; i < N; i++)
+        ASSERT_EQ_U64(gr_workload_check_seed(data + i * E, 0, E, 4, i, NULL), 0);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &st), GR_OK);
+    ASSERT_EQ_U64(st.iterations_done, N);
+    gr_job_destroy(job);
+
+    gr__runtime_worker_retired(rt, &rt->workers[1]);
+    ASSERT_TRUE(atomic_load(&rt->devices[0].lost));
+    ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, 10ll * 1000000000), GR_ERR_DEVICE_LOST);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.failed, N);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    free(t);
+    free(data);
+}
+
 static atomic_int slow_callback_returned;
 
 static void slow_callback(gr_job *job, gr_status st, void *user)
@@ -313,6 +353,7 @@ static void deadline_lets_an_executing_iteration_finish(void)
 
 GR_TEST_MAIN(GR_TEST(destroy_waits_for_validating_submit),
              GR_TEST(lost_device_leaves_work_to_the_others),
+             GR_TEST(retired_workers_leave_work_to_the_others),
              GR_TEST(destroy_waits_for_running_callbacks), GR_TEST(submit_from_callback_is_refused),
              GR_TEST(detached_job_destroyed_by_its_callback),
              GR_TEST(double_destroy_of_live_job_is_harmless),
