@@ -278,6 +278,20 @@ gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes)
  */
 gr_status gr_graph_create_seed(gr_graph **out);
 
+/*
+ * Parse a graph spec: the text format of docs/GRAPH_SPEC.md (buffers, h2d, kernel, d2h
+ * and dependency lines). `name` names the text in messages (a file's path, say). On success
+ * *out holds a finalized graph. On failure *out is NULL and err->message reads
+ * "NAME:LINE:COL: what is wrong", pointing at the offending token (for problems found when
+ * validating the whole graph, at the statement that declared the node or buffer involved).
+ * Any thread.
+ */
+gr_status gr_graph_parse(const char *text, size_t len, const char *name, gr_graph **out,
+                         gr_error_info *err);
+
+/* Read the file at `path` and parse it (messages are named by `path`). Any thread. */
+gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err);
+
 /* Built-in kernels, for listing. Any thread. */
 typedef struct gr_kernel_info {
     const char *name;
