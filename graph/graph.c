@@ -17,13 +17,36 @@
 
 static gr_status fail(gr_graph *g, gr_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static gr_status fail_at(gr_graph *g, int32_t node, int32_t buffer, gr_status st,
+                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Record a refusal: its reason, and the node or buffer (or neither, -1) it points at. */
+static gr_status vfail(gr_graph *g, int32_t node, int32_t buffer, gr_status st,
+                       const char *fmt, va_list ap)
+{
+    vsnprintf(g->error, sizeof(g->error), fmt, ap);
+    g->error_node = node;
+    g->error_buffer = buffer;
+    return st;
+}
 
 static gr_status fail(gr_graph *g, gr_status st, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(g->error, sizeof(g->error), fmt, ap);
+    st = vfail(g, -1, -1, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static gr_status fail_at(gr_graph *g, int32_t node, int32_t buffer, gr_status st,
+                         const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    st = vfail(g, node, buffer, st, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -40,6 +63,7 @@ gr_status gr_graph_create(gr_graph **out)
     if (g == NULL)
         return GR_ERR_OUT_OF_MEMORY;
     atomic_init(&g->refs, 1);
+    g->error_node = g->error_buffer = -1;
     g->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     return GR_OK;
 }
@@ -100,12 +124,23 @@ static int find_node(const gr_graph *g, const char *name)
     return -1;
 }
 
+int gr_graph_buffer_index(const gr_graph *g, const char *name)
+{
+    return g && name ? find_buffer(g, name) : -1;
+}
+
+int gr_graph_node_index(const gr_graph *g, const char *name)
+{
+    return g && name ? find_node(g, name) : -1;
+}
+
 /* Common checks of every builder call. */
 static gr_status check_mutable(gr_graph *g)
 {
     if (g == NULL)
         return GR_ERR_INVALID_ARGUMENT;
     g->error[0] = '\0';
+    g->error_node = g->error_buffer = -1;
     if (g->finalized)
         return fail(g, GR_ERR_INVALID_USAGE, "graph is finalized and can no longer change");
     return GR_OK;
@@ -267,6 +302,47 @@ gr_status gr_graph_add_dep(gr_graph *g, const char *before, const char *after)
     return GR_OK;
 }
 
+/*
+ * Refuse a graph whose nodes outside `done` all wait on one another. Every such node has a
+ * predecessor outside `done`, so walking predecessors from any of them must, within n_nodes
+ * steps, stand on a cycle; the message names the first-declared node on it (not merely one
+ * downstream of it) and spells the cycle out from there, as far as the message holds it.
+ */
+static gr_status fail_cycle(gr_graph *g, uint64_t done)
+{
+    uint32_t cyc[GR_MAX_NODES], len = 0, start = 0, first = 0, at;
+    char path[128];
+    size_t used = 0;
+
+    while ((done >> start) & 1)
+        start++;
+    for (uint32_t step = 0; step < g->n_nodes; step++)
+        start = (uint32_t)__builtin_ctzll(g->nodes[start].preds & ~done);
+    /* Walking predecessors lists the cycle backwards; it is printed in dependency order. */
+    at = start;
+    do {
+        cyc[len++] = at;
+        at = (uint32_t)__builtin_ctzll(g->nodes[at].preds & ~done);
+    } while (at != start && len < GR_MAX_NODES);
+    for (uint32_t k = 1; k < len; k++)
+        if (cyc[k] < cyc[first])
+            first = k;
+    /* cyc[k - 1] is the node after cyc[k]. */
+    path[0] = '\0';
+    for (uint32_t k = 0; k <= len; k++) {
+        const char *name = g->nodes[cyc[(first + len - k % len) % len]].name;
+        int n = snprintf(path + used, sizeof(path) - used, "%s%s", k ? " -> " : "", name);
+
+        if (n < 0 || (size_t)n >= sizeof(path) - used) {
+            snprintf(path + sizeof(path) - 5, 5, "...");
+            break;
+        }
+        used += (size_t)n;
+    }
+    return fail_at(g, (int32_t)cyc[first], -1, GR_ERR_INVALID_ARGUMENT,
+                   "dependency cycle through node '%s' (%s)", g->nodes[cyc[first]].name, path);
+}
+
 /* Kahn's algorithm over the bit-set edges. */
 static gr_status topo_sort(gr_graph *g)
 {
@@ -285,12 +361,8 @@ static gr_status topo_sort(gr_graph *g)
                 progress = true;
             }
         }
-        if (!progress) {
-            for (uint32_t i = 0; i < g->n_nodes; i++)
-                if (!((done >> i) & 1))
-                    return fail(g, GR_ERR_INVALID_ARGUMENT,
-                                "dependency cycle through node '%s'", g->nodes[i].name);
-        }
+        if (!progress)
+            return fail_cycle(g, done);
     }
     for (uint32_t k = 0; k < g->n_nodes; k++) {
         uint32_t i = g->order[k];
@@ -333,18 +405,19 @@ static gr_status check_buffers(gr_graph *g)
             for (uint32_t w = 0; w < g->n_nodes && !written; w++)
                 written = ((g->ancestors[i] >> w) & 1) && g->nodes[w].write == b;
             if (!written)
-                return fail(g, GR_ERR_INVALID_ARGUMENT,
-                            "node '%s' reads buffer '%s', which no node it depends on writes",
-                            n->name, g->buffers[b].name);
+                return fail_at(g, (int32_t)i, -1, GR_ERR_INVALID_ARGUMENT,
+                               "node '%s' reads buffer '%s', which no node it depends on writes",
+                               n->name, g->buffers[b].name);
         }
         /* Every used buffer holds at least the tensor: nodes work on tensor_elems. */
         for (uint32_t b = 0; b < g->n_buffers; b++) {
             bool w;
+            /* Points at the buffer: its ratio is what to fix. */
             if (node_uses(n, (int32_t)b, &w) && g->buffers[b].num < g->buffers[b].den)
-                return fail(g, GR_ERR_INVALID_ARGUMENT,
-                            "node '%s' works on the whole tensor, but buffer '%s' (%u/%u) is "
-                            "smaller than the tensor",
-                            n->name, g->buffers[b].name, g->buffers[b].num, g->buffers[b].den);
+                return fail_at(g, -1, (int32_t)b, GR_ERR_INVALID_ARGUMENT,
+                               "node '%s' works on the whole tensor, but buffer '%s' (%u/%u) is "
+                               "smaller than the tensor",
+                               n->name, g->buffers[b].name, g->buffers[b].num, g->buffers[b].den);
         }
     }
     /* No two unordered nodes may touch a buffer that one of them writes. */
@@ -359,16 +432,16 @@ static gr_status check_buffers(gr_graph *g)
             for (uint32_t j = i + 1; j < g->n_nodes; j++) {
                 bool wj;
                 if (node_uses(&g->nodes[j], (int32_t)b, &wj) && (wi || wj) && !ordered(g, i, j))
-                    return fail(g, GR_ERR_INVALID_ARGUMENT,
-                                "nodes '%s' and '%s' both use buffer '%s' and one writes it, "
-                                "but no dependency orders them",
-                                g->nodes[i].name, g->nodes[j].name, g->buffers[b].name);
+                    return fail_at(g, (int32_t)j, -1, GR_ERR_INVALID_ARGUMENT,
+                                   "nodes '%s' and '%s' both use buffer '%s' and one writes it, "
+                                   "but no dependency orders them",
+                                   g->nodes[i].name, g->nodes[j].name, g->buffers[b].name);
             }
         }
         if (!used)
-            return fail(g, GR_ERR_INVALID_ARGUMENT,
-                        "buffer '%s' is never used (it would only take device memory)",
-                        g->buffers[b].name);
+            return fail_at(g, -1, (int32_t)b, GR_ERR_INVALID_ARGUMENT,
+                           "buffer '%s' is never used (it would only take device memory)",
+                           g->buffers[b].name);
     }
     return GR_OK;
 }
@@ -376,34 +449,39 @@ static gr_status check_buffers(gr_graph *g)
 static gr_status check_ports(gr_graph *g)
 {
     uint32_t in_used = 0, out_used = 0, max_in = 0, max_out = 0;
+    int32_t top_in = -1, top_out = -1; /* the nodes of the highest ports, blamed for gaps */
 
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const gr_node *n = &g->nodes[i];
 
         if (n->kind == GR_NODE_H2D) {
             in_used |= 1u << n->port;
-            if (n->port + 1 > max_in)
+            if (n->port + 1 > max_in) {
                 max_in = n->port + 1;
+                top_in = (int32_t)i;
+            }
         } else if (n->kind == GR_NODE_D2H) {
             if ((out_used >> n->port) & 1)
-                return fail(g, GR_ERR_INVALID_ARGUMENT,
-                            "output port %u is written by more than one D2H node ('%s')",
-                            n->port, n->name);
+                return fail_at(g, (int32_t)i, -1, GR_ERR_INVALID_ARGUMENT,
+                               "output port %u is written by more than one D2H node ('%s')",
+                               n->port, n->name);
             out_used |= 1u << n->port;
-            if (n->port + 1 > max_out)
+            if (n->port + 1 > max_out) {
                 max_out = n->port + 1;
+                top_out = (int32_t)i;
+            }
         }
     }
     if (max_out == 0)
         return fail(g, GR_ERR_INVALID_ARGUMENT, "graph has no D2H node: it produces nothing");
     if (in_used != (1u << max_in) - 1)
-        return fail(g, GR_ERR_INVALID_ARGUMENT,
-                    "input ports must be numbered 0..n-1 without gaps (highest is %u)",
-                    max_in - 1);
+        return fail_at(g, top_in, -1, GR_ERR_INVALID_ARGUMENT,
+                       "input ports must be numbered 0..n-1 without gaps (highest is %u)",
+                       max_in - 1);
     if (out_used != (1u << max_out) - 1)
-        return fail(g, GR_ERR_INVALID_ARGUMENT,
-                    "output ports must be numbered 0..n-1 without gaps (highest is %u)",
-                    max_out - 1);
+        return fail_at(g, top_out, -1, GR_ERR_INVALID_ARGUMENT,
+                       "output ports must be numbered 0..n-1 without gaps (highest is %u)",
+                       max_out - 1);
     g->n_inputs = max_in;
     g->n_outputs = max_out;
     return GR_OK;

@@ -60,6 +60,10 @@ struct gr_graph {
     uint32_t inplace_ok[GR_MAX_PORTS];
 
     char error[256]; /* reason for the last refusal */
+    /* The declaration the last refusal points at, for callers that can show where it was
+     * written (the spec parser): the node, else the buffer, to fix; -1 when the refusal is
+     * about the graph as a whole (no nodes, no D2H). At most one of the two is set. */
+    int32_t error_node, error_buffer;
 };
 
 /* One iteration of a graph: the tensor, and where its buffers are in device memory. */
@@ -77,6 +81,10 @@ void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
 
 /* The kernel arguments of kernel node `node` in iteration `it`. */
 void gr_graph_node_kargs(const gr_iteration *it, const gr_node *node, gr_kargs *out);
+
+/* Index of the buffer or node called `name` (NUL-terminated), or -1. Owner. */
+int gr_graph_buffer_index(const gr_graph *g, const char *name);
+int gr_graph_node_index(const gr_graph *g, const char *name);
 
 /* Reference counting: jobs hold a reference to their (finalized) graph. Any thread. */
 void gr_graph_ref(gr_graph *g);

@@ -13,6 +13,7 @@
  *    statistics; check every output bit for bit.
  * Exit status 0 only when every output is right.
  */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/commands.h"
 #include "tools/graphrun/cuda_measure.h"
-#include "tools/graphrun/seed_opts.h"
+#include "tools/graphrun/opts.h"
 #include "tools/graphrun/tensor_set.h"
 
 #define DEFAULT_COUNT 64
@@ -73,8 +74,8 @@ static void print_text(const report *r)
            "in place, %u workers, %s contexts\n",
            r->device, r->sm_count, (unsigned long long)o->count, (unsigned long long)o->elems,
            gr_cli_bytes(o->elems * sizeof(float), b1, sizeof(b1)),
-           gr_mem_kind_name((gr_mem_kind)o->memory), o->cfg.workers_per_device,
-           o->cfg.context_mode == GR_CONTEXT_PRIVATE ? "private" : "primary");
+           gr_mem_kind_name((gr_mem_kind)o->rt.memory), o->rt.cfg.workers_per_device,
+           o->rt.cfg.context_mode == GR_CONTEXT_PRIVATE ? "private" : "primary");
     printf("ceilings (pinned, %s copies, best before and after): H2D %.1f GB/s, D2H %.1f "
            "GB/s, both at once %.1f GB/s\n",
            gr_cli_bytes(r->ceil.bytes, b1, sizeof(b1)), r->ceil.h2d_gbs, r->ceil.d2h_gbs,
@@ -88,7 +89,7 @@ static void print_text(const report *r)
            gr_cli_bytes(r->budget, b3, sizeof(b3)),
            above > r->budget ? gr_cli_bytes(above - r->budget, b1, sizeof(b1)) : "0 B");
     printf("runtime start: %.1f ms (arena, workers%s)\n", r->start_ms,
-           o->cfg.context_mode == GR_CONTEXT_PRIVATE ? ", a private context each" : "");
+           o->rt.cfg.context_mode == GR_CONTEXT_PRIVATE ? ", a private context each" : "");
     printf("graphs: %llu instantiated, %llu iterations replayed by in-place update\n",
            (unsigned long long)r->stats.graph_instantiations,
            (unsigned long long)r->stats.graph_updates);
@@ -110,35 +111,45 @@ static void print_text(const report *r)
 static void print_json(const report *r)
 {
     const gr_seed_opts *o = &r->o;
+    json_t *root = json_object();
 
-    printf("{\"device\":");
-    gr_cli_json_string(stdout, r->device);
-    printf(",\"sm_count\":%d,\"count\":%llu,\"elems\":%llu,\"bytes_per_tensor\":%llu,"
-           "\"memory\":\"%s\",\"workers\":%u,\"contexts\":\"%s\",",
-           r->sm_count, (unsigned long long)o->count, (unsigned long long)o->elems,
-           (unsigned long long)(o->elems * sizeof(float)),
-           gr_mem_kind_name((gr_mem_kind)o->memory), o->cfg.workers_per_device,
-           o->cfg.context_mode == GR_CONTEXT_PRIVATE ? "private" : "primary");
-    printf("\"ceilings\":{\"copy_bytes\":%llu,\"h2d_gbs\":%.2f,\"d2h_gbs\":%.2f,"
-           "\"bidir_gbs\":%.2f},",
-           (unsigned long long)r->ceil.bytes, r->ceil.h2d_gbs, r->ceil.d2h_gbs,
-           r->ceil.bidir_gbs);
-    printf("\"seconds\":%.6f,\"ms_per_tensor\":%.4f,\"floor_ms\":%.4f,\"ratio\":%.4f,",
-           r->seconds, r->per_tensor_ms, r->floor_ms, r->ratio);
-    printf("\"device_memory\":{\"baseline\":%llu,\"peak\":%llu,\"above_baseline\":%llu,"
-           "\"budget\":%llu,\"total\":%llu},",
-           (unsigned long long)r->mem_baseline, (unsigned long long)r->mem_peak,
-           (unsigned long long)(r->mem_peak - r->mem_baseline), (unsigned long long)r->budget,
-           (unsigned long long)r->mem_total);
-    printf("\"start_ms\":%.2f,", r->start_ms);
-    printf("\"graph_instantiations\":%llu,\"graph_updates\":%llu,",
-           (unsigned long long)r->stats.graph_instantiations,
-           (unsigned long long)r->stats.graph_updates);
-    printf("\"done\":%llu,\"failed\":%llu,\"canceled\":%llu,\"status\":\"%s\",",
-           (unsigned long long)r->prog.done, (unsigned long long)r->prog.failed,
-           (unsigned long long)r->prog.canceled, gr_status_str(r->result));
-    printf("\"verified\":%s,\"wrong_tensors\":%llu}\n", o->verify ? "true" : "false",
-           (unsigned long long)r->wrong);
+    json_object_set_new(root, "device", json_string(r->device));
+    json_object_set_new(root, "sm_count", json_integer(r->sm_count));
+    json_object_set_new(root, "count", json_integer((json_int_t)o->count));
+    json_object_set_new(root, "elems", json_integer((json_int_t)o->elems));
+    json_object_set_new(root, "bytes_per_tensor",
+                        json_integer((json_int_t)(o->elems * sizeof(float))));
+    json_object_set_new(root, "memory", json_string(gr_mem_kind_name((gr_mem_kind)o->rt.memory)));
+    json_object_set_new(root, "workers", json_integer(o->rt.cfg.workers_per_device));
+    json_object_set_new(root, "contexts", json_string(o->rt.cfg.context_mode == GR_CONTEXT_PRIVATE
+                                                          ? "private"
+                                                          : "primary"));
+    json_object_set_new(root, "ceilings",
+                        json_pack("{s:I,s:f,s:f,s:f}", "copy_bytes", (json_int_t)r->ceil.bytes,
+                                  "h2d_gbs", r->ceil.h2d_gbs, "d2h_gbs", r->ceil.d2h_gbs,
+                                  "bidir_gbs", r->ceil.bidir_gbs));
+    json_object_set_new(root, "seconds", json_real(r->seconds));
+    json_object_set_new(root, "ms_per_tensor", json_real(r->per_tensor_ms));
+    json_object_set_new(root, "floor_ms", json_real(r->floor_ms));
+    json_object_set_new(root, "ratio", json_real(r->ratio));
+    json_object_set_new(root, "device_memory",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I}", "baseline", (json_int_t)r->mem_baseline,
+                                  "peak", (json_int_t)r->mem_peak, "above_baseline",
+                                  (json_int_t)(r->mem_peak - r->mem_baseline), "budget",
+                                  (json_int_t)r->budget, "total", (json_int_t)r->mem_total));
+    json_object_set_new(root, "start_ms", json_real(r->start_ms));
+    json_object_set_new(root, "graph_instantiations",
+                        json_integer((json_int_t)r->stats.graph_instantiations));
+    json_object_set_new(root, "graph_updates", json_integer((json_int_t)r->stats.graph_updates));
+    json_object_set_new(root, "done", json_integer((json_int_t)r->prog.done));
+    json_object_set_new(root, "failed", json_integer((json_int_t)r->prog.failed));
+    json_object_set_new(root, "canceled", json_integer((json_int_t)r->prog.canceled));
+    json_object_set_new(root, "status", json_string(gr_status_str(r->result)));
+    json_object_set_new(root, "verified", json_boolean(o->verify));
+    json_object_set_new(root, "wrong_tensors", json_integer((json_int_t)r->wrong));
+    json_dumpf(root, stdout, JSON_COMPACT);
+    fputc('\n', stdout);
+    json_decref(root);
 }
 
 static gr_status timed_create(const gr_config *cfg, gr_runtime **rt, gr_error_info *err,
@@ -175,8 +186,9 @@ int gr_cmd_bench(int argc, char **argv)
     int rc = GR_EXIT_FAILED, opt, v;
 
     memset(&r, 0, sizeof(r));
-    gr_seed_opts_init(&r.o, DEFAULT_COUNT);
-    r.o.cfg.backend = GR_BACKEND_CUDA;
+    if (!gr_seed_opts_init(&r.o, "bench", DEFAULT_COUNT))
+        return GR_EXIT_USAGE;
+    r.o.rt.cfg.backend = GR_BACKEND_CUDA;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (opt == 'h') {
@@ -205,8 +217,8 @@ int gr_cmd_bench(int argc, char **argv)
                 st != GR_OK ? r.error.message : "auto chose the host backend");
         return GR_EXIT_RUNTIME;
     }
-    r.o.cfg.backend = GR_BACKEND_CUDA;
-    r.o.cfg.budget_bytes = r.o.budget ? r.o.budget : DEFAULT_BUDGET;
+    r.o.rt.cfg.backend = GR_BACKEND_CUDA;
+    r.o.rt.cfg.budget_bytes = r.o.rt.budget ? r.o.rt.budget : DEFAULT_BUDGET;
     gr_device_describe(0, r.device, sizeof(r.device), &r.sm_count);
 
     st = gr_measure_ceilings(0, r.o.elems * sizeof(float), (int)reps, &r.ceil, &r.error);
@@ -214,10 +226,10 @@ int gr_cmd_bench(int argc, char **argv)
         fprintf(stderr, "graphrun bench: measuring copy ceilings: %s\n", r.error.message);
         return GR_EXIT_RUNTIME;
     }
-    if (gr_tensor_set_alloc(&set, r.o.count, r.o.elems, (gr_mem_kind)r.o.memory, r.o.seed) !=
+    if (gr_tensor_set_alloc(&set, r.o.count, r.o.elems, (gr_mem_kind)r.o.rt.memory, r.o.seed) !=
         GR_OK) {
         fprintf(stderr, "graphrun bench: not enough %s host memory for the tensors\n",
-                gr_mem_kind_name((gr_mem_kind)r.o.memory));
+                gr_mem_kind_name((gr_mem_kind)r.o.rt.memory));
         return GR_EXIT_RUNTIME;
     }
     gr_tensor_set_fill(&set);
@@ -225,7 +237,7 @@ int gr_cmd_bench(int argc, char **argv)
      * and the ceilings made it): what rises above it is the runtime's. */
     if ((st = gr_devmem_start(0, 200, &sampler, &r.error)) != GR_OK ||
         (st = gr_graph_create_seed(&graph)) != GR_OK ||
-        (st = timed_create(&r.o.cfg, &rt, &r.error, &r.start_ms)) != GR_OK) {
+        (st = timed_create(&r.o.rt.cfg, &rt, &r.error, &r.start_ms)) != GR_OK) {
         fprintf(stderr, "graphrun bench: cannot start: %s: %s\n", gr_status_str(st),
                 r.error.message);
         rc = GR_EXIT_RUNTIME;

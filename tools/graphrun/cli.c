@@ -120,18 +120,3 @@ void gr_cli_parallel_for(uint64_t n, unsigned threads, void (*fn)(uint64_t i, vo
         pthread_join(tid[t], NULL);
 }
 
-void gr_cli_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}

@@ -15,6 +15,7 @@
 #define GR_EXIT_FAILED 1  /* the work ran but failed or produced wrong results */
 #define GR_EXIT_USAGE 2   /* bad command line */
 #define GR_EXIT_RUNTIME 3 /* the runtime could not start (no device, no memory, ...) */
+#define GR_EXIT_CANCELED 130 /* interrupted by SIGINT or SIGTERM (128 + SIGINT) */
 
 /* A non-negative integer ("123", "0x7b"); false on anything else. */
 bool gr_cli_parse_u64(const char *s, uint64_t *out);
@@ -29,8 +30,5 @@ const char *gr_cli_bytes(uint64_t bytes, char *buf, size_t size);
 /* Run fn(i, arg) for i in [0, n) on up to `threads` host threads (0: one per CPU). */
 void gr_cli_parallel_for(uint64_t n, unsigned threads, void (*fn)(uint64_t i, void *arg),
                          void *arg);
-
-/* Write `s` as a JSON string literal (quoted, escaped) to `f`. */
-void gr_cli_json_string(FILE *f, const char *s);
 
 #endif /* GR_CLI_H */

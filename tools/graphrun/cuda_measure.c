@@ -222,3 +222,39 @@ void gr_device_describe(int ordinal, char *name, int name_size, int *sm_count)
         *sm_count = 0;
     }
 }
+
+gr_status gr_cuda_describe(int ordinal, gr_cuda_device_desc *out, gr_error_info *err)
+{
+    struct cudaDeviceProp p;
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e;
+
+    memset(out, 0, sizeof(*out));
+    e = cudaGetDeviceProperties(&p, ordinal);
+    if (e == cudaSuccess)
+        e = cudaSetDevice(ordinal);
+    if (e == cudaSuccess)
+        e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL, "device %d: %s", ordinal,
+                            cudaGetErrorName(e));
+    }
+    snprintf(out->name, sizeof(out->name), "%.127s", p.name);
+    cudaDeviceGetPCIBusId(out->pci_bus_id, sizeof(out->pci_bus_id), ordinal);
+    out->cc_major = p.major;
+    out->cc_minor = p.minor;
+    out->sm_count = p.multiProcessorCount;
+    out->memory_total = total_b;
+    out->memory_free = free_b;
+    return GR_OK;
+}
+
+void gr_cuda_versions(int *driver, int *runtime)
+{
+    *driver = *runtime = 0;
+    if (cudaDriverGetVersion(driver) != cudaSuccess)
+        cudaGetLastError();
+    if (cudaRuntimeGetVersion(runtime) != cudaSuccess)
+        cudaGetLastError();
+}

@@ -39,6 +39,19 @@ void gr_devmem_stop(gr_devmem_sampler *s, uint64_t *baseline, uint64_t *peak, ui
 /* The device's name ("NVIDIA H200") and multiprocessor count, for reports. */
 void gr_device_describe(int ordinal, char *name, int name_size, int *sm_count);
 
+typedef struct gr_cuda_device_desc {
+    char name[128];
+    char pci_bus_id[32];
+    int cc_major, cc_minor, sm_count;
+    uint64_t memory_total, memory_free;
+} gr_cuda_device_desc;
+
+/* Everything `graphrun info` shows about device `ordinal` (creates its primary context). */
+gr_status gr_cuda_describe(int ordinal, gr_cuda_device_desc *out, gr_error_info *err);
+
+/* Driver and runtime versions as CUDA encodes them (13000 = 13.0); 0 when unknown. */
+void gr_cuda_versions(int *driver, int *runtime);
+
 /* The higher of two measurements, direction by direction: the more demanding ceiling. */
 void gr_ceilings_max(gr_ceilings *into, const gr_ceilings *other);
 

@@ -12,7 +12,7 @@
 #include "runtime/graphrun.h"
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/commands.h"
-#include "tools/graphrun/seed_opts.h"
+#include "tools/graphrun/opts.h"
 #include "tools/graphrun/tensor_set.h"
 
 #define DEFAULT_COUNT 64
@@ -59,7 +59,8 @@ int gr_cmd_demo(int argc, char **argv)
     char b1[32], b2[32], b3[32];
     int rc = GR_EXIT_FAILED, opt, r;
 
-    gr_seed_opts_init(&o, DEFAULT_COUNT);
+    if (!gr_seed_opts_init(&o, "demo", DEFAULT_COUNT))
+        return GR_EXIT_USAGE;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (opt == 'h') {
@@ -79,7 +80,7 @@ int gr_cmd_demo(int argc, char **argv)
         return GR_EXIT_USAGE;
     }
     if ((st = gr_seed_opts_resolve(&o, &chosen, &err)) != GR_OK) {
-        fprintf(stderr, "graphrun demo: backend %s: %s: %s\n", gr_backend_name(o.cfg.backend),
+        fprintf(stderr, "graphrun demo: backend %s: %s: %s\n", gr_backend_name(o.rt.cfg.backend),
                 gr_status_str(st), err.message);
         return GR_EXIT_RUNTIME;
     }
@@ -90,17 +91,17 @@ int gr_cmd_demo(int argc, char **argv)
         gr_graph_destroy(graph);
         return GR_EXIT_USAGE;
     }
-    o.cfg.budget_bytes = o.budget ? o.budget : footprint * DEFAULT_BUDGET_ITERATIONS;
-    if ((st = gr_runtime_create(&o.cfg, &rt, &err)) != GR_OK) {
+    o.rt.cfg.budget_bytes = o.rt.budget ? o.rt.budget : footprint * DEFAULT_BUDGET_ITERATIONS;
+    if ((st = gr_runtime_create(&o.rt.cfg, &rt, &err)) != GR_OK) {
         fprintf(stderr, "graphrun demo: cannot start the runtime: %s: %s\n", gr_status_str(st),
                 err.message);
         gr_graph_destroy(graph);
         return GR_EXIT_RUNTIME;
     }
     gr_runtime_info_get(rt, &info);
-    if (gr_tensor_set_alloc(&set, o.count, o.elems, (gr_mem_kind)o.memory, o.seed) != GR_OK) {
+    if (gr_tensor_set_alloc(&set, o.count, o.elems, (gr_mem_kind)o.rt.memory, o.seed) != GR_OK) {
         fprintf(stderr, "graphrun demo: not enough %s host memory for %llu tensors of %s\n",
-                gr_mem_kind_name((gr_mem_kind)o.memory), (unsigned long long)o.count,
+                gr_mem_kind_name((gr_mem_kind)o.rt.memory), (unsigned long long)o.count,
                 gr_cli_bytes(o.elems * sizeof(float), b1, sizeof(b1)));
         rc = GR_EXIT_RUNTIME;
         goto out;
@@ -110,7 +111,7 @@ int gr_cmd_demo(int argc, char **argv)
     printf("graphrun demo: seed workload, %llu tensors x %llu float32 (%s each, %s), in place\n",
            (unsigned long long)o.count, (unsigned long long)o.elems,
            gr_cli_bytes(o.elems * sizeof(float), b1, sizeof(b1)),
-           gr_mem_kind_name((gr_mem_kind)o.memory));
+           gr_mem_kind_name((gr_mem_kind)o.rt.memory));
     printf("backend: %s (%s)\n", gr_backend_name(info.backend), info.backend_note);
     printf("budget: %s per device (one iteration needs %s), %u device(s) x %u workers\n",
            gr_cli_bytes(info.budget_bytes, b1, sizeof(b1)),

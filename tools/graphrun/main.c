@@ -13,8 +13,11 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *what;
 } commands[] = {
+    {"info", gr_cmd_info, "show backends, devices, versions, kernels (and copy ceilings)"},
+    {"run", gr_cmd_run, "stream tensors from .npy or raw files through a graph spec"},
     {"demo", gr_cmd_demo, "run the seed workload on synthetic tensors and verify it"},
     {"bench", gr_cmd_bench, "measure the seed workload on the GPU against the copy ceilings"},
+    {"stress", gr_cmd_stress, "run the runtime under many threads and check every promise"},
 };
 
 static void usage(FILE *f)
@@ -23,7 +26,11 @@ static void usage(FILE *f)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
     fprintf(f, "\n'graphrun <command> --help' describes a command's options.\n"
-               "'graphrun --version' prints the version.\n");
+               "'graphrun --version' prints the version.\n"
+               "\nExit status: 0 success, 1 the work failed or produced wrong results,\n"
+               "2 bad command line or input, 3 the runtime could not start, 130 interrupted.\n"
+               "Environment: GR_BUDGET, GR_WORKERS, GR_BACKEND, GR_CONTEXTS, GR_MEMORY give\n"
+               "defaults for the flags of the same names.\n");
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,589 @@
+/*
+ * io.c - tensors in files, read and written for `graphrun run` (see io.h).
+ *
+ * All-or-nothing outputs: every output is first written in full to a temporary file beside
+ * its final name (same directory, so the rename cannot cross file systems), and only when
+ * every one of them is written are they renamed into place, with SIGINT and SIGTERM held
+ * back for that short phase. A failure or a stop before then removes every temporary file:
+ * no run leaves a torn or partial output, and existing files are only replaced by complete
+ * ones (and only with --force).
+ */
+#define _GNU_SOURCE /* strdup, the dirent types */
+#include "tools/graphrun/io.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HEADER_PROBE 65536 /* bytes read to parse a .npy header */
+
+static gr_status fail(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static gr_status fail(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return GR_ERR_INVALID_ARGUMENT;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static void shape_str(const gr_io_shape *s, char *buf, size_t len)
+{
+    size_t at = 0;
+
+    at += (size_t)snprintf(buf + at, len - at, "(");
+    for (uint32_t d = 0; d < s->ndim && at < len; d++)
+        at += (size_t)snprintf(buf + at, len - at, d + 1 == s->ndim && s->ndim > 1 ? "%llu" : "%llu,",
+                               (unsigned long long)s->dims[d]);
+    if (at < len)
+        snprintf(buf + at, len - at, ")");
+}
+
+bool gr_io_parse_shape(const char *s, gr_io_shape *out)
+{
+    const char *p = s;
+
+    memset(out, 0, sizeof(*out));
+    if (s == NULL || *s == '\0')
+        return false;
+    for (;;) {
+        char *end;
+        unsigned long long v;
+
+        if (*p < '0' || *p > '9' || out->ndim == GR_NPY_MAX_DIMS)
+            return false;
+        errno = 0;
+        v = strtoull(p, &end, 10);
+        if (errno != 0)
+            return false;
+        out->dims[out->ndim++] = v;
+        if (*end == '\0')
+            return true;
+        if (*end != ',')
+            return false;
+        p = end + 1;
+    }
+}
+
+static bool shape_elems(const gr_io_shape *s, uint64_t *elems)
+{
+    unsigned __int128 n = 1;
+
+    for (uint32_t d = 0; d < s->ndim; d++) {
+        n *= s->dims[d];
+        if (n > UINT64_MAX / sizeof(float))
+            return false;
+    }
+    *elems = (uint64_t)n;
+    return true;
+}
+
+/* Everything about one input file, checked against its size. */
+static gr_status describe(const gr_io_options *opt, const char *path, gr_io_file *f, char *why,
+                          size_t len)
+{
+    char buf[HEADER_PROBE], shape[256], hwhy[256];
+    struct stat sb;
+    uint64_t need;
+    ssize_t got;
+    int fd;
+
+    memset(f, 0, sizeof(*f));
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(why, len, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail(why, len, "%s: not a regular file", path);
+    }
+    f->path = strdup(path);
+    f->npy = ends_with(path, ".npy");
+    if (f->npy) {
+        gr_npy_header h;
+
+        got = pread(fd, buf, sizeof(buf), 0);
+        close(fd);
+        if (got < 0)
+            return fail(why, len, "%s: cannot read: %s", path, strerror(errno));
+        if (gr_npy_parse_header(buf, (size_t)got, &h, hwhy, sizeof(hwhy)) != GR_OK)
+            return fail(why, len, "%s: %s", path, hwhy);
+        f->shape.ndim = h.ndim;
+        memcpy(f->shape.dims, h.shape, sizeof(h.shape[0]) * h.ndim);
+        f->elems = h.elems;
+        f->data_offset = h.data_offset;
+        need = h.data_offset + h.elems * sizeof(float);
+        if ((uint64_t)sb.st_size != need) {
+            shape_str(&f->shape, shape, sizeof(shape));
+            return fail(why, len,
+                        "%s: the header says shape %s (%llu bytes of float32 data after a "
+                        "%llu-byte header) but the file has %llu bytes: %s",
+                        path, shape, (unsigned long long)(h.elems * sizeof(float)),
+                        (unsigned long long)h.data_offset, (unsigned long long)sb.st_size,
+                        (uint64_t)sb.st_size < need ? "truncated" : "trailing bytes");
+        }
+    } else {
+        close(fd);
+        if (opt->raw_shape != NULL) {
+            f->shape = *opt->raw_shape;
+            if (!shape_elems(&f->shape, &f->elems))
+                return fail(why, len, "%s: --shape is too large", path);
+        } else {
+            f->shape.ndim = 1;
+            f->shape.dims[0] = f->elems = (uint64_t)sb.st_size / sizeof(float);
+        }
+        if ((uint64_t)sb.st_size != f->elems * sizeof(float)) {
+            shape_str(&f->shape, shape, sizeof(shape));
+            return fail(why, len,
+                        "%s: raw float32 %s needs %llu bytes, the file has %llu (shape "
+                        "mismatch)",
+                        path, opt->raw_shape ? shape : "data", 
+                        (unsigned long long)(f->elems * sizeof(float)),
+                        (unsigned long long)sb.st_size);
+        }
+    }
+    if (f->elems == 0)
+        return fail(why, len, "%s: holds no elements", path);
+    return GR_OK;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The regular files of a directory (not hidden), sorted by name. */
+static gr_status list_dir(const char *dir, char ***names, uint64_t *count, char *why,
+                          size_t len)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t n = 0, cap = 0;
+    char **v = NULL;
+
+    if (d == NULL)
+        return fail(why, len, "%s: cannot open directory: %s", dir, strerror(errno));
+    while ((e = readdir(d)) != NULL) {
+        struct stat sb;
+        char *path;
+
+        if (e->d_name[0] == '.')
+            continue;
+        path = join(dir, e->d_name);
+        if (path == NULL || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            free(path);
+            continue;
+        }
+        free(path);
+        if (n == cap) {
+            char **nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+            if (nv == NULL)
+                break;
+            v = nv;
+        }
+        v[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(v, n, sizeof(*v), name_cmp);
+    *names = v;
+    *count = n;
+    if (n == 0)
+        return fail(why, len, "%s: no input files in this directory", dir);
+    return GR_OK;
+}
+
+static gr_status check_output(const gr_io_options *opt, const char *path, char *why, size_t len)
+{
+    struct stat sb;
+
+    if (stat(path, &sb) != 0)
+        return GR_OK;
+    if (S_ISDIR(sb.st_mode))
+        return fail(why, len, "output %s is a directory", path);
+    if (!opt->force)
+        return fail(why, len, "output %s exists (use --force to overwrite it)", path);
+    return GR_OK;
+}
+
+gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *why,
+                            size_t why_len)
+{
+    uint32_t ni = opt->n_inputs, no = opt->n_outputs, dirs = 0;
+    char **names = NULL;
+    gr_status st = GR_OK;
+
+    memset(plan, 0, sizeof(*plan));
+    plan->opt = *opt;
+    if (opt->raw_dtype != NULL && strcmp(opt->raw_dtype, "float32") != 0)
+        return fail(why, why_len,
+                    "--dtype %s is not supported: graphrun reads raw float32 (--dtype float32)",
+                    opt->raw_dtype);
+    for (uint32_t p = 0; p < ni; p++) {
+        struct stat sb;
+
+        if (stat(opt->inputs[p], &sb) != 0)
+            return fail(why, why_len, "input %s: %s", opt->inputs[p], strerror(errno));
+        dirs += S_ISDIR(sb.st_mode) ? 1 : 0;
+    }
+    if (dirs != 0 && dirs != ni)
+        return fail(why, why_len, "inputs must be all files or all directories");
+    plan->directories = dirs != 0;
+
+    if (plan->directories) {
+        if ((st = list_dir(opt->inputs[0], &names, &plan->count, why, why_len)) != GR_OK)
+            goto out;
+    } else {
+        plan->count = 1;
+    }
+    plan->in = calloc(plan->count * ni, sizeof(*plan->in));
+    plan->out = calloc(plan->count * no, sizeof(*plan->out));
+    plan->tmp = calloc(plan->count * no, sizeof(*plan->tmp));
+    if (!plan->in || !plan->out || !plan->tmp) {
+        st = fail(why, why_len, "out of memory planning %llu tensors",
+                  (unsigned long long)plan->count);
+        goto out;
+    }
+    for (uint64_t i = 0; i < plan->count; i++) {
+        for (uint32_t p = 0; p < ni; p++) {
+            char *path = plan->directories ? join(opt->inputs[p], names[i])
+                                           : strdup(opt->inputs[p]);
+            gr_io_file *f = &plan->in[i * ni + p];
+
+            if (path == NULL) {
+                st = fail(why, why_len, "out of memory");
+                goto out;
+            }
+            if (plan->directories && access(path, F_OK) != 0) {
+                st = fail(why, why_len,
+                          "%s has no file %s (every input directory needs the same file "
+                          "names as %s)",
+                          opt->inputs[p], names[i], opt->inputs[0]);
+                free(path);
+                goto out;
+            }
+            st = describe(opt, path, f, why, why_len);
+            free(path);
+            if (st != GR_OK)
+                goto out;
+            if (f->elems != plan->in[i * ni].elems) {
+                char a[256], b[256];
+                shape_str(&plan->in[i * ni].shape, a, sizeof(a));
+                shape_str(&f->shape, b, sizeof(b));
+                st = fail(why, why_len,
+                          "shape mismatch: input 0 %s has shape %s (%llu elements) but input "
+                          "%u %s has shape %s (%llu elements)",
+                          plan->in[i * ni].path, a, (unsigned long long)plan->in[i * ni].elems,
+                          p, f->path, b, (unsigned long long)f->elems);
+                goto out;
+            }
+            plan->bytes_in += f->elems * sizeof(float);
+        }
+        for (uint32_t p = 0; p < no; p++) {
+            char *path = plan->directories ? join(opt->outputs[p], names[i])
+                                           : strdup(opt->outputs[p]);
+
+            plan->out[i * no + p] = path;
+            if (path == NULL) {
+                st = fail(why, why_len, "out of memory");
+                goto out;
+            }
+            if ((st = check_output(opt, path, why, why_len)) != GR_OK)
+                goto out;
+            for (uint64_t q = 0; q < i * no + p; q++)
+                if (strcmp(plan->out[q], path) == 0) {
+                    st = fail(why, why_len, "output %s is named twice", path);
+                    goto out;
+                }
+            plan->bytes_out += plan->in[i * ni].elems * sizeof(float);
+        }
+    }
+out:
+    for (uint64_t i = 0; names && i < plan->count; i++)
+        free(names[i]);
+    free(names);
+    if (st != GR_OK)
+        gr_io_plan_free(plan);
+    return st;
+}
+
+gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
+{
+    uint32_t no = plan->opt.n_outputs;
+
+    if (plan->directories) {
+        for (uint32_t p = 0; p < no; p++) {
+            struct stat sb;
+            const char *dir = plan->opt.outputs[p];
+
+            if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+                return fail(why, why_len, "output %s: not a directory (inputs are directories)",
+                            dir);
+            if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0)
+                return fail(why, why_len, "output directory %s: cannot create: %s", dir,
+                            strerror(errno));
+        }
+    }
+    for (uint64_t k = 0; k < plan->count * no; k++) {
+        const char *out = plan->out[k];
+        const char *slash = strrchr(out, '/');
+        size_t dirlen = slash ? (size_t)(slash - out) : 0;
+        size_t n = strlen(out) + 32;
+        char *tmp = malloc(n);
+        int fd;
+
+        if (tmp == NULL)
+            return fail(why, why_len, "out of memory");
+        /* ".NAME.graphrun-XXXXXX" beside the output: hidden, and plainly ours. */
+        snprintf(tmp, n, "%.*s%s.%s.graphrun-XXXXXX", (int)dirlen, out, slash ? "/" : "",
+                 slash ? slash + 1 : out);
+        fd = mkstemp(tmp);
+        if (fd < 0) {
+            gr_status st = fail(why, why_len, "output %s: cannot create a file in %.*s: %s",
+                                out, slash ? (int)dirlen : 1, slash ? out : ".",
+                                strerror(errno));
+            free(tmp);
+            return st;
+        }
+        close(fd);
+        plan->tmp[k] = tmp;
+    }
+    return GR_OK;
+}
+
+static void *alloc_host(gr_mem_kind kind, uint64_t bytes)
+{
+    void *p = NULL;
+
+    if (kind == GR_MEM_PINNED)
+        return gr_host_alloc(bytes, &p) == GR_OK ? p : NULL;
+    p = malloc(bytes);
+    if (p && kind == GR_MEM_REGISTERED && gr_host_register(p, bytes) != GR_OK) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+static void free_host(gr_mem_kind kind, void *p)
+{
+    if (p == NULL)
+        return;
+    if (kind == GR_MEM_PINNED) {
+        gr_host_free(p);
+        return;
+    }
+    if (kind == GR_MEM_REGISTERED)
+        gr_host_unregister(p);
+    free(p);
+}
+
+static gr_status read_all(int fd, void *dst, uint64_t bytes, uint64_t offset)
+{
+    char *p = dst;
+
+    while (bytes > 0) {
+        ssize_t got = pread(fd, p, bytes > (1u << 30) ? (1u << 30) : bytes, (off_t)offset);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return GR_ERR_INVALID_ARGUMENT;
+        p += got;
+        bytes -= (uint64_t)got;
+        offset += (uint64_t)got;
+    }
+    return GR_OK;
+}
+
+gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)
+{
+    uint32_t ni = plan->opt.n_inputs, no = plan->opt.n_outputs;
+
+    plan->in_data = calloc(plan->count * ni, sizeof(float *));
+    plan->out_data = calloc(plan->count * no, sizeof(float *));
+    plan->tensors = calloc(plan->count, sizeof(gr_tensor));
+    if (!plan->in_data || !plan->out_data || !plan->tensors)
+        return fail(why, why_len, "out of memory");
+    for (uint64_t i = 0; i < plan->count; i++) {
+        uint64_t elems = plan->in[i * ni].elems;
+
+        if (stop && *stop)
+            return GR_ERR_CANCELED;
+        for (uint32_t p = 0; p < ni; p++) {
+            const gr_io_file *f = &plan->in[i * ni + p];
+            float *d = alloc_host(plan->opt.memory, elems * sizeof(float));
+            int fd;
+
+            if (d == NULL) {
+                gr_status st = fail(why, why_len, "out of %s host memory loading %s",
+                                    gr_mem_kind_name(plan->opt.memory), f->path);
+                return st == GR_ERR_INVALID_ARGUMENT ? GR_ERR_OUT_OF_MEMORY : st;
+            }
+            plan->in_data[i * ni + p] = d;
+            fd = open(f->path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0 || read_all(fd, d, elems * sizeof(float), f->data_offset) != GR_OK) {
+                int e = errno;
+                if (fd >= 0)
+                    close(fd);
+                return fail(why, why_len, "%s: cannot read: %s", f->path,
+                            fd < 0 ? strerror(e) : "short read (file changed?)");
+            }
+            close(fd);
+            plan->tensors[i].in[p] = d;
+        }
+        for (uint32_t p = 0; p < no; p++) {
+            float *d = alloc_host(plan->opt.memory, elems * sizeof(float));
+
+            if (d == NULL) {
+                fail(why, why_len, "out of %s host memory for output %s",
+                     gr_mem_kind_name(plan->opt.memory), plan->out[i * no + p]);
+                return GR_ERR_OUT_OF_MEMORY;
+            }
+            plan->out_data[i * no + p] = d;
+            plan->tensors[i].out[p] = d;
+        }
+        plan->tensors[i].elems = elems;
+    }
+    return GR_OK;
+}
+
+static gr_status write_all(int fd, const void *src, uint64_t bytes)
+{
+    const char *p = src;
+
+    while (bytes > 0) {
+        ssize_t put = write(fd, p, bytes > (1u << 30) ? (1u << 30) : bytes);
+
+        if (put < 0 && errno == EINTR)
+            continue;
+        if (put <= 0)
+            return GR_ERR_INVALID_ARGUMENT;
+        p += put;
+        bytes -= (uint64_t)put;
+    }
+    return GR_OK;
+}
+
+/* Write output k (of index i) into its temporary file. */
+static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
+{
+    const gr_io_file *in0 = &plan->in[i * plan->opt.n_inputs];
+    const char *out = plan->out[k];
+    char header[4096];
+    size_t hlen = 0;
+    int fd;
+
+    if (ends_with(out, ".npy")) {
+        hlen = gr_npy_format_header(in0->shape.dims, in0->shape.ndim, header, sizeof(header));
+        if (hlen == 0)
+            return fail(why, len, "output %s: shape too large for a .npy header", out);
+    }
+    fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0 || (hlen && write_all(fd, header, hlen) != GR_OK) ||
+        write_all(fd, plan->out_data[k], in0->elems * sizeof(float)) != GR_OK ||
+        fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fail(why, len, "output %s: cannot write: %s", out, strerror(e));
+    }
+    if (close(fd) != 0)
+        return fail(why, len, "output %s: cannot write: %s", out, strerror(errno));
+    return GR_OK;
+}
+
+gr_status gr_io_commit(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)
+{
+    uint32_t no = plan->opt.n_outputs;
+    sigset_t hold, previous;
+    gr_status st = GR_OK;
+
+    for (uint64_t k = 0; k < plan->count * no; k++) {
+        if (stop && *stop) {
+            gr_io_abort(plan);
+            return GR_ERR_CANCELED;
+        }
+        if ((st = write_output(plan, k, k / no, why, why_len)) != GR_OK) {
+            gr_io_abort(plan);
+            return st;
+        }
+    }
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &hold, &previous);
+    for (uint64_t k = 0; k < plan->count * no; k++) {
+        if (rename(plan->tmp[k], plan->out[k]) != 0) {
+            st = fail(why, why_len, "output %s: cannot rename into place: %s (%llu of %llu "
+                                    "outputs were already in place)",
+                      plan->out[k], strerror(errno), (unsigned long long)k,
+                      (unsigned long long)(plan->count * no));
+            break;
+        }
+        free(plan->tmp[k]);
+        plan->tmp[k] = NULL;
+    }
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    if (st != GR_OK)
+        gr_io_abort(plan);
+    return st;
+}
+
+void gr_io_abort(gr_io_plan *plan)
+{
+    for (uint64_t k = 0; plan->tmp && k < plan->count * plan->opt.n_outputs; k++) {
+        if (plan->tmp[k] != NULL)
+            unlink(plan->tmp[k]);
+        free(plan->tmp[k]);
+        plan->tmp[k] = NULL;
+    }
+}
+
+void gr_io_plan_free(gr_io_plan *plan)
+{
+    uint32_t ni = plan->opt.n_inputs, no = plan->opt.n_outputs;
+
+    gr_io_abort(plan);
+    for (uint64_t i = 0; plan->in && i < plan->count * ni; i++)
+        free(plan->in[i].path);
+    for (uint64_t i = 0; plan->out && i < plan->count * no; i++)
+        free(plan->out[i]);
+    for (uint64_t i = 0; plan->in_data && i < plan->count * ni; i++)
+        free_host(plan->opt.memory, plan->in_data[i]);
+    for (uint64_t i = 0; plan->out_data && i < plan->count * no; i++)
+        free_host(plan->opt.memory, plan->out_data[i]);
+    free(plan->in);
+    free(plan->out);
+    free(plan->tmp);
+    free(plan->in_data);
+    free(plan->out_data);
+    free(plan->tensors);
+    memset(plan, 0, sizeof(*plan));
+}

@@ -1,0 +1,84 @@
+/*
+ * io.h - tensors in files for `graphrun run`: NumPy .npy (float32, C order) and raw float32
+ * files, given one file per port or one directory per port, and outputs written so that no
+ * run ever leaves a torn or partial output behind.
+ *
+ * A run goes: plan (check every path, header, shape and output before anything runs),
+ * stage (create a temporary file next to every output: an unwritable output fails here),
+ * load (read the inputs into host memory), run the job, then either commit (write every
+ * temporary file, then rename them all into place) or abort (remove them all).
+ */
+#ifndef GR_IO_H
+#define GR_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/graphrun.h"
+#include "tools/graphrun/npy.h"
+#include "tools/graphrun/tensor_set.h"
+
+typedef struct gr_io_shape {
+    uint32_t ndim;
+    uint64_t dims[GR_NPY_MAX_DIMS];
+} gr_io_shape;
+
+typedef struct gr_io_options {
+    const char *const *inputs; /* one path per input port: all files or all directories */
+    uint32_t n_inputs;
+    const char *const *outputs; /* one path per output port */
+    uint32_t n_outputs;
+    const char *raw_dtype;   /* --dtype for raw files; NULL: float32 */
+    const gr_io_shape *raw_shape; /* --shape for raw files; NULL: 1-D from the size */
+    bool force;              /* overwrite existing outputs */
+    gr_mem_kind memory;      /* where tensors live in host memory */
+} gr_io_options;
+
+typedef struct gr_io_file {
+    char *path;
+    bool npy;
+    gr_io_shape shape;
+    uint64_t elems;
+    uint64_t data_offset;
+} gr_io_file;
+
+typedef struct gr_io_plan {
+    gr_io_options opt;
+    bool directories;
+    uint64_t count;      /* tensors */
+    gr_io_file *in;      /* count * n_inputs, index-major */
+    char **out;          /* count * n_outputs final paths */
+    char **tmp;          /* their temporary files, once staged */
+    float **in_data;     /* count * n_inputs */
+    float **out_data;    /* count * n_outputs */
+    gr_tensor *tensors;  /* count, ready for gr_job_submit once loaded */
+    uint64_t bytes_in, bytes_out;
+} gr_io_plan;
+
+/* Check everything and decide every path. On failure returns GR_ERR_INVALID_ARGUMENT (bad
+ * input or output) with why[] naming the file and the problem; nothing is created. */
+gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *why,
+                            size_t why_len);
+
+/* Create the temporary file of every output (and missing output directories). */
+gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len);
+
+/* Read every input into host memory and allocate the outputs. `stop` (optional) is polled
+ * between files: a nonzero value ends the load with GR_ERR_CANCELED. */
+gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len);
+
+/* Write every output into its temporary file, then rename them all into place (with
+ * SIGINT and SIGTERM held back while renaming, so the set lands whole). On failure (or a
+ * stop while writing) removes them all and writes nothing. */
+gr_status gr_io_commit(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len);
+
+/* Remove every temporary file. Idempotent. */
+void gr_io_abort(gr_io_plan *plan);
+
+/* Free everything (aborting first if needed). */
+void gr_io_plan_free(gr_io_plan *plan);
+
+/* "3,4,5" into a shape; false on anything else. */
+bool gr_io_parse_shape(const char *s, gr_io_shape *out);
+
+#endif /* GR_IO_H */

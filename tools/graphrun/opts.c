@@ -1,0 +1,158 @@
+/*
+ * opts.c - options shared by the driver's subcommands (see opts.h).
+ */
+#include "tools/graphrun/opts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/graphrun/cli.h"
+
+#define HOST_DEFAULT_ELEMS (1ull << 20) /* 4 MiB tensors on the CPU */
+#define CUDA_DEFAULT_ELEMS 100000000ull /* the seed's 400 MB tensors on a GPU */
+
+static const struct {
+    const char *var;
+    int opt;
+} env_defaults[] = {
+    {"GR_BUDGET", 'b'}, {"GR_WORKERS", 'w'}, {"GR_BACKEND", 'k'},
+    {"GR_CONTEXTS", 'x'}, {"GR_MEMORY", 'm'},
+};
+
+static const char *const flag_name[128] = {
+    ['b'] = "--budget", ['w'] = "--workers", ['k'] = "--backend", ['x'] = "--contexts",
+    ['m'] = "--memory", ['c'] = "--count", ['e'] = "--elems", ['s'] = "--seed",
+};
+
+static int bad(const char *cmd, int opt, const char *value)
+{
+    fprintf(stderr, "graphrun %s: invalid value '%s' for %s\n", cmd, value, flag_name[opt]);
+    return -1;
+}
+
+/* Apply a runtime option: 1 applied, 0 not a runtime option, -1 bad value (silent: the
+ * caller names the flag or the environment variable). */
+static int apply_runtime(int opt, const char *arg, gr_runtime_opts *o)
+{
+    uint64_t v;
+
+    switch (opt) {
+    case 'b':
+        return gr_cli_parse_size(arg, &o->budget) && o->budget != 0 ? 1 : -1;
+    case 'w':
+        if (!gr_cli_parse_u64(arg, &v) || v == 0 || v > 1024)
+            return -1;
+        o->cfg.workers_per_device = (uint32_t)v;
+        return 1;
+    case 'k':
+        if (strcmp(arg, "host") == 0)
+            o->cfg.backend = GR_BACKEND_HOST;
+        else if (strcmp(arg, "cuda") == 0)
+            o->cfg.backend = GR_BACKEND_CUDA;
+        else if (strcmp(arg, "auto") == 0)
+            o->cfg.backend = GR_BACKEND_AUTO;
+        else
+            return -1;
+        return 1;
+    case 'x':
+        if (strcmp(arg, "primary") == 0)
+            o->cfg.context_mode = GR_CONTEXT_PRIMARY;
+        else if (strcmp(arg, "private") == 0)
+            o->cfg.context_mode = GR_CONTEXT_PRIVATE;
+        else
+            return -1;
+        return 1;
+    case 'm':
+        if (strcmp(arg, "pinned") == 0)
+            o->memory = GR_MEM_PINNED;
+        else if (strcmp(arg, "pageable") == 0)
+            o->memory = GR_MEM_PAGEABLE;
+        else if (strcmp(arg, "registered") == 0)
+            o->memory = GR_MEM_REGISTERED;
+        else
+            return -1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+bool gr_runtime_opts_init(gr_runtime_opts *o, const char *cmd)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+
+    memset(o, 0, sizeof(*o));
+    o->cfg = cfg;
+    o->memory = -1;
+    for (size_t i = 0; i < sizeof(env_defaults) / sizeof(env_defaults[0]); i++) {
+        const char *v = getenv(env_defaults[i].var);
+
+        if (v == NULL || *v == '\0')
+            continue;
+        if (apply_runtime(env_defaults[i].opt, v, o) != 1) {
+            fprintf(stderr, "graphrun %s: %s=%s: invalid value\n", cmd, env_defaults[i].var, v);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool gr_seed_opts_init(gr_seed_opts *o, const char *cmd, uint64_t default_count)
+{
+    memset(o, 0, sizeof(*o));
+    o->count = default_count;
+    o->seed = 1;
+    o->verify = true;
+    return gr_runtime_opts_init(&o->rt, cmd);
+}
+
+int gr_runtime_opt(const char *cmd, int opt, const char *arg, gr_runtime_opts *o)
+{
+    int r = apply_runtime(opt, arg, o);
+
+    return r < 0 ? bad(cmd, opt, arg) : r;
+}
+
+int gr_seed_opt(const char *cmd, int opt, const char *arg, gr_seed_opts *o)
+{
+    switch (opt) {
+    case 'c':
+        if (!gr_cli_parse_u64(arg, &o->count) || o->count == 0)
+            return bad(cmd, opt, arg);
+        return 1;
+    case 'e':
+        if (!gr_cli_parse_u64(arg, &o->elems) || o->elems == 0)
+            return bad(cmd, opt, arg);
+        return 1;
+    case 's':
+        if (!gr_cli_parse_u64(arg, &o->seed))
+            return bad(cmd, opt, arg);
+        return 1;
+    case 'n':
+        o->verify = false;
+        return 1;
+    default:
+        return gr_runtime_opt(cmd, opt, arg, &o->rt);
+    }
+}
+
+gr_status gr_runtime_opts_resolve(gr_runtime_opts *o, gr_backend *chosen, gr_error_info *err)
+{
+    gr_status st = gr_backend_probe(o->cfg.backend, NULL, chosen, err);
+
+    if (st != GR_OK)
+        return st;
+    if (o->memory < 0)
+        o->memory = *chosen == GR_BACKEND_CUDA ? GR_MEM_PINNED : GR_MEM_PAGEABLE;
+    return GR_OK;
+}
+
+gr_status gr_seed_opts_resolve(gr_seed_opts *o, gr_backend *chosen, gr_error_info *err)
+{
+    gr_status st = gr_runtime_opts_resolve(&o->rt, chosen, err);
+
+    if (st == GR_OK && o->elems == 0)
+        o->elems = *chosen == GR_BACKEND_CUDA ? CUDA_DEFAULT_ELEMS : HOST_DEFAULT_ELEMS;
+    return st;
+}

@@ -1,0 +1,82 @@
+/*
+ * opts.h - command-line options the driver's subcommands share.
+ *
+ * Runtime options (every subcommand that starts a runtime): --budget, --workers, --backend,
+ * --contexts, --memory, with environment variables as defaults: GR_BUDGET, GR_WORKERS,
+ * GR_BACKEND, GR_CONTEXTS, GR_MEMORY. A flag beats the variable; a bad value in either is
+ * a usage error that names it.
+ *
+ * Seed-workload options (demo, bench): --count, --elems, --seed, --no-verify.
+ */
+#ifndef GR_OPTS_H
+#define GR_OPTS_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/graphrun.h"
+#include "tools/graphrun/tensor_set.h"
+
+typedef struct gr_runtime_opts {
+    gr_config cfg;   /* backend, workers, contexts; budget_bytes filled by the command */
+    uint64_t budget; /* 0: the command's default */
+    int memory;      /* gr_mem_kind, or -1: pinned on CUDA, pageable on the host backend */
+} gr_runtime_opts;
+
+typedef struct gr_seed_opts {
+    gr_runtime_opts rt;
+    uint64_t count;
+    uint64_t elems; /* 0: the backend's default */
+    uint64_t seed;
+    bool verify;
+} gr_seed_opts;
+
+/* Option letters 'b' 'w' 'k' 'x' 'm'. */
+#define GR_RUNTIME_LONGOPTS                                                                 \
+    {"budget", required_argument, NULL, 'b'}, {"workers", required_argument, NULL, 'w'},    \
+        {"backend", required_argument, NULL, 'k'},                                          \
+        {"contexts", required_argument, NULL, 'x'}, {                                       \
+        "memory", required_argument, NULL, 'm'                                              \
+    }
+
+#define GR_RUNTIME_OPTIONS_HELP                                                             \
+    "  --budget SIZE    device memory budget per device, e.g. 2GiB, 512M, 1.5GB [GR_BUDGET]\n" \
+    "  --workers N      worker threads per device (default 3) [GR_WORKERS]\n"             \
+    "  --backend B      host, cuda or auto (default auto) [GR_BACKEND]\n"                 \
+    "  --contexts C     CUDA worker contexts: primary or private (default primary)\n"     \
+    "                   [GR_CONTEXTS]\n"                                                  \
+    "  --memory M       host memory for tensors: pinned, pageable or registered (default\n" \
+    "                   pinned on CUDA, pageable on the host backend) [GR_MEMORY]\n"
+
+/* Option letters 'c' 'e' 's' 'n'. */
+#define GR_SEED_LONGOPTS                                                                    \
+    GR_RUNTIME_LONGOPTS, {"count", required_argument, NULL, 'c'},                           \
+        {"elems", required_argument, NULL, 'e'}, {"seed", required_argument, NULL, 's'}, {   \
+        "no-verify", no_argument, NULL, 'n'                                                 \
+    }
+
+#define GR_SEED_OPTIONS_HELP                                                                \
+    "  --count N        tensors\n"                                                          \
+    "  --elems N        float32 elements per tensor\n"                                      \
+    "  --seed X         seed of the synthetic data (default 1)\n"                           \
+    "  --no-verify      skip the bit-exact check of the outputs\n" GR_RUNTIME_OPTIONS_HELP
+
+/* Defaults, then the GR_* environment variables. Returns false after printing
+ * "graphrun CMD: GR_X=value: invalid value" for a bad variable. */
+bool gr_runtime_opts_init(gr_runtime_opts *o, const char *cmd);
+bool gr_seed_opts_init(gr_seed_opts *o, const char *cmd, uint64_t default_count);
+
+/* Apply option `opt` with argument `arg`. Returns 1 when it was one of these options and
+ * valid, 0 when it is not one of them, -1 after printing "graphrun CMD: invalid value". */
+int gr_runtime_opt(const char *cmd, int opt, const char *arg, gr_runtime_opts *o);
+int gr_seed_opt(const char *cmd, int opt, const char *arg, gr_seed_opts *o);
+
+/* Probe the backend (AUTO resolves to what it would choose) and fill the defaults that
+ * depend on it (memory kind). GR_OK, or the probe's failure with `err` filled. */
+gr_status gr_runtime_opts_resolve(gr_runtime_opts *o, gr_backend *chosen, gr_error_info *err);
+
+/* gr_runtime_opts_resolve, then the seed defaults (elements per tensor). */
+gr_status gr_seed_opts_resolve(gr_seed_opts *o, gr_backend *chosen, gr_error_info *err);
+
+#endif /* GR_OPTS_H */

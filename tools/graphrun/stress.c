@@ -1,0 +1,379 @@
+/*
+ * stress.c - the runtime under many submitting threads (see stress.h).
+ *
+ * Submitter threads start behind a barrier and, until the duration is up, submit jobs of
+ * 1..16 in-place seed tensors of random sizes (a quarter of them tiny). Jobs are randomly:
+ * waited for, canceled after a random delay, given a short deadline, detached (no handle),
+ * or released right after submission. Every job's completion callback records each index's
+ * final state. Checked per job: the callback ran exactly once; every index ended exactly
+ * once (final state, counts add up, the runtime's own double-end counter is 0); every done
+ * output equals the seed reference bit for bit (an index run twice in place is caught); an
+ * index that did not finish was never written. A monitor samples the budget in use, which
+ * must never exceed the budget; at the end nothing is held.
+ */
+#include "tools/graphrun/stress.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/job.h"
+#include "tools/graphrun/workload.h"
+
+#define MAX_TENSORS 16
+#define HANG_SLACK_S 60
+
+typedef struct record {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int calls;
+    uint64_t count;
+    uint8_t state[MAX_TENSORS];
+    gr_job_progress progress;
+    uint64_t anomalies;
+} record;
+
+typedef struct shared {
+    const gr_stress_config *c;
+    gr_stress_report *r;
+    gr_runtime *rt;
+    gr_graph *g;
+    uint64_t max_elems;
+    pthread_barrier_t start;
+    int64_t stop_at, hang_at;
+    atomic_bool monitor_stop;
+    pthread_mutex_t mu; /* guards the report's counters below the breaches line */
+} shared;
+
+typedef struct submitter {
+    shared *s;
+    unsigned id;
+    uint64_t rng;
+} submitter;
+
+static uint64_t next_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t below(uint64_t *state, uint64_t n)
+{
+    return n ? next_rand(state) % n : 0;
+}
+
+static void breach(shared *s, uint64_t *counter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void breach(shared *s, uint64_t *counter, const char *fmt, ...)
+{
+    va_list ap;
+
+    pthread_mutex_lock(&s->mu);
+    if (gr_stress_breaches(s->r) == 0) {
+        va_start(ap, fmt);
+        vsnprintf(s->r->first_breach, sizeof(s->r->first_breach), fmt, ap);
+        va_end(ap);
+    }
+    (*counter)++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_complete(gr_job *job, gr_status st, void *user)
+{
+    record *r = user;
+
+    (void)st;
+    for (uint64_t i = 0; i < r->count; i++) {
+        gr_index_state state;
+        gr_job_index_get(job, i, &state, NULL);
+        r->state[i] = (uint8_t)state;
+    }
+    gr_job_progress_get(job, &r->progress);
+    r->anomalies = gr__job_anomalies(job);
+    pthread_mutex_lock(&r->mu);
+    atomic_fetch_add(&r->calls, 1);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    nanosleep(&ts, NULL);
+}
+
+static void wait_callback(shared *s, record *r, uint64_t id)
+{
+    struct timespec ts;
+
+    pthread_mutex_lock(&r->mu);
+    while (atomic_load(&r->calls) == 0) {
+        if (gr_now_ns() > s->hang_at) {
+            fprintf(stderr, "graphrun stress: HANG: job %llu (%llu tensors) did not complete "
+                            "within %d s after the run's end\n",
+                    (unsigned long long)id, (unsigned long long)r->count, HANG_SLACK_S);
+            exit(1);
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, uint64_t id)
+{
+    shared *s = w->s;
+    gr_stress_report *rep = s->r;
+    uint64_t count = 1 + below(&w->rng, MAX_TENSORS);
+    uint64_t kind = below(&w->rng, 10);
+    uint64_t done = 0, failed = 0, canceled = 0;
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_error_info err;
+    gr_job *job = NULL;
+    record r;
+
+    memset(&r, 0, sizeof(r));
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    r.count = count;
+    for (uint64_t i = 0; i < count; i++) {
+        elems[i] = below(&w->rng, 4) == 0 ? 1 + below(&w->rng, 16)
+                                          : 1 + below(&w->rng, s->max_elems);
+        gr_workload_fill(data[i], 0, elems[i], id, i);
+        t[i].in[0] = t[i].out[0] = data[i];
+        t[i].elems = elems[i];
+    }
+    o.on_complete = on_complete;
+    o.user = &r;
+    if (kind == 7)
+        o.deadline_ns = gr_now_ns() + (int64_t)below(&w->rng, 3000000);
+    if (gr_job_submit(s->rt, s->g, t, count, &o, kind == 8 ? NULL : &job, &err) != GR_OK) {
+        breach(s, &rep->submit_errors, "job %llu: submit refused: %s", (unsigned long long)id,
+               err.message);
+        goto out;
+    }
+    if (kind == 6) {
+        sleep_ns(below(&w->rng, 2000000));
+        gr_job_cancel(job);
+    }
+    if (kind == 9) {
+        gr_job_destroy(job); /* released at once: runs on, calls back */
+        job = NULL;
+    }
+    if (job != NULL && below(&w->rng, 2) == 0) {
+        gr_status result;
+        if (gr_job_wait(job, (int64_t)(s->hang_at - gr_now_ns()), &result) != GR_OK) {
+            fprintf(stderr, "graphrun stress: HANG: gr_job_wait on job %llu\n",
+                    (unsigned long long)id);
+            exit(1);
+        }
+        if (atomic_load(&r.calls) != 1) /* the callback returns before the wait does */
+            breach(s, &rep->callback_errors, "job %llu: wait returned before the callback",
+                   (unsigned long long)id);
+    }
+    wait_callback(s, &r, id);
+    gr_job_destroy(job);
+
+    if (atomic_load(&r.calls) != 1)
+        breach(s, &rep->callback_errors, "job %llu: callback ran %d times",
+               (unsigned long long)id, atomic_load(&r.calls));
+    if (r.anomalies != 0)
+        breach(s, &rep->anomalies, "job %llu: %llu indices ended twice", (unsigned long long)id,
+               (unsigned long long)r.anomalies);
+    if (r.progress.total != count ||
+        r.progress.done + r.progress.failed + r.progress.canceled != count ||
+        r.progress.queued + r.progress.in_flight != 0 ||
+        ((kind < 6 || kind == 8 || kind == 9) && r.progress.done != count))
+        breach(s, &rep->count_errors, "job %llu: progress %llu done %llu failed %llu canceled "
+                                      "of %llu",
+               (unsigned long long)id, (unsigned long long)r.progress.done,
+               (unsigned long long)r.progress.failed, (unsigned long long)r.progress.canceled,
+               (unsigned long long)count);
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t where, bad;
+
+        if (r.state[i] == GR_INDEX_DONE) {
+            done++;
+            bad = gr_workload_check_seed(data[i], 0, elems[i], id, i, &where);
+            if (bad)
+                breach(s, &rep->wrong_outputs, "job %llu index %llu: %llu wrong elements, "
+                                               "first %llu",
+                       (unsigned long long)id, (unsigned long long)i, (unsigned long long)bad,
+                       (unsigned long long)where);
+            continue;
+        }
+        if (r.state[i] == GR_INDEX_FAILED)
+            failed++;
+        else if (r.state[i] == GR_INDEX_CANCELED)
+            canceled++;
+        else
+            breach(s, &rep->count_errors, "job %llu index %llu: state %d is not final",
+                   (unsigned long long)id, (unsigned long long)i, r.state[i]);
+        bad = gr_workload_check_input(data[i], 0, elems[i], id, i, &where);
+        if (bad)
+            breach(s, &rep->written_unfinished, "job %llu index %llu (state %d) was written",
+                   (unsigned long long)id, (unsigned long long)i, r.state[i]);
+    }
+    pthread_mutex_lock(&s->mu);
+    rep->jobs++;
+    rep->done += done;
+    rep->failed += failed;
+    rep->canceled += canceled;
+    pthread_mutex_unlock(&s->mu);
+out:
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
+}
+
+static void *submit_main(void *p)
+{
+    submitter *w = p;
+    shared *s = w->s;
+    float *data[MAX_TENSORS];
+    gr_tensor t[MAX_TENSORS];
+    uint64_t elems[MAX_TENSORS];
+    gr_tensor_set set;
+    bool ok;
+
+    memset(t, 0, sizeof(t));
+    ok = gr_tensor_set_alloc(&set, MAX_TENSORS, s->max_elems, s->c->memory, 0) == GR_OK;
+    for (int i = 0; ok && i < MAX_TENSORS; i++)
+        data[i] = set.data[i];
+    pthread_barrier_wait(&s->start);
+    if (!ok) {
+        breach(s, &s->r->submit_errors, "submitter %u: no host memory for its tensors", w->id);
+        return NULL;
+    }
+    for (uint64_t n = 0; gr_now_ns() < s->stop_at; n++)
+        one_job(w, data, t, elems, ((uint64_t)w->id << 32) | n);
+    gr_tensor_set_free(&set);
+    return NULL;
+}
+
+static void *monitor_main(void *p)
+{
+    shared *s = p;
+    gr_runtime_info info;
+    gr_device_stats st;
+
+    gr_runtime_info_get(s->rt, &info);
+    while (!atomic_load(&s->monitor_stop)) {
+        for (uint32_t d = 0; d < info.device_count; d++) {
+            gr_runtime_device_stats(s->rt, d, &st);
+            if (st.budget_in_use > st.budget_bytes)
+                breach(s, &s->r->budget_violations, "device %u: %llu bytes in use, budget %llu",
+                       d, (unsigned long long)st.budget_in_use,
+                       (unsigned long long)st.budget_bytes);
+            pthread_mutex_lock(&s->mu);
+            s->r->budget_samples++;
+            pthread_mutex_unlock(&s->mu);
+        }
+        sleep_ns(100000);
+    }
+    return NULL;
+}
+
+uint64_t gr_stress_breaches(const gr_stress_report *r)
+{
+    return r->budget_violations + r->wrong_outputs + r->written_unfinished +
+           r->callback_errors + r->count_errors + r->anomalies + r->submit_errors +
+           r->leftover;
+}
+
+gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error_info *err)
+{
+    unsigned n = c->threads;
+    submitter *w = calloc(n, sizeof(*w));
+    pthread_t *th = calloc(n, sizeof(*th)), mon;
+    gr_config cfg = c->cfg;
+    gr_runtime_info info;
+    uint64_t footprint;
+    gr_backend chosen;
+    gr_status st;
+    shared s;
+
+    memset(r, 0, sizeof(*r));
+    memset(&s, 0, sizeof(s));
+    s.c = c;
+    s.r = r;
+    pthread_mutex_init(&s.mu, NULL);
+    if (w == NULL || th == NULL) {
+        st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        goto out;
+    }
+    if ((st = gr_backend_probe(cfg.backend, NULL, &chosen, err)) != GR_OK)
+        goto out;
+    s.max_elems = c->max_elems ? c->max_elems : chosen == GR_BACKEND_CUDA ? 1u << 20 : 16384;
+    if ((st = gr_graph_create_seed(&s.g)) != GR_OK)
+        goto out;
+    gr_graph_footprint(s.g, s.max_elems, &footprint);
+    cfg.budget_bytes = (c->budget_tensors ? c->budget_tensors : 3) * footprint;
+    if (chosen == GR_BACKEND_CUDA && cfg.budget_bytes < (2u << 20))
+        cfg.budget_bytes = 2u << 20; /* CUDA's allocation granule */
+    if ((st = gr_runtime_create(&cfg, &s.rt, err)) != GR_OK)
+        goto out;
+    gr_runtime_info_get(s.rt, &info);
+    r->budget_bytes = info.budget_bytes;
+    pthread_barrier_init(&s.start, NULL, n + 1);
+    for (unsigned i = 0; i < n; i++) {
+        w[i] = (submitter){&s, i, c->seed * 104729 + i};
+        pthread_create(&th[i], NULL, submit_main, &w[i]);
+    }
+    pthread_create(&mon, NULL, monitor_main, &s);
+    s.stop_at = gr_now_ns() + (int64_t)(c->duration_s * 1e9);
+    s.hang_at = s.stop_at + HANG_SLACK_S * 1000000000ll;
+    pthread_barrier_wait(&s.start);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    atomic_store(&s.monitor_stop, true);
+    pthread_join(mon, NULL);
+    pthread_barrier_destroy(&s.start);
+    for (uint32_t d = 0; d < info.device_count; d++) {
+        gr_device_stats ds;
+
+        gr_runtime_device_stats(s.rt, d, &ds);
+        if (ds.budget_in_use != 0)
+            breach(&s, &r->leftover, "device %u: %llu bytes still in use at the end", d,
+                   (unsigned long long)ds.budget_in_use);
+        if (ds.budget_peak > ds.budget_bytes)
+            breach(&s, &r->budget_violations, "device %u: peak %llu above the budget %llu", d,
+                   (unsigned long long)ds.budget_peak, (unsigned long long)ds.budget_bytes);
+        if (ds.budget_peak > r->peak_budget)
+            r->peak_budget = ds.budget_peak;
+    }
+    st = GR_OK;
+out:
+    gr_runtime_destroy(s.rt);
+    gr_graph_destroy(s.g);
+    pthread_mutex_destroy(&s.mu);
+    free(w);
+    free(th);
+    return st;
+}
+
+void gr_stress_print(const gr_stress_config *c, const gr_stress_report *r)
+{
+    printf("stress: %u submitters, %u workers per device, %s backend, budget %llu bytes: "
+           "%llu jobs, %llu indices done, %llu failed, %llu canceled; peak budget %llu; "
+           "%llu budget samples\n",
+           c->threads, c->cfg.workers_per_device, gr_backend_name(c->cfg.backend),
+           (unsigned long long)r->budget_bytes, (unsigned long long)r->jobs,
+           (unsigned long long)r->done, (unsigned long long)r->failed,
+           (unsigned long long)r->canceled, (unsigned long long)r->peak_budget,
+           (unsigned long long)r->budget_samples);
+    printf("breaches: %llu budget, %llu wrong outputs, %llu written though unfinished, %llu "
+           "callback, %llu counts, %llu double ends, %llu refused submits, %llu left in use%s%s\n",
+           (unsigned long long)r->budget_violations, (unsigned long long)r->wrong_outputs,
+           (unsigned long long)r->written_unfinished, (unsigned long long)r->callback_errors,
+           (unsigned long long)r->count_errors, (unsigned long long)r->anomalies,
+           (unsigned long long)r->submit_errors, (unsigned long long)r->leftover,
+           r->first_breach[0] ? "; first: " : "", r->first_breach);
+}

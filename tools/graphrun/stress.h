@@ -1,0 +1,51 @@
+/*
+ * stress.h - the runtime under many submitting threads, for `graphrun stress` and
+ * tests/stress_runtime: random tensor sizes, a budget of a few tensors, a small ring, and
+ * jobs that are waited for, canceled, given short deadlines, detached or released early.
+ * Every promise is checked and every breach counted (see gr_stress_report).
+ */
+#ifndef GR_STRESS_H
+#define GR_STRESS_H
+
+#include <stdint.h>
+
+#include "runtime/graphrun.h"
+#include "tools/graphrun/tensor_set.h"
+
+typedef struct gr_stress_config {
+    gr_config cfg;           /* backend, devices (host), workers, contexts; budget computed */
+    unsigned threads;        /* submitting threads */
+    double duration_s;
+    uint64_t seed;
+    uint64_t max_elems;      /* 0: 16384 on the host backend, 1M on CUDA */
+    unsigned budget_tensors; /* budget = this many largest iterations (default 3) */
+    gr_mem_kind memory;
+} gr_stress_config;
+
+typedef struct gr_stress_report {
+    uint64_t jobs, done, failed, canceled; /* indices by final state */
+    uint64_t budget_bytes, peak_budget, budget_samples;
+    /* Breaches: every one must be 0. */
+    uint64_t budget_violations; /* budget in use above the budget, at a sample */
+    uint64_t wrong_outputs;     /* a done index whose output is not the reference */
+    uint64_t written_unfinished; /* an index that did not finish, whose output changed */
+    uint64_t callback_errors;   /* a job whose callback did not run exactly once */
+    uint64_t count_errors;      /* progress counts that do not add up, states not final */
+    uint64_t anomalies;         /* the runtime's own count of indices ended twice */
+    uint64_t submit_errors;     /* submissions refused for no reason */
+    uint64_t leftover;          /* budget still in use at the end */
+    char first_breach[256];
+} gr_stress_report;
+
+/* Run it. Returns GR_OK when it ran (breaches are in the report), or why it could not start
+ * (runtime create). A job that does not complete within duration + 60 s is a hang: the
+ * process prints what it waited for and exits with status 1. */
+gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error_info *err);
+
+/* The sum of the breaches. */
+uint64_t gr_stress_breaches(const gr_stress_report *r);
+
+/* One line: what ran and every count. */
+void gr_stress_print(const gr_stress_config *c, const gr_stress_report *r);
+
+#endif /* GR_STRESS_H */
