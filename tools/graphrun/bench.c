@@ -147,7 +147,7 @@ static void print_json(const report *r)
     json_object_set_new(root, "status", json_string(gr_status_str(r->result)));
     json_object_set_new(root, "verified", json_boolean(o->verify));
     json_object_set_new(root, "wrong_tensors", json_integer((json_int_t)r->wrong));
-    json_dumpf(root, stdout, JSON_COMPACT);
+    json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
     fputc('\n', stdout);
     json_decref(root);
 }

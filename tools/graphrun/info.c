@@ -158,7 +158,7 @@ int gr_cmd_info(int argc, char **argv)
     }
     json_object_set_new(root, "kernels", kernels);
     if (json) {
-        json_dumpf(root, stdout, JSON_COMPACT);
+        json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
         fputc('\n', stdout);
     }
     json_decref(root);

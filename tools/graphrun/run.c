@@ -223,7 +223,7 @@ static void print_json(const summary *s)
         json_object_set_new(e, "message", json_string(s->first.message));
         json_object_set_new(root, "first_error", e);
     }
-    json_dumpf(root, stdout, JSON_COMPACT);
+    json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
     fputc('\n', stdout);
     json_decref(root);
 }
