@@ -91,9 +91,11 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_
 
     memset(cg->nodes, 0, sizeof(cg->nodes));
     cg->exec = NULL;
+    cg->error = cudaSuccess;
     e = cudaGraphCreate(&cg->graph, 0);
     if (e != cudaSuccess) {
         cg->graph = NULL;
+        cg->error = e;
         return gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaGraphCreate");
     }
     for (uint32_t k = 0; k < g->n_nodes; k++) {
@@ -121,6 +123,7 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_
             e = cudaGraphAddKernelNode(&cg->nodes[i], cg->graph, deps, n_deps, &params);
             if (e != cudaSuccess) {
                 gr_cuda_graph_release(cg);
+                cg->error = e;
                 return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaGraphAddKernelNode");
             }
         } else {
@@ -128,6 +131,7 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_
                                          s->bytes, copy_kind(node));
             if (e != cudaSuccess) {
                 gr_cuda_graph_release(cg);
+                cg->error = e;
                 return gr_cuda_error(err, GR_ERR_CUDA, e, node->name,
                                      "cudaGraphAddMemcpyNode1D");
             }
@@ -137,6 +141,7 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_
     if (e != cudaSuccess) {
         cg->exec = NULL;
         gr_cuda_graph_release(cg);
+        cg->error = e;
         return gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaGraphInstantiate");
     }
     cg->graph_id = g->id;

@@ -38,6 +38,7 @@ typedef struct gr_cuda_graph {
     cudaGraphExec_t exec;
     cudaGraphNode_t nodes[GR_MAX_NODES];
     gr_cuda_node_state state[GR_MAX_NODES];
+    cudaError_t error; /* the CUDA error of the last failed build or update */
 } gr_cuda_graph;
 
 /* Blocks of 256 threads; grids of at most `sm_count` * this many blocks (grid-stride

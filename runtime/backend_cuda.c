@@ -67,25 +67,30 @@ static bool is_sticky(cudaError_t e)
     }
 }
 
-/* A failed call during an iteration. A sticky error ruins the context it happened in: the
- * device's shared primary context (the device is lost), or this worker's private one (the
- * worker retires; the device is lost only when all of its workers have). */
-static gr_status iteration_error(gr_worker *w, cudaError_t e, const char *call,
-                                 gr_error_info *err)
+/* A sticky error (any CUDA call may return one, also one made by another thread of the
+ * process) ruins the context: the device's shared primary context (the device is lost), or
+ * this worker's private one (the worker retires; the device is lost when all of its workers
+ * have). Turns err into a device-lost report; returns its status. */
+static gr_status sticky_error(gr_worker *w, cudaError_t e, const char *call, gr_error_info *err)
 {
     cuda_worker *cw = w->backend_state;
 
-    if (is_sticky(e)) {
-        if (cw->ctx != NULL) {
-            gr__runtime_worker_retired(w->rt, w);
-            return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
-                                "%s: %s: %s (worker %u's private context is ruined; it "
-                                "retires, the device's other workers go on)",
-                                call, cudaGetErrorName(e), cudaGetErrorString(e), w->id);
-        }
-        gr__runtime_device_lost(w->rt, w->dev);
-        return gr_cuda_error(err, GR_ERR_DEVICE_LOST, e, NULL, call);
+    if (cw->ctx != NULL) {
+        gr__runtime_worker_retired(w->rt, w);
+        return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
+                            "%s: %s: %s (worker %u's private context is ruined; it retires)",
+                            call, cudaGetErrorName(e), cudaGetErrorString(e), w->id);
     }
+    gr__runtime_device_lost(w->rt, w->dev);
+    return gr_cuda_error(err, GR_ERR_DEVICE_LOST, e, NULL, call);
+}
+
+/* A failed call during an iteration. */
+static gr_status iteration_error(gr_worker *w, cudaError_t e, const char *call,
+                                 gr_error_info *err)
+{
+    if (is_sticky(e))
+        return sticky_error(w, e, call, err);
     cudaGetLastError();
     return gr_cuda_error(err, GR_ERR_CUDA, e, NULL, call);
 }
@@ -352,8 +357,11 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
     cudaError_t e;
 
     st = prepare_graph(w, cw, it, &cg, err);
-    if (st != GR_OK)
+    if (st != GR_OK) {
+        if (st == GR_ERR_CUDA && is_sticky(cg->error))
+            return sticky_error(w, cg->error, "lowering the graph", err);
         return st;
+    }
     e = cudaGraphLaunch(cg->exec, cw->stream);
     if (e != cudaSuccess)
         return iteration_error(w, e, "cudaGraphLaunch", err);

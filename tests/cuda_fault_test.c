@@ -2,12 +2,14 @@
  * cuda_fault_test.c - real GPU faults: a test-only kernel writes to an unmapped address,
  * a sticky error that ruins the CUDA context it runs in. SKIPs without a usable GPU.
  *
- * 1. Private contexts: the fault ruins one worker's context; that worker retires and the
- *    others keep working (what private contexts isolate, measured).
+ * 1. Private contexts: the fault ruins one worker's context; that worker retires. Whether
+ *    the other workers' contexts, and the process's primary context, keep working is
+ *    measured and printed (docs/PERFORMANCE.md records it).
  * 2. The shared primary context (the default): the fault ruins it, the device is marked
  *    lost, running and queued work fails with GR_ERR_DEVICE_LOST within a second, new work
- *    fails at once, and destroy returns. It ruins this process's CUDA state too, so it runs
- *    last.
+ *    fails at once, and destroy returns.
+ * A fault can leave the process's CUDA state unusable, so run each case in a process of its
+ * own (--only NAME), as tools/gpu_suite does.
  */
 #include <stdlib.h>
 
@@ -71,14 +73,24 @@ static gr_status run_fault(gr_runtime *rt, gr_graph *fg, gr_error_info *err)
     return st;
 }
 
-static void private_context_fault_retires_one_worker(void)
+/* What a private context isolates, measured: after one worker's context faults, does the
+ * rest of the runtime (the other workers' contexts) and the process (its primary context)
+ * keep working? It reports what it finds; what it asserts holds either way: the fault is
+ * reported as device lost naming the worker, the next job completes (no hang) with every
+ * index ended, and every index reported done has the right output. */
+static void private_context_fault_isolation(void)
 {
     gr_graph *fg, *seed;
     gr_tensor_set set;
     gr_device_stats st;
+    gr_job_progress p;
     gr_error_info err;
     gr_runtime *rt;
     gr_job *job;
+    gr_status result;
+    void *probe = NULL;
+    gr_status probe_st;
+    uint64_t wrong = 0;
 
     REQUIRE_GPU();
     rt = gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA,
@@ -86,21 +98,36 @@ static void private_context_fault_retires_one_worker(void)
                                          .budget = 256 * MiB,
                                          .contexts = GR_CONTEXT_PRIVATE});
     fg = fault_graph();
+    ASSERT_STATUS(gr_graph_create_seed(&seed), GR_OK);
+    /* Everything the measurement needs is allocated before the fault. */
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 30, 4000037, GR_MEM_PINNED, 5), GR_OK);
+    gr_tensor_set_fill(&set);
     ASSERT_STATUS(run_fault(rt, fg, &err), GR_ERR_DEVICE_LOST);
     printf("    fault in a private context: %s\n", err.message);
     ASSERT_STR_CONTAINS(err.message, "cudaErrorIllegalAddress");
     ASSERT_STR_CONTAINS(err.message, "retires");
-    /* The other two workers, in their own contexts, do all of the next job. */
-    ASSERT_STATUS(gr_graph_create_seed(&seed), GR_OK);
-    ASSERT_STATUS(gr_tensor_set_alloc(&set, 30, 4000037, GR_MEM_PINNED, 5), GR_OK);
-    gr_tensor_set_fill(&set);
+
     ASSERT_STATUS(gr_job_submit(rt, seed, set.tensors, 30, NULL, &job, NULL), GR_OK);
-    ASSERT_STATUS(gr_test_wait(job, 60ll * 1000000000), GR_OK);
-    ASSERT_EQ_U64(gr_tensor_set_check(&set, NULL), 0);
+    result = gr_test_wait(job, 60ll * 1000000000);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    ASSERT_EQ_U64(p.done + p.failed + p.canceled, 30);
+    for (uint64_t i = 0; i < 30; i++) {
+        gr_index_state s;
+        ASSERT_STATUS(gr_job_index_get(job, i, &s, NULL), GR_OK);
+        if (s == GR_INDEX_DONE)
+            wrong += gr_workload_check_seed(set.data[i], 0, set.elems, set.seed, i, NULL) != 0;
+    }
+    ASSERT_EQ_U64(wrong, 0);
+    gr_job_error_get(job, &err);
     ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &st), GR_OK);
-    ASSERT_EQ_U64(st.iterations_done, 30);
-    ASSERT_EQ_U64(st.iterations_failed, 1);
-    printf("    after the fault: 30 of 30 tensors done and verified by the 2 other workers\n");
+    printf("    the other 2 workers after the fault: %llu of 30 tensors done and verified, "
+           "%llu failed%s%s\n",
+           (unsigned long long)p.done, (unsigned long long)p.failed,
+           result == GR_OK ? "" : "; first error: ", result == GR_OK ? "" : err.message);
+    probe_st = gr_host_alloc(1 << 20, &probe);
+    printf("    the process's primary context after the fault: gr_host_alloc %s\n",
+           gr_status_str(probe_st));
+    gr_host_free(probe);
     gr_job_destroy(job);
     gr_tensor_set_free(&set);
     gr_graph_destroy(seed);
@@ -108,43 +135,52 @@ static void private_context_fault_retires_one_worker(void)
     gr_runtime_destroy(rt);
 }
 
-/* Last: ruins the primary context of this process. */
+/* A fault in the shared primary context while a long job runs. The fault comes from a
+ * second runtime of the same process (the same primary context): within one runtime the
+ * ring is FIFO, so a fault job would only run after the long job's queued tensors. */
 static void primary_context_fault_loses_device(void)
 {
     gr_graph *fg, *seed;
     gr_tensor_set set;
     gr_job_progress p;
     gr_error_info err;
-    gr_runtime *rt;
+    gr_runtime *rt, *other;
     gr_job *job, *late;
     int64_t fault_done, t0, destroy_ms;
 
     REQUIRE_GPU();
     rt = gr_test_runtime(
         (gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 3, .budget = 512 * MiB});
+    other = gr_test_runtime(
+        (gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 1, .budget = 64 * MiB});
     fg = fault_graph();
     ASSERT_STATUS(gr_graph_create_seed(&seed), GR_OK);
-    ASSERT_STATUS(gr_tensor_set_alloc(&set, 200, 16 << 20, GR_MEM_PINNED, 6), GR_OK);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 400, 16 << 20, GR_MEM_PINNED, 6), GR_OK);
     gr_tensor_set_fill(&set);
-    /* A long job running while another worker faults. */
-    ASSERT_STATUS(gr_job_submit(rt, seed, set.tensors, 200, NULL, &job, NULL), GR_OK);
-    ASSERT_STATUS(run_fault(rt, fg, &err), GR_ERR_DEVICE_LOST);
+    ASSERT_STATUS(gr_job_submit(rt, seed, set.tensors, 400, NULL, &job, NULL), GR_OK);
+    do {
+        ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
+    } while (p.done < 20);
+    ASSERT_STATUS(run_fault(other, fg, &err), GR_ERR_DEVICE_LOST);
     fault_done = gr_now_ns();
     printf("    fault in the primary context: %s\n", err.message);
     ASSERT_STR_CONTAINS(err.message, "cudaErrorIllegalAddress");
-    /* Every waiter wakes within a second: the long job ends (what ran before is done). */
+    /* The long job's workers meet the ruined context: it ends within a second. */
     ASSERT_STATUS(gr_test_wait(job, 10ll * 1000000000), GR_ERR_DEVICE_LOST);
-    printf("    running job ended %.1f ms after the fault\n",
+    printf("    the running job ended %.1f ms after the fault\n",
            (double)(gr_now_ns() - fault_done) / 1e6);
     ASSERT_LT(gr_now_ns() - fault_done, 1000000000);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
-    ASSERT_EQ_U64(p.done + p.failed + p.canceled, 200);
+    ASSERT_EQ_U64(p.done + p.failed + p.canceled, 400);
+    ASSERT_GE(p.done, 20);
     ASSERT_GT(p.failed, 0);
-    /* Outputs of indices that did not finish were never written. */
-    for (uint64_t i = 0; i < 200; i++) {
+    /* Done outputs are right; outputs of indices that did not finish were never written. */
+    for (uint64_t i = 0; i < 400; i++) {
         gr_index_state s;
         ASSERT_STATUS(gr_job_index_get(job, i, &s, NULL), GR_OK);
-        if (s != GR_INDEX_DONE)
+        if (s == GR_INDEX_DONE)
+            ASSERT_EQ_U64(gr_workload_check_seed(set.data[i], 0, set.elems, set.seed, i, NULL), 0);
+        else
             ASSERT_EQ_U64(gr_workload_check_input(set.data[i], 0, set.elems, set.seed, i, NULL),
                           0);
     }
@@ -157,8 +193,9 @@ static void primary_context_fault_loses_device(void)
     gr_job_destroy(job);
     t0 = gr_now_ns();
     gr_runtime_destroy(rt);
+    gr_runtime_destroy(other);
     destroy_ms = (gr_now_ns() - t0) / 1000000;
-    printf("    %llu done before the fault, %llu failed; destroy returned in %lld ms\n",
+    printf("    %llu done before the fault, %llu failed; both runtimes destroyed in %lld ms\n",
            (unsigned long long)p.done, (unsigned long long)p.failed, (long long)destroy_ms);
     ASSERT_LT(destroy_ms, 5000);
     gr_tensor_set_free(&set);
@@ -169,7 +206,7 @@ static void primary_context_fault_loses_device(void)
 int main(int argc, char **argv)
 {
     static const gr_test_case cases[] = {
-        GR_TEST(private_context_fault_retires_one_worker),
+        GR_TEST(private_context_fault_isolation),
         GR_TEST(primary_context_fault_loses_device),
     };
 
