@@ -47,6 +47,13 @@ typedef struct gr_worker {
     atomic_bool retired; /* its private context is ruined: it takes no more work */
     void *backend_state;
     gr_arena_block block; /* the iteration's placement, from alloc to free */
+    gr_tensor view;       /* the host side of the current unit, as the backend sees it */
+    /* Staging (pinned host memory for units that are gathered and scattered), grown on
+     * first use; and the worker's per-unit scratch: which parts are live, the copy list. */
+    float *staging;
+    uint64_t staging_elems; /* per port */
+    uint8_t *live;          /* GR_UNIT_MAX_TENSORS */
+    struct gr_copy *copies; /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS */
 } gr_worker;
 
 typedef struct gr_backend_ops {
@@ -67,6 +74,9 @@ typedef struct gr_backend_ops {
     /* Run one iteration to completion: inputs copied in, kernels run, outputs copied out.
      * On failure fills err (node and reason). */
     gr_status (*run)(gr_worker *w, const gr_iteration *it, gr_error_info *err);
+    /* Whether host memory at p can be copied to the device as it is, at full speed (it is
+     * page-locked). Any thread. */
+    bool (*dma_ready)(const void *p);
 } gr_backend_ops;
 
 extern const gr_backend_ops gr_backend_host;

@@ -374,6 +374,17 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
     return GR_OK;
 }
 
+static bool cuda_dma_ready(const void *p)
+{
+    struct cudaPointerAttributes a;
+
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
 static const gr_backend_ops cuda_ops = {
     .kind = GR_BACKEND_CUDA,
     .name = "cuda",
@@ -384,6 +395,7 @@ static const gr_backend_ops cuda_ops = {
     .worker_open = cuda_worker_open,
     .worker_close = cuda_worker_close,
     .run = cuda_run,
+    .dma_ready = cuda_dma_ready,
 };
 
 const gr_backend_ops *gr_backend_cuda_ops(void)

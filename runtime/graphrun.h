@@ -125,13 +125,25 @@ typedef struct gr_config {
     uint32_t ring_capacity;      /* task ring entries, a power of two; default 4096 */
     uint32_t host_devices;       /* host backend: number of devices to emulate; default 1 */
     gr_context_mode context_mode; /* CUDA backend: which context workers use */
+    /* Graphs whose kernels are all elementwise (and buffers the tensor's size) are cut into
+     * units of work (docs/PERFORMANCE.md): tensors larger than a worker's share of the
+     * budget in chunks, tensors smaller than batch_below_bytes packed together. A unit that
+     * is not one piece of DMA-ready memory goes through a pinned staging buffer of
+     * staging_bytes per worker, gathered and scattered by copy_threads host threads. */
+    uint32_t copy_threads;      /* 0: one per CPU, at most 16 */
+    uint64_t staging_bytes;     /* per worker; default 64 MiB */
+    uint64_t batch_below_bytes; /* default 1 MiB; 0: never batch */
+    /* 0: never cut or pack: every tensor is one iteration, and a tensor whose iteration does
+     * not fit the budget is refused. Its outputs are then all or nothing even when the job
+     * is stopped. Default 1. */
+    uint32_t split_tensors;
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
 #define GR_CONFIG_INIT                                                                      \
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
-            GR_CONTEXT_PRIMARY                                                              \
+            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1                               \
     }
 
 /*
@@ -378,7 +390,12 @@ gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, u
 gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result);
 
 /* Cancel: indices not yet started end as canceled at once; running iterations finish (done)
- * and their outputs are written. Idempotent. Any thread. */
+ * and their outputs are written. Idempotent. Any thread.
+ *
+ * Outputs of an index that did not finish (canceled, failed, timed out) are untouched, with
+ * one exception: a tensor that a splittable graph processes in chunks (it is larger than a
+ * worker's share of the budget) may have the chunks that finished before the stop written,
+ * each with its correct result. */
 gr_status gr_job_cancel(gr_job *job);
 
 typedef struct gr_job_progress {

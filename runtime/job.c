@@ -57,6 +57,9 @@ static void job_free(gr_job *job)
     gr_graph_unref(job->graph);
     pthread_cond_destroy(&job->cond);
     pthread_mutex_destroy(&job->mu);
+    free(job->units);
+    free(job->pending);
+    free(job->piece_failed);
     free(job->slot);
     free(job->tensors);
     free(job);
@@ -122,16 +125,58 @@ static void job_all_ended(gr_job *job)
         job_finish(job, result);
 }
 
-bool gr__job_start_index(gr_job *job, uint64_t i)
+void gr__job_unit(const gr_job *job, uint64_t unit, gr_unit *out)
+{
+    if (job->units != NULL) {
+        *out = job->units[unit];
+        return;
+    }
+    out->index = unit;
+    out->offset = 0;
+    out->elems = job->tensors[unit].elems;
+    out->tensors = 1;
+    out->staged = false;
+}
+
+bool gr__job_start_piece(gr_job *job, uint64_t i)
 {
     uint16_t expected = SLOT(GR_INDEX_QUEUED, GR_OK);
 
-    if (!atomic_compare_exchange_strong_explicit(&job->slot[i], &expected,
-                                                 SLOT(GR_INDEX_RUNNING, GR_OK),
-                                                 memory_order_acq_rel, memory_order_acquire))
-        return false;
-    atomic_fetch_add_explicit(&job->started, 1, memory_order_relaxed);
-    return true;
+    if (atomic_compare_exchange_strong_explicit(&job->slot[i], &expected,
+                                                SLOT(GR_INDEX_RUNNING, GR_OK),
+                                                memory_order_acq_rel, memory_order_acquire)) {
+        atomic_fetch_add_explicit(&job->started, 1, memory_order_relaxed);
+        return true;
+    }
+    /* Another unit of this index started it: go on unless a part of it has failed. Ended
+     * indices (stopped while queued) are skipped. Whole-tensor units cannot meet RUNNING. */
+    return (expected & 0xff) == GR_INDEX_RUNNING && job->units != NULL &&
+           atomic_load_explicit(&job->piece_failed[i], memory_order_acquire) == 0;
+}
+
+static void record_error(gr_job *job, uint64_t i, gr_status st, const gr_error_info *detail);
+
+void gr__job_finish_piece(gr_job *job, uint64_t i, bool live, gr_status st,
+                          const gr_error_info *detail)
+{
+    uint8_t none = 0;
+    gr_status final;
+
+    if (job->units == NULL) { /* the index is this one unit */
+        if (live)
+            gr__job_end_index(job, i, GR_INDEX_RUNNING, st, detail);
+        return;
+    }
+    if (live && st != GR_OK &&
+        atomic_compare_exchange_strong(&job->piece_failed[i], &none, (uint8_t)st))
+        record_error(job, i, st, detail);
+    /* acq_rel: the last part must see every other part's outputs and failure. */
+    if (atomic_fetch_sub_explicit(&job->pending[i], 1, memory_order_acq_rel) != 1)
+        return;
+    final = (gr_status)atomic_load_explicit(&job->piece_failed[i], memory_order_acquire);
+    if ((atomic_load_explicit(&job->slot[i], memory_order_acquire) & 0xff) ==
+        GR_INDEX_RUNNING)
+        gr__job_end_index(job, i, GR_INDEX_RUNNING, final, NULL);
 }
 
 bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status st,
@@ -158,23 +203,28 @@ bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status s
     else
         atomic_fetch_add_explicit(&job->canceled, 1, memory_order_relaxed);
 
-    if (st != GR_OK) {
-        pthread_mutex_lock(&job->mu);
-        if (!job->has_error) {
-            job->has_error = true;
-            if (detail != NULL && detail->status == st) {
-                job->first_error = *detail;
-                job->first_error.index = i;
-            } else {
-                gr_error_set(&job->first_error, st, i, NULL, "%s", stop_message(st));
-            }
-        }
-        pthread_mutex_unlock(&job->mu);
-    }
+    if (st != GR_OK)
+        record_error(job, i, st, detail);
     /* acq_rel: the completing thread must see every other index's end. */
     if (atomic_fetch_add_explicit(&job->ended, 1, memory_order_acq_rel) + 1 == job->count)
         job_all_ended(job);
     return true;
+}
+
+/* Keep the job's first failure: index, node and reason. */
+static void record_error(gr_job *job, uint64_t i, gr_status st, const gr_error_info *detail)
+{
+    pthread_mutex_lock(&job->mu);
+    if (!job->has_error) {
+        job->has_error = true;
+        if (detail != NULL && detail->status == st) {
+            job->first_error = *detail;
+            job->first_error.index = i;
+        } else {
+            gr_error_set(&job->first_error, st, i, NULL, "%s", stop_message(st));
+        }
+    }
+    pthread_mutex_unlock(&job->mu);
 }
 
 void gr__job_stop(gr_job *job, gr_status why)
@@ -319,12 +369,17 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
             return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
                                 "index %llu: %llu elements is too large",
                                 (unsigned long long)i, (unsigned long long)t[i].elems);
-        if (bytes > capacity)
+        /* A splittable graph runs a tensor larger than the budget in chunks (units.h). */
+        if (bytes > capacity && !(g->splittable && rt->cfg.split_tensors))
             return gr_error_set(err, GR_ERR_OVER_BUDGET, i, NULL,
                                 "index %llu: one iteration needs %llu device bytes but the "
-                                "budget is %llu",
+                                "budget is %llu, and %s",
                                 (unsigned long long)i, (unsigned long long)bytes,
-                                (unsigned long long)capacity);
+                                (unsigned long long)capacity,
+                                g->splittable ? "splitting tensors is off (split_tensors)"
+                                              : "the graph cannot be split (a kernel is not "
+                                                "elementwise or a buffer is not the tensor's "
+                                                "size)");
     }
     return check_aliasing(g, t, count, err);
 }
@@ -333,6 +388,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
                            uint64_t count, const gr_job_options *opts, gr_job **out)
 {
     gr_job *job = calloc(1, sizeof(*job));
+    uint32_t *pending;
 
     if (job == NULL)
         return GR_ERR_OUT_OF_MEMORY;
@@ -345,6 +401,16 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     if (gr_cond_init(&job->cond) != 0)
         goto out_destroy_mu;
     memcpy(job->tensors, tensors, count * sizeof(*tensors));
+    if (gr__runtime_plan_units(rt, g, job->tensors, count, &job->units, &job->n_units,
+                               &pending) != GR_OK)
+        goto out_destroy_cond;
+    /* Counted before the job is shared, so plain stores are published with it. */
+    job->pending = (_Atomic uint32_t *)pending;
+    if (job->units != NULL) {
+        job->piece_failed = calloc(count, sizeof(*job->piece_failed));
+        if (job->piece_failed == NULL)
+            goto out_destroy_cond;
+    }
     job->rt = rt;
     job->graph = g;
     job->count = count;
@@ -360,9 +426,13 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     *out = job;
     return GR_OK;
 
+out_destroy_cond:
+    pthread_cond_destroy(&job->cond);
 out_destroy_mu:
     pthread_mutex_destroy(&job->mu);
 out_free:
+    free(job->units);
+    free(job->pending);
     free(job->slot);
     free(job->tensors);
     free(job);
@@ -394,26 +464,35 @@ static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *ten
     return check_tensors(rt, g, tensors, count, err);
 }
 
-/* Queue every index; on a deadline, stop or shutdown while sleeping on a full ring, the
- * job is accepted all the same and the indices that never reached the ring end now. */
+/* Queue every unit. On a deadline, stop or shutdown while sleeping on a full ring, the job
+ * is accepted all the same: the parts of the units that never reached the ring fail with
+ * that reason (an index a queued unit already started then ends failed, once its queued
+ * units are done), and the stop ends the indices that no unit started. */
 static void queue_tasks(gr_runtime *rt, gr_job *job)
 {
     uint64_t pushed;
-    gr_status st = GR_OK;
+    gr_status st = GR_OK, why;
 
-    atomic_fetch_add_explicit(&job->refs, (unsigned)job->count, memory_order_relaxed);
-    for (pushed = 0; pushed < job->count; pushed++) {
+    atomic_fetch_add_explicit(&job->refs, job->n_units, memory_order_relaxed);
+    for (pushed = 0; pushed < job->n_units; pushed++) {
         gr_task t = {job, pushed};
 
         st = gr_ring_push(rt->ring, &t, job->deadline_ns, &job->stop);
         if (st != GR_OK)
             break;
     }
-    if (pushed < job->count) {
-        atomic_fetch_sub_explicit(&job->refs, (unsigned)(job->count - pushed),
-                                  memory_order_relaxed);
-        gr__job_stop(job, st == GR_ERR_TIMEOUT || st == GR_ERR_SHUTDOWN ? st : GR_ERR_CANCELED);
+    if (pushed == job->n_units)
+        return;
+    why = st == GR_ERR_TIMEOUT || st == GR_ERR_SHUTDOWN ? st : GR_ERR_CANCELED;
+    for (uint64_t k = pushed; job->units != NULL && k < job->n_units; k++) {
+        gr_unit u;
+
+        gr__job_unit(job, k, &u);
+        for (uint32_t j = 0; j < u.tensors; j++)
+            gr__job_finish_piece(job, u.index + j, true, why, NULL);
     }
+    atomic_fetch_sub_explicit(&job->refs, job->n_units - pushed, memory_order_relaxed);
+    gr__job_stop(job, why);
 }
 
 gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,

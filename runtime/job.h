@@ -25,6 +25,7 @@
 #include "graph/graph.h"
 #include "runtime/graphrun.h"
 #include "runtime/ring.h"
+#include "runtime/units.h"
 
 struct gr_runtime;
 
@@ -51,7 +52,15 @@ struct gr_job {
     _Atomic uint64_t done, failed, canceled;
     _Atomic uint64_t ended;     /* done + failed + canceled, the completion trigger */
     _Atomic uint64_t anomalies; /* attempts to end an index twice: must stay 0 */
-    atomic_uint refs;
+    _Atomic uint64_t refs;
+
+    /* Units (units.h): what each task covers. NULL when every unit is one whole tensor
+     * (unit k is index k). Otherwise `pending` counts the units of each index still to
+     * finish, and `piece_failed` holds the first failure among them (0 while none). */
+    gr_unit *units;
+    uint64_t n_units;
+    _Atomic uint32_t *pending;
+    _Atomic uint8_t *piece_failed;
     atomic_bool handle_held; /* the caller still holds the handle gr_job_submit returned */
 
     pthread_mutex_t mu; /* guards the fields below */
@@ -77,8 +86,19 @@ struct gr_job {
 bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status st,
                        const gr_error_info *detail);
 
-/* QUEUED -> RUNNING, for the worker that popped the task. */
-bool gr__job_start_index(gr_job *job, uint64_t i);
+/* The unit a task covers. */
+void gr__job_unit(const gr_job *job, uint64_t unit, gr_unit *out);
+
+/* A unit covering index i starts: moves the index QUEUED -> RUNNING if it is the first.
+ * Returns whether the unit must do this index's part (false when the index has already
+ * ended, or an earlier part of it failed). */
+bool gr__job_start_piece(gr_job *job, uint64_t i);
+
+/* A unit's part of index i is over: `live` is what gr__job_start_piece returned, `st` how
+ * the part went. The last part to finish ends the index: done if every part was, else with
+ * the first part's failure. */
+void gr__job_finish_piece(gr_job *job, uint64_t i, bool live, gr_status st,
+                          const gr_error_info *detail);
 
 /* Stop the job: its queued indices end with `why`, every wait on its behalf wakes. The
  * first stop wins; later ones do nothing. Any thread. */

@@ -26,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "runtime/copier.h"
 #include "runtime/sync.h"
 
 #define MAX_WORKERS_PER_DEVICE 1024
@@ -43,6 +45,7 @@ static void runtime_free(gr_runtime *rt)
         gr_budget_destroy(rt->devices[d].budget);
     }
     gr_ring_destroy(rt->ring);
+    gr_copier_destroy(rt->copier);
     pthread_cond_destroy(&rt->deadline_cond);
     pthread_cond_destroy(&rt->cond);
     pthread_mutex_destroy(&rt->mu);
@@ -121,6 +124,27 @@ static bool stop_one_locked(gr_runtime *rt, bool (*pick)(const gr_job *, int64_t
         return true;
     }
     return false;
+}
+
+gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
+                                 uint64_t count, gr_unit **units, uint64_t *n_units,
+                                 uint32_t **pending)
+{
+    uint64_t arena = UINT64_MAX;
+    gr_unit_limits lim;
+
+    for (uint32_t d = 0; d < rt->n_devices; d++)
+        if (gr_arena_size(rt->devices[d].arena) < arena)
+            arena = gr_arena_size(rt->devices[d].arena);
+    if (!rt->cfg.split_tensors) {
+        *units = NULL;
+        *pending = NULL;
+        *n_units = count;
+        return GR_OK;
+    }
+    lim = gr__unit_limits(g, arena, rt->cfg.workers_per_device, rt->cfg.staging_bytes,
+                          rt->cfg.batch_below_bytes);
+    return gr__units_plan(g, t, count, &lim, rt->backend->dma_ready, units, n_units, pending);
 }
 
 void gr__runtime_job_finished(gr_runtime *rt)
@@ -203,6 +227,13 @@ static gr_status check_config(const gr_config *cfg, gr_error_info *err)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "workers_per_device must be 1..%d (got %u)", MAX_WORKERS_PER_DEVICE,
                             cfg->workers_per_device);
+    if (cfg->copy_threads > 256)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "copy_threads must be 0..256 (got %u)", cfg->copy_threads);
+    if (cfg->staging_bytes < 4096)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "staging_bytes must be at least 4096 (got %llu)",
+                            (unsigned long long)cfg->staging_bytes);
     if (cfg->context_mode != GR_CONTEXT_PRIMARY && cfg->context_mode != GR_CONTEXT_PRIVATE)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "unknown context_mode %d", (int)cfg->context_mode);
@@ -400,6 +431,18 @@ static void runtime_teardown(gr_runtime *rt)
             rt->backend->device_close(&rt->devices[d]);
 }
 
+/* Helper threads of the copy pool: as configured, else one per CPU but the caller's, at
+ * most 16 (copies are bound by memory bandwidth long before that). */
+static unsigned copy_threads(const gr_config *cfg)
+{
+    long cpus;
+
+    if (cfg->copy_threads != 0)
+        return cfg->copy_threads;
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 17 ? 16 : cpus > 1 ? (unsigned)cpus - 1 : 0;
+}
+
 gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err)
 {
     gr_runtime *rt;
@@ -425,6 +468,10 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
         goto out_destroy_cond;
     if (gr_ring_create(cfg->ring_capacity, &rt->ring) != GR_OK)
         goto out_destroy_deadline_cond;
+    if (gr_copier_create(copy_threads(cfg), &rt->copier) != GR_OK) {
+        gr_ring_destroy(rt->ring);
+        goto out_destroy_deadline_cond;
+    }
 
     if ((st = choose_backend(rt, err)) != GR_OK || (st = open_devices(rt, err)) != GR_OK ||
         (st = start_workers(rt, err)) != GR_OK)

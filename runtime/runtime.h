@@ -13,6 +13,7 @@
 #include "runtime/graphrun.h"
 #include "runtime/job.h"
 #include "runtime/ring.h"
+#include "runtime/units.h"
 
 struct gr_runtime {
     /* The caller's reference plus one per job not yet freed: jobs may outlive
@@ -28,6 +29,7 @@ struct gr_runtime {
     uint32_t n_workers;
     gr_worker *workers;
     gr_ring *ring;
+    struct gr_copier *copier; /* gathers and scatters staged units */
 
     atomic_bool shutdown;
     atomic_uint active_submits;  /* threads inside gr_job_submit */
@@ -68,6 +70,12 @@ void gr__runtime_worker_retired(struct gr_runtime *rt, gr_worker *w);
 
 /* Wake every sleeper that may be waiting on behalf of a stopped job. Any thread. */
 void gr__runtime_wake_waiters(struct gr_runtime *rt);
+
+/* Plan the units of a job's tensors (units.h) for this runtime's budget, workers, staging
+ * and batching settings. */
+gr_status gr__runtime_plan_units(struct gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
+                                 uint64_t count, gr_unit **units, uint64_t *n_units,
+                                 uint32_t **pending);
 
 /* The worker thread's body (worker.c). */
 void *gr__worker_main(void *arg);

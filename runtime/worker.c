@@ -1,14 +1,17 @@
 /*
- * worker.c - the worker loop: pop a task, take budget and arena space, run the iteration on
- * the backend, give everything back, end the index.
+ * worker.c - the worker loop: pop a task (a unit of a job, units.h), take budget and arena
+ * space, gather a staged unit's inputs, run the iteration on the backend, scatter its
+ * outputs, give everything back, finish the unit's parts.
  *
  * Every wait here is on behalf of the task's job, so it uses the job's deadline and stop
  * flag: a canceled, expired or shut-down job never leaves a worker asleep. The budget is
  * taken before the arena block, and both are given back before the index ends, so when a
  * job completes none of its memory is held. Nothing is held across the next pop.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "runtime/copier.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
 
@@ -28,32 +31,114 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
     return GR_OK;
 }
 
+/* Make the worker's staging buffer hold `elems` per port (inputs then outputs). */
+static gr_status ensure_staging(gr_worker *w, uint32_t ports, uint64_t elems,
+                                gr_error_info *err)
+{
+    void *p;
+
+    if (w->staging_elems >= elems)
+        return GR_OK;
+    gr_host_free(w->staging);
+    w->staging = NULL;
+    w->staging_elems = 0;
+    if (gr_host_alloc(elems * ports * sizeof(float), &p) != GR_OK)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                            "cannot allocate %llu bytes of pinned staging memory",
+                            (unsigned long long)(elems * ports * sizeof(float)));
+    w->staging = p;
+    w->staging_elems = elems;
+    return GR_OK;
+}
+
+/* The host side of unit `u` as the backend sees it: the tensor itself (a whole tensor or a
+ * chunk of one), or the staging buffer. */
+static void set_view(gr_worker *w, const gr_job *job, const gr_unit *u)
+{
+    const gr_graph *g = job->graph;
+    const gr_tensor *t = &job->tensors[u->index];
+    uint64_t skip = u->offset * sizeof(float);
+
+    memset(&w->view, 0, sizeof(w->view));
+    w->view.elems = u->elems;
+    for (uint32_t p = 0; p < g->n_inputs; p++)
+        w->view.in[p] = u->staged ? (const void *)(w->staging + p * w->staging_elems)
+                                  : (const void *)((const char *)t->in[p] + skip);
+    for (uint32_t p = 0; p < g->n_outputs; p++)
+        w->view.out[p] = u->staged ? (void *)(w->staging + (g->n_inputs + p) * w->staging_elems)
+                                   : (void *)((char *)t->out[p] + skip);
+}
+
+/* Copy the live parts of a staged unit between the tensors and the staging buffer: inputs
+ * in (gather), or outputs out (scatter). Each part keeps its place in the unit, live or
+ * not, so the kernels see the unit's elements where the plan put them. */
+static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather)
+{
+    const gr_graph *g = job->graph;
+    uint32_t ports = gather ? g->n_inputs : g->n_outputs;
+    uint64_t pos = 0;
+    size_t n = 0;
+
+    for (uint32_t k = 0; k < u->tensors; k++) {
+        const gr_tensor *t = &job->tensors[u->index + k];
+        uint64_t elems = u->tensors == 1 ? u->elems : t->elems;
+        uint64_t skip = u->tensors == 1 ? u->offset : 0;
+
+        for (uint32_t p = 0; w->live[k] && p < ports; p++) {
+            struct gr_copy *c = &w->copies[n++];
+            float *staged = w->staging +
+                            (gather ? p : g->n_inputs + p) * w->staging_elems + pos;
+
+            c->bytes = elems * sizeof(float);
+            if (gather) {
+                c->dst = staged;
+                c->src = (const float *)t->in[p] + skip;
+            } else {
+                c->dst = (float *)t->out[p] + skip;
+                c->src = staged;
+            }
+        }
+        pos += elems;
+    }
+    gr_copier_copy(w->rt->copier, w->copies, n);
+}
+
 static void run_task(gr_worker *w, const gr_task *t)
 {
     gr_job *job = t->job;
     gr_device *dev = w->dev;
+    const gr_graph *g = job->graph;
     gr_iteration it;
     gr_error_info detail;
-    uint64_t bytes;
+    uint64_t bytes = 0;
+    uint32_t live = 0;
     gr_status st;
+    gr_unit u;
 
-    if (!gr__job_start_index(job, t->index))
-        return; /* ended while queued: canceled, expired or shut down */
+    gr__job_unit(job, t->index, &u);
+    for (uint32_t k = 0; k < u.tensors; k++)
+        live += w->live[k] = gr__job_start_piece(job, u.index + k);
     memset(&detail, 0, sizeof(detail));
+    st = GR_OK;
+    if (live == 0)
+        goto out_finish; /* every part already ended (stopped) or failed elsewhere */
     if ((st = must_stop(w, job)) != GR_OK)
-        goto out_end;
+        goto out_finish;
+    if (u.staged &&
+        (st = ensure_staging(w, g->n_inputs + g->n_outputs, u.elems, &detail)) != GR_OK)
+        goto out_finish;
 
-    it.graph = job->graph;
-    it.tensor = &job->tensors[t->index];
-    it.index = t->index;
-    st = gr_graph_layout(job->graph, it.tensor->elems, it.offsets, &bytes);
+    it.graph = g;
+    it.tensor = &w->view;
+    it.index = u.index;
+    st = gr_graph_layout(g, u.elems, it.offsets, &bytes);
     if (st != GR_OK) { /* validated at submit: cannot happen */
-        st = gr_error_set(&detail, GR_ERR_INTERNAL, t->index, NULL, "layout failed");
-        goto out_end;
+        st = gr_error_set(&detail, GR_ERR_INTERNAL, u.index, NULL, "layout failed");
+        goto out_finish;
     }
     st = gr_budget_acquire(dev->budget, bytes, job->deadline_ns, &job->stop);
     if (st != GR_OK)
-        goto out_end;
+        goto out_finish;
     st = gr_arena_alloc(dev->arena, bytes, job->deadline_ns, &job->stop, &w->block);
     if (st != GR_OK)
         goto out_release_budget;
@@ -62,7 +147,12 @@ static void run_task(gr_worker *w, const gr_task *t)
         goto out_free_block;
 
     it.base = (unsigned char *)dev->region + w->block.offset;
+    set_view(w, job, &u);
+    if (u.staged)
+        stage(w, job, &u, true);
     st = w->rt->backend->run(w, &it, &detail);
+    if (st == GR_OK && u.staged)
+        stage(w, job, &u, false);
     if (st == GR_OK)
         atomic_fetch_add_explicit(&dev->iterations_done, 1, memory_order_relaxed);
     else
@@ -72,8 +162,9 @@ out_free_block:
     gr_arena_free(dev->arena, &w->block);
 out_release_budget:
     gr_budget_release(dev->budget, bytes);
-out_end:
-    gr__job_end_index(job, t->index, GR_INDEX_RUNNING, st, &detail);
+out_finish:
+    for (uint32_t k = 0; k < u.tensors; k++)
+        gr__job_finish_piece(job, u.index + k, w->live[k], st, &detail);
 }
 
 /* Whether this worker must not take tasks now, which it could only fail while another
@@ -129,7 +220,12 @@ void *gr__worker_main(void *arg)
     gr_task t;
 
     memset(&err, 0, sizeof(err));
-    st = rt->backend->worker_open(w, &err);
+    w->live = calloc(GR_UNIT_MAX_TENSORS, sizeof(*w->live));
+    w->copies = calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copies));
+    if (w->live == NULL || w->copies == NULL)
+        st = gr_error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    else
+        st = rt->backend->worker_open(w, &err);
     pthread_mutex_lock(&rt->mu);
     if (st == GR_OK) {
         rt->workers_ready++;
@@ -140,7 +236,7 @@ void *gr__worker_main(void *arg)
     pthread_cond_broadcast(&rt->cond);
     pthread_mutex_unlock(&rt->mu);
     if (st != GR_OK)
-        return NULL;
+        goto out_free;
 
     while (park_while_device_lost(w) && gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) == GR_OK) {
         if (hand_back(w, &t))
@@ -149,5 +245,9 @@ void *gr__worker_main(void *arg)
         gr__job_unref(t.job); /* the task's reference */
     }
     rt->backend->worker_close(w);
+out_free:
+    gr_host_free(w->staging);
+    free(w->copies);
+    free(w->live);
     return NULL;
 }

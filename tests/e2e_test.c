@@ -12,10 +12,12 @@
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
 
+/* One unit per tensor, so iteration counts can be checked against tensor counts (units
+ * are tested by units_e2e_test.c). */
 static gr_runtime *runtime_with(uint32_t devices, uint32_t workers, uint64_t budget)
 {
-    return gr_test_runtime(
-        (gr_test_shape){.devices = devices, .workers = workers, .budget = budget});
+    return gr_test_runtime((gr_test_shape){
+        .devices = devices, .workers = workers, .budget = budget, .whole_tensors = true});
 }
 
 /* Run the seed graph in place over tensors of the given sizes, check every output. */

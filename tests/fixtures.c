@@ -18,6 +18,8 @@ gr_runtime *gr_test_runtime(gr_test_shape shape)
     if (shape.ring)
         cfg.ring_capacity = shape.ring;
     cfg.context_mode = shape.contexts;
+    if (shape.whole_tensors)
+        cfg.split_tensors = 0;
     if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
         GR_TEST_FAIL("runtime create: %s: %s", gr_status_str(err.status), err.message);
     return rt;

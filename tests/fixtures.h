@@ -5,6 +5,8 @@
 #ifndef GR_FIXTURES_H
 #define GR_FIXTURES_H
 
+#include <stdbool.h>
+
 #include "runtime/graphrun.h"
 
 typedef struct gr_test_shape {
@@ -14,6 +16,7 @@ typedef struct gr_test_shape {
     uint64_t budget;    /* required */
     uint32_t ring;      /* ring capacity (default: the runtime's) */
     gr_context_mode contexts;
+    bool whole_tensors; /* never split: one iteration per tensor (split_tensors = 0) */
 } gr_test_shape;
 
 /* A runtime of that shape; fails the test with the reason if it cannot start. */

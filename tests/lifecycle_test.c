@@ -22,8 +22,11 @@
 
 static gr_runtime *make_rt(uint32_t devices, uint32_t workers, uint64_t budget, uint32_t ring)
 {
-    return gr_test_runtime((gr_test_shape){
-        .devices = devices, .workers = workers, .budget = budget, .ring = ring});
+    return gr_test_runtime((gr_test_shape){.devices = devices,
+                                           .workers = workers,
+                                           .budget = budget,
+                                           .ring = ring,
+                                           .whole_tensors = true});
 }
 
 static void sleep_ms(int ms)

@@ -20,9 +20,11 @@
 
 #define SEED 7
 
+/* Whole tensors: these tests count iterations per tensor (units: units_test.c). */
 static gr_runtime *make_runtime(uint32_t workers, uint64_t budget)
 {
-    return gr_test_runtime((gr_test_shape){.workers = workers, .budget = budget});
+    return gr_test_runtime(
+        (gr_test_shape){.workers = workers, .budget = budget, .whole_tensors = true});
 }
 
 /* `count` in-place tensors of `elems` synthetic elements. */
@@ -224,12 +226,32 @@ static void submit_refusals(void)
     ASSERT_STATUS(gr_job_submit(rt, g, t, 4, NULL, &job, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, "index 3: output 1 is set (the graph has 1 output(s))");
 
-    /* An iteration that cannot fit the budget, with no way to split it yet. */
-    memcpy(t, s.t, sizeof(t));
-    t[1].elems = 1 << 20;
-    ASSERT_STATUS(gr_job_submit(rt, g, t, 4, NULL, &job, &err), GR_ERR_OVER_BUDGET);
-    ASSERT_EQ_U64(err.index, 1);
-    ASSERT_STR_CONTAINS(err.message, "needs 4194304 device bytes but the budget is 1048576");
+    /* An iteration that cannot fit the budget, of a graph that cannot be split (its scratch
+     * buffer is twice the tensor); a splittable graph would run it in chunks. */
+    {
+        const char *x = "x";
+        const float two = 2.0f;
+        gr_graph *wide;
+        float *big = calloc(300000, sizeof(float));
+        gr_tensor tb[1] = {{{big}, {big}, 300000}};
+
+        ASSERT_STATUS(gr_graph_create(&wide), GR_OK);
+        ASSERT_STATUS(gr_graph_add_buffer(wide, "x", 1, 1), GR_OK);
+        ASSERT_STATUS(gr_graph_add_buffer(wide, "scratch", 2, 1), GR_OK);
+        ASSERT_STATUS(gr_graph_add_h2d(wide, "load", 0, "x"), GR_OK);
+        ASSERT_STATUS(gr_graph_add_kernel(wide, "k", "mul", &x, 1, "scratch", &two, 1), GR_OK);
+        ASSERT_STATUS(gr_graph_add_d2h(wide, "store", "scratch", 0), GR_OK);
+        ASSERT_STATUS(gr_graph_add_dep(wide, "load", "k"), GR_OK);
+        ASSERT_STATUS(gr_graph_add_dep(wide, "k", "store"), GR_OK);
+        ASSERT_STATUS(gr_graph_finalize(wide), GR_OK);
+        ASSERT_TRUE(!wide->splittable);
+        ASSERT_STATUS(gr_job_submit(rt, wide, tb, 1, NULL, &job, &err), GR_ERR_OVER_BUDGET);
+        ASSERT_EQ_U64(err.index, 0);
+        ASSERT_STR_CONTAINS(err.message, "needs 3600128 device bytes but the budget is 1048576");
+        ASSERT_STR_CONTAINS(err.message, "cannot be split");
+        gr_graph_destroy(wide);
+        free(big);
+    }
 
     memcpy(t, s.t, sizeof(t));
     t[0].elems = UINT64_MAX / 2;
@@ -551,6 +573,7 @@ static void shutdown_wakes_submit_sleeping_on_full_ring(void)
     cfg.budget_bytes = 1 << 20;
     cfg.workers_per_device = 1;
     cfg.ring_capacity = 4;
+    cfg.split_tensors = 0; /* one task per tensor, so 64 tasks overflow the ring */
     ASSERT_STATUS(gr_runtime_create(&cfg, &a.rt, NULL), GR_OK);
     ASSERT_STATUS(gr_graph_create_seed(&a.g), GR_OK);
     budget = hold_budget(a.rt);

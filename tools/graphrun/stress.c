@@ -217,10 +217,15 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
         else
             breach(s, &rep->count_errors, "job %llu index %llu: state %d is not final",
                    (unsigned long long)id, (unsigned long long)i, r.state[i]);
-        bad = gr_workload_check_input(data[i], 0, elems[i], id, i, &where);
+        /* Untouched, except that a tensor split into chunks may have had some chunks
+         * written before it was stopped: each element is its input or its result. */
+        bad = gr_workload_check_partial(data[i], 0, elems[i], id, i, &where);
         if (bad)
-            breach(s, &rep->written_unfinished, "job %llu index %llu (state %d) was written",
-                   (unsigned long long)id, (unsigned long long)i, r.state[i]);
+            breach(s, &rep->written_unfinished,
+                   "job %llu index %llu (state %d): %llu elements are neither input nor "
+                   "result, first %llu",
+                   (unsigned long long)id, (unsigned long long)i, r.state[i],
+                   (unsigned long long)bad, (unsigned long long)where);
     }
     pthread_mutex_lock(&s->mu);
     rep->jobs++;

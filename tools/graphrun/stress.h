@@ -28,7 +28,8 @@ typedef struct gr_stress_report {
     /* Breaches: every one must be 0. */
     uint64_t budget_violations; /* budget in use above the budget, at a sample */
     uint64_t wrong_outputs;     /* a done index whose output is not the reference */
-    uint64_t written_unfinished; /* an index that did not finish, whose output changed */
+    uint64_t written_unfinished; /* an unfinished index with an element that is neither its
+                                    input nor its result (chunks done before a stop are) */
     uint64_t callback_errors;   /* a job whose callback did not run exactly once */
     uint64_t count_errors;      /* progress counts that do not add up, states not final */
     uint64_t anomalies;         /* the runtime's own count of indices ended twice */

@@ -44,3 +44,22 @@ uint64_t gr_workload_check_input(const float *out, uint64_t first, uint64_t n, u
 {
     return check(out, first, n, seed, index, first_bad, 0);
 }
+
+uint64_t gr_workload_check_partial(const float *out, uint64_t first, uint64_t n, uint64_t seed,
+                                   uint64_t index, uint64_t *first_bad)
+{
+    uint64_t bad = 0;
+
+    if (first_bad)
+        *first_bad = UINT64_MAX;
+    for (uint64_t j = 0; j < n; j++) {
+        float in = gr_workload_value(seed, index, first + j), done = gr_seed_ref(in);
+
+        if (memcmp(&out[j], &in, sizeof(float)) != 0 &&
+            memcmp(&out[j], &done, sizeof(float)) != 0) {
+            if (bad++ == 0 && first_bad)
+                *first_bad = first + j;
+        }
+    }
+    return bad;
+}

@@ -37,4 +37,10 @@ uint64_t gr_workload_check_seed(const float *out, uint64_t first, uint64_t n, ui
 uint64_t gr_workload_check_input(const float *out, uint64_t first, uint64_t n, uint64_t seed,
                                  uint64_t index, uint64_t *first_bad);
 
+/* For an index that did not finish: count elements that are neither the unprocessed input
+ * nor the seed result (a tensor split into chunks may have some chunks written before it
+ * was stopped; anything else is corruption). */
+uint64_t gr_workload_check_partial(const float *out, uint64_t first, uint64_t n, uint64_t seed,
+                                   uint64_t index, uint64_t *first_bad);
+
 #endif /* GR_WORKLOAD_H */

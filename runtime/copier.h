@@ -1,0 +1,36 @@
+/*
+ * copier.h - a pool of threads for large host memory copies: gathering tensors into pinned
+ * staging buffers and scattering results back, at the speed of the host's memory rather
+ * than of one core.
+ */
+#ifndef GR_COPIER_H
+#define GR_COPIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/graphrun.h"
+
+typedef struct gr_copy {
+    void *dst;
+    const void *src;
+    uint64_t bytes;
+} gr_copy;
+
+typedef struct gr_copier gr_copier;
+
+/* A pool of `threads` helper threads (0: the calling threads copy alone). */
+gr_status gr_copier_create(unsigned threads, gr_copier **out);
+
+/* Joins the threads. Only when no copy is in progress. NULL is a no-op. */
+void gr_copier_destroy(gr_copier *c);
+
+/*
+ * Do every copy of `ops`, splitting large ones into pieces so that the pool's threads and
+ * the caller share the work; returns when all are done. Any thread; concurrent calls share
+ * the pool fairly (oldest first). The caller always works too, so a call completes even if
+ * every helper is busy elsewhere.
+ */
+void gr_copier_copy(gr_copier *c, const gr_copy *ops, size_t n);
+
+#endif /* GR_COPIER_H */

@@ -1,0 +1,144 @@
+/*
+ * units.c - cutting a job into units (see units.h).
+ *
+ * The plan walks the tensors once, in order. A tensor of at least `batch_below` elements is
+ * cut into the fewest equal chunks that each fit the unit limit (the staging limit too when
+ * its memory is not DMA-ready); when it fits whole and is DMA-ready it stays one direct unit,
+ * exactly as an unsplittable graph would run it. Smaller tensors are packed, in order, into
+ * staged batches that end when the next tensor would overflow the staging limit or
+ * GR_UNIT_MAX_TENSORS. When nothing was cut or packed the plan is dropped (identity), so
+ * the common case costs no memory.
+ */
+#include "runtime/units.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
+                               uint64_t staging_bytes, uint64_t batch_below_bytes)
+{
+    /* Every buffer of a splittable graph holds one float per element, each rounded up to
+     * GR_BUFFER_ALIGN: a unit of n elements takes n_buffers * round(4n) bytes. */
+    uint64_t per_elem_group = (uint64_t)g->n_buffers * GR_BUFFER_ALIGN; /* bytes per 64 elems */
+    uint64_t share = workers > 1 ? arena_bytes / workers : arena_bytes;
+    uint32_t ports = g->n_inputs + g->n_outputs;
+    gr_unit_limits lim;
+
+    lim.max_elems = share / per_elem_group * (GR_BUFFER_ALIGN / sizeof(float));
+    if (lim.max_elems == 0) /* the share is too small: one unit at a time, of the arena */
+        lim.max_elems = arena_bytes / per_elem_group * (GR_BUFFER_ALIGN / sizeof(float));
+    if (lim.max_elems == 0)
+        lim.max_elems = 1;
+    lim.stage_elems = staging_bytes / sizeof(float) / (ports ? ports : 1);
+    if (lim.stage_elems == 0)
+        lim.stage_elems = 1;
+    if (lim.stage_elems > lim.max_elems)
+        lim.stage_elems = lim.max_elems;
+    lim.batch_below = batch_below_bytes / sizeof(float);
+    if (lim.batch_below > lim.stage_elems)
+        lim.batch_below = lim.stage_elems;
+    return lim;
+}
+
+static bool tensor_dma_ready(const gr_graph *g, const gr_tensor *t,
+                             bool (*dma_ready)(const void *p))
+{
+    for (uint32_t p = 0; p < g->n_inputs; p++)
+        if (!dma_ready(t->in[p]))
+            return false;
+    for (uint32_t p = 0; p < g->n_outputs; p++)
+        if (!dma_ready(t->out[p]))
+            return false;
+    return true;
+}
+
+typedef struct plan {
+    gr_unit *v;
+    uint64_t n, cap;
+} plan;
+
+static bool push(plan *p, gr_unit u)
+{
+    if (p->n == p->cap) {
+        uint64_t cap = p->cap ? 2 * p->cap : 256;
+        gr_unit *v = realloc(p->v, cap * sizeof(*v));
+
+        if (v == NULL)
+            return false;
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = u;
+    return true;
+}
+
+gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
+                         const gr_unit_limits *lim, bool (*dma_ready)(const void *p),
+                         gr_unit **units, uint64_t *n_units, uint32_t **pending)
+{
+    plan p = {0};
+    gr_unit batch = {0};
+    uint32_t *pend = NULL;
+    bool identity = true;
+
+    *units = NULL;
+    *pending = NULL;
+    *n_units = count;
+    if (!g->splittable)
+        return GR_OK;
+    pend = calloc(count, sizeof(*pend));
+    if (pend == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t n = t[i].elems;
+
+        if (n >= lim->batch_below) {
+            bool ready = tensor_dma_ready(g, &t[i], dma_ready);
+            uint64_t limit = ready ? lim->max_elems : lim->stage_elems;
+            uint64_t chunks = (n + limit - 1) / limit;
+
+            if (batch.tensors && !push(&p, batch))
+                goto out_nomem;
+            batch = (gr_unit){0};
+            if (chunks > 1 || !ready)
+                identity = false;
+            for (uint64_t c = 0; c < chunks; c++) {
+                uint64_t first = n * c / chunks, last = n * (c + 1) / chunks;
+                gr_unit u = {i, first, last - first, 1, !ready};
+
+                if (!push(&p, u))
+                    goto out_nomem;
+            }
+            pend[i] = (uint32_t)chunks;
+            continue;
+        }
+        identity = false;
+        if (batch.tensors != 0 &&
+            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > lim->stage_elems)) {
+            if (!push(&p, batch))
+                goto out_nomem;
+            batch = (gr_unit){0};
+        }
+        if (batch.tensors == 0)
+            batch = (gr_unit){i, 0, 0, 0, true};
+        batch.elems += n;
+        batch.tensors++;
+        pend[i] = 1;
+    }
+    if (batch.tensors && !push(&p, batch))
+        goto out_nomem;
+    if (identity) { /* every tensor one direct unit, as given */
+        free(p.v);
+        free(pend);
+        return GR_OK;
+    }
+    *units = p.v;
+    *n_units = p.n;
+    *pending = pend;
+    return GR_OK;
+
+out_nomem:
+    free(p.v);
+    free(pend);
+    return GR_ERR_OUT_OF_MEMORY;
+}

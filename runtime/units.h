@@ -1,0 +1,58 @@
+/*
+ * units.h - how a job's tensors are cut into units of work (one task, one iteration each).
+ *
+ * For a graph that cannot be split (a kernel that is not elementwise, a buffer not the
+ * tensor's size), every tensor is one unit, as it is given. For a splittable graph the
+ * planner cuts the job to fit the budget and to move data in large pieces:
+ *   - a tensor larger than a worker's share of the budget becomes chunks, each a unit;
+ *   - consecutive small tensors are packed into one unit (a batch), so one graph launch and
+ *     one transfer each way serve many of them;
+ *   - a unit is "staged" when its host memory cannot be read by DMA as it is (a batch of
+ *     separate tensors, or pageable memory): the worker gathers its inputs into a pinned
+ *     staging buffer and scatters its outputs back.
+ * An index ends when the last unit covering it has finished.
+ */
+#ifndef GR_UNITS_H
+#define GR_UNITS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "runtime/graphrun.h"
+
+/* Most tensors one batch may hold (bounds the worker's gather and scatter lists). */
+#define GR_UNIT_MAX_TENSORS 4096
+
+typedef struct gr_unit {
+    uint64_t index;   /* first tensor */
+    uint64_t offset;  /* first element within it (a chunk); 0 for a batch */
+    uint64_t elems;   /* elements in the unit */
+    uint32_t tensors; /* 1 for a chunk or a whole tensor; more for a batch */
+    bool staged;      /* through the worker's staging buffer (else straight from the tensor) */
+} gr_unit;
+
+typedef struct gr_unit_limits {
+    uint64_t max_elems;    /* a unit's elements: fits a worker's share of the budget */
+    uint64_t stage_elems;  /* a staged unit's elements: fits the staging buffer */
+    uint64_t batch_below;  /* tensors with fewer elements than this are batched */
+} gr_unit_limits;
+
+/* The limits for graph `g` on devices whose smallest arena is `arena_bytes`, shared by
+ * `workers` workers, each with a staging buffer of `staging_bytes`, batching tensors below
+ * `batch_below_bytes`. */
+gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
+                               uint64_t staging_bytes, uint64_t batch_below_bytes);
+
+/*
+ * Plan the units of `count` tensors. `dma_ready(p)` says whether host memory at p can be
+ * read by DMA as it is (page-locked; always true on the host backend). On GR_OK:
+ * *units is NULL when every tensor is one unit as given (then unit k is tensor k, and
+ * *pending is NULL too), else an array of *n_units units and *pending the number of units
+ * covering each tensor. GR_ERR_OUT_OF_MEMORY when the plan does not fit in host memory.
+ */
+gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
+                         const gr_unit_limits *lim, bool (*dma_ready)(const void *p),
+                         gr_unit **units, uint64_t *n_units, uint32_t **pending);
+
+#endif /* GR_UNITS_H */

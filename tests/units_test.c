@@ -1,0 +1,260 @@
+/*
+ * units_test.c - the unit planner (runtime/units.c): when tensors stay whole, how large
+ * ones are chunked and small ones batched, which units are staged, and that every element
+ * of every tensor is covered exactly once, in order.
+ */
+#include "graph/graph.h"
+#include "runtime/units.h"
+#include "tests/testing.h"
+
+static bool always_ready(const void *p)
+{
+    (void)p;
+    return true;
+}
+
+static bool never_ready(const void *p)
+{
+    (void)p;
+    return false;
+}
+
+static float dummy[1];
+
+static gr_tensor *tensors_of(const uint64_t *elems, uint64_t count)
+{
+    gr_tensor *t = calloc(count, sizeof(*t));
+
+    for (uint64_t i = 0; i < count; i++)
+        t[i] = (gr_tensor){{dummy}, {dummy}, elems[i]};
+    return t;
+}
+
+/* Every tensor's elements covered once, in order, by units that respect the limits. */
+static void check_cover(const gr_unit *u, uint64_t n_units, const gr_tensor *t, uint64_t count,
+                        const uint32_t *pending, const gr_unit_limits *lim)
+{
+    uint64_t next_index = 0, next_offset = 0;
+    uint32_t *seen = calloc(count, sizeof(*seen));
+
+    for (uint64_t k = 0; k < n_units; k++) {
+        ASSERT_GT(u[k].tensors, 0);
+        ASSERT_LE(u[k].tensors, GR_UNIT_MAX_TENSORS);
+        ASSERT_EQ_U64(u[k].index, next_index);
+        ASSERT_EQ_U64(u[k].offset, next_offset);
+        ASSERT_LE_U64(u[k].elems, u[k].staged ? lim->stage_elems : lim->max_elems);
+        if (u[k].tensors == 1) { /* a chunk, or a whole tensor */
+            seen[u[k].index]++;
+            next_offset += u[k].elems;
+            ASSERT_LE_U64(next_offset, t[u[k].index].elems);
+            if (next_offset == t[u[k].index].elems) {
+                next_index++;
+                next_offset = 0;
+            }
+        } else { /* a batch of whole small tensors */
+            uint64_t sum = 0;
+            ASSERT_TRUE(u[k].staged);
+            for (uint32_t j = 0; j < u[k].tensors; j++) {
+                ASSERT_LT(t[u[k].index + j].elems, lim->batch_below);
+                sum += t[u[k].index + j].elems;
+                seen[u[k].index + j]++;
+            }
+            ASSERT_EQ_U64(u[k].elems, sum);
+            next_index += u[k].tensors;
+        }
+    }
+    ASSERT_EQ_U64(next_index, count);
+    for (uint64_t i = 0; i < count; i++)
+        ASSERT_EQ(seen[i], pending[i]);
+    free(seen);
+}
+
+static gr_graph *seed_graph(void)
+{
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    return g;
+}
+
+static void limits(void)
+{
+    gr_graph *g = seed_graph();
+    gr_unit_limits lim;
+
+    /* 1 buffer; arena 3 MiB over 3 workers: 1 MiB each = 262144 elements. */
+    lim = gr__unit_limits(g, 3 << 20, 3, 64 << 20, 1 << 20);
+    ASSERT_EQ_U64(lim.max_elems, 262144);
+    ASSERT_EQ_U64(lim.stage_elems, 262144); /* staging (8M per port) capped by the share */
+    ASSERT_EQ_U64(lim.batch_below, 262144);
+    lim = gr__unit_limits(g, 1ull << 30, 2, 8 << 20, 64 << 10);
+    ASSERT_EQ_U64(lim.max_elems, (512ull << 20) / 4);
+    ASSERT_EQ_U64(lim.stage_elems, 1 << 20); /* 8 MiB over 2 ports */
+    ASSERT_EQ_U64(lim.batch_below, 16384);
+    /* A share too small for one aligned element group: the whole arena. */
+    lim = gr__unit_limits(g, 512, 4, 4096, 0);
+    ASSERT_EQ_U64(lim.max_elems, 128);
+    gr_graph_destroy(g);
+}
+
+static void stays_whole_when_everything_fits(void)
+{
+    const uint64_t elems[] = {1000, 5000, 262144};
+    gr_graph *g = seed_graph();
+    gr_tensor *t = tensors_of(elems, 3);
+    gr_unit_limits lim = {262144, 262144, 1000};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    ASSERT_STATUS(gr__units_plan(g, t, 3, &lim, always_ready, &u, &n, &pending), GR_OK);
+    ASSERT_PTR_EQ(u, NULL); /* identity: unit k is tensor k */
+    ASSERT_PTR_EQ(pending, NULL);
+    ASSERT_EQ_U64(n, 3);
+    gr_graph_destroy(g);
+    free(t);
+}
+
+static void unsplittable_graph_stays_whole(void)
+{
+    const char *x = "x";
+    const float two = 2;
+    const uint64_t elems[] = {10, 1u << 30};
+    gr_tensor *t = tensors_of(elems, 2);
+    gr_unit_limits lim = {100, 100, 50};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "w", 2, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "l", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", &x, 1, "w", &two, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "s", "w", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "l", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "s"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    ASSERT_STATUS(gr__units_plan(g, t, 2, &lim, never_ready, &u, &n, &pending), GR_OK);
+    ASSERT_PTR_EQ(u, NULL);
+    ASSERT_EQ_U64(n, 2);
+    gr_graph_destroy(g);
+    free(t);
+}
+
+static void large_tensors_are_chunked_evenly(void)
+{
+    const uint64_t elems[] = {1000, 1001, 3000};
+    gr_graph *g = seed_graph();
+    gr_tensor *t = tensors_of(elems, 3);
+    gr_unit_limits lim = {400, 400, 10};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    ASSERT_STATUS(gr__units_plan(g, t, 3, &lim, always_ready, &u, &n, &pending), GR_OK);
+    ASSERT_TRUE(u != NULL);
+    /* ceil(1000/400) = 3, ceil(1001/400) = 3, ceil(3000/400) = 8. */
+    ASSERT_EQ_U64(n, 14);
+    ASSERT_EQ(pending[0], 3);
+    ASSERT_EQ(pending[1], 3);
+    ASSERT_EQ(pending[2], 8);
+    ASSERT_EQ_U64(u[0].elems, 333); /* even chunks: 333, 333, 334 */
+    ASSERT_EQ_U64(u[2].elems, 334);
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(!u[k].staged); /* DMA-ready memory goes direct */
+    check_cover(u, n, t, 3, pending, &lim);
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+    free(t);
+}
+
+static void pageable_tensors_are_staged_to_the_staging_limit(void)
+{
+    const uint64_t elems[] = {300, 1000};
+    gr_graph *g = seed_graph();
+    gr_tensor *t = tensors_of(elems, 2);
+    gr_unit_limits lim = {1000, 250, 10};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    ASSERT_STATUS(gr__units_plan(g, t, 2, &lim, never_ready, &u, &n, &pending), GR_OK);
+    ASSERT_EQ_U64(n, 2 + 4); /* 300 in 2 staged chunks, 1000 in 4 */
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(u[k].staged);
+    check_cover(u, n, t, 2, pending, &lim);
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+    free(t);
+}
+
+static void small_tensors_are_batched(void)
+{
+    enum { N = 10000 };
+    uint64_t elems[N], rng = 3;
+    gr_graph *g = seed_graph();
+    gr_tensor *t;
+    gr_unit_limits lim = {1 << 20, 2000, 64};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    for (int i = 0; i < N; i++)
+        elems[i] = 1 + gr_test_below(&rng, 63);
+    t = tensors_of(elems, N);
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    ASSERT_LT(n, N / 30); /* about 60 tensors per batch of 2000 elements */
+    check_cover(u, n, t, N, pending, &lim);
+    for (uint64_t k = 0; k + 1 < n; k++) /* a batch ends only when the next would overflow */
+        ASSERT_GT(u[k].elems + t[u[k + 1].index].elems, lim.stage_elems);
+    free(u);
+    free(pending);
+    free(t);
+
+    /* One-element tensors: a batch ends at GR_UNIT_MAX_TENSORS. */
+    for (int i = 0; i < N; i++)
+        elems[i] = 1;
+    t = tensors_of(elems, N);
+    lim.stage_elems = 1 << 20;
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    ASSERT_EQ_U64(n, (N + GR_UNIT_MAX_TENSORS - 1) / GR_UNIT_MAX_TENSORS);
+    ASSERT_EQ(u[0].tensors, GR_UNIT_MAX_TENSORS);
+    check_cover(u, n, t, N, pending, &lim);
+    free(u);
+    free(pending);
+    free(t);
+    gr_graph_destroy(g);
+}
+
+static void mixed_sizes_keep_order(void)
+{
+    const uint64_t elems[] = {5, 7, 900, 3, 3, 3, 50, 2000, 1};
+    gr_graph *g = seed_graph();
+    gr_tensor *t = tensors_of(elems, 9);
+    gr_unit_limits lim = {500, 500, 40};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    ASSERT_STATUS(gr__units_plan(g, t, 9, &lim, always_ready, &u, &n, &pending), GR_OK);
+    /* [5,7] batch, 900 in 2 chunks, [3,3,3] batch, 50 whole, 2000 in 4 chunks, [1] batch. */
+    ASSERT_EQ_U64(n, 1 + 2 + 1 + 1 + 4 + 1);
+    ASSERT_EQ(u[0].tensors, 2);
+    ASSERT_EQ(u[3].tensors, 3);
+    ASSERT_EQ_U64(u[4].index, 6);
+    ASSERT_TRUE(!u[4].staged);
+    check_cover(u, n, t, 9, pending, &lim);
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+    free(t);
+}
+
+GR_TEST_MAIN(GR_TEST(limits), GR_TEST(stays_whole_when_everything_fits),
+             GR_TEST(unsplittable_graph_stays_whole), GR_TEST(large_tensors_are_chunked_evenly),
+             GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
+             GR_TEST(small_tensors_are_batched), GR_TEST(mixed_sizes_keep_order))
