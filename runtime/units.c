@@ -5,9 +5,11 @@
  * cut into the fewest equal chunks that each fit the unit limit (the staging limit too when
  * its memory is not DMA-ready); when it fits whole and is DMA-ready it stays one direct unit,
  * exactly as an unsplittable graph would run it. Smaller tensors are packed, in order, into
- * staged batches that end when the next tensor would overflow the staging limit or
- * GR_UNIT_MAX_TENSORS. When nothing was cut or packed the plan is dropped (identity), so
- * the common case costs no memory.
+ * batches that end when the next tensor would overflow the staging limit or
+ * GR_UNIT_MAX_TENSORS. A batch whose tensors lie back to back in DMA-ready memory (rows of
+ * one array, say) is one contiguous range and goes direct; any other batch is staged. When
+ * nothing was cut or packed the plan is dropped (identity), so the common case costs no
+ * memory.
  */
 #include "runtime/units.h"
 
@@ -38,6 +40,20 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
     if (lim.batch_below > lim.stage_elems)
         lim.batch_below = lim.stage_elems;
     return lim;
+}
+
+/* Whether tensor b starts, on every port, right where tensor a ends. */
+static bool adjacent(const gr_graph *g, const gr_tensor *a, const gr_tensor *b)
+{
+    uint64_t bytes = a->elems * sizeof(float);
+
+    for (uint32_t p = 0; p < g->n_inputs; p++)
+        if ((const char *)a->in[p] + bytes != (const char *)b->in[p])
+            return false;
+    for (uint32_t p = 0; p < g->n_outputs; p++)
+        if ((const char *)a->out[p] + bytes != (const char *)b->out[p])
+            return false;
+    return true;
 }
 
 static bool tensor_dma_ready(const gr_graph *g, const gr_tensor *t,
@@ -119,8 +135,12 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                 goto out_nomem;
             batch = (gr_unit){0};
         }
-        if (batch.tensors == 0)
-            batch = (gr_unit){i, 0, 0, 0, true};
+        if (batch.tensors == 0) {
+            /* Direct while the batch is one contiguous range of DMA-ready memory. */
+            batch = (gr_unit){i, 0, 0, 0, !tensor_dma_ready(g, &t[i], dma_ready)};
+        } else if (!batch.staged && !adjacent(g, &t[i - 1], &t[i])) {
+            batch.staged = true;
+        }
         batch.elems += n;
         batch.tensors++;
         pend[i] = 1;

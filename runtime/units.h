@@ -8,8 +8,8 @@
  *   - consecutive small tensors are packed into one unit (a batch), so one graph launch and
  *     one transfer each way serve many of them;
  *   - a unit is "staged" when its host memory cannot be read by DMA as it is (a batch of
- *     separate tensors, or pageable memory): the worker gathers its inputs into a pinned
- *     staging buffer and scatters its outputs back.
+ *     tensors apart in memory, or pageable memory): the worker gathers its inputs into a
+ *     pinned staging buffer and scatters its outputs back.
  * An index ends when the last unit covering it has finished.
  */
 #ifndef GR_UNITS_H
@@ -29,7 +29,8 @@ typedef struct gr_unit {
     uint64_t offset;  /* first element within it (a chunk); 0 for a batch */
     uint64_t elems;   /* elements in the unit */
     uint32_t tensors; /* 1 for a chunk or a whole tensor; more for a batch */
-    bool staged;      /* through the worker's staging buffer (else straight from the tensor) */
+    bool staged;      /* through the worker's staging buffer (else straight from the tensors:
+                         one tensor, a chunk of one, or a batch lying back to back) */
 } gr_unit;
 
 typedef struct gr_unit_limits {

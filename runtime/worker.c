@@ -122,6 +122,10 @@ static void run_task(gr_worker *w, const gr_task *t)
     st = GR_OK;
     if (live == 0)
         goto out_finish; /* every part already ended (stopped) or failed elsewhere */
+    /* A direct batch copies its whole range: with parts already ended, whose outputs must
+     * stay untouched, only the live ones may be copied, so stage it. */
+    if (live < u.tensors)
+        u.staged = true;
     if ((st = must_stop(w, job)) != GR_OK)
         goto out_finish;
     if (u.staged &&

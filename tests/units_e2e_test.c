@@ -116,6 +116,36 @@ static void thousands_of_tiny_tensors(void)
     gr_runtime_destroy(rt);
 }
 
+/* Rows of one array: back to back, so batches go direct (no gathering). */
+static void contiguous_tiny_tensors(void)
+{
+    enum { N = 30000, E = 5 };
+    gr_runtime *rt = gr_test_runtime((gr_test_shape){.workers = 3, .budget = 1 << 20});
+    float *slab = malloc(N * E * sizeof(float));
+    gr_tensor *t = calloc(N, sizeof(*t));
+    gr_graph *g;
+    gr_job *job;
+
+    for (uint64_t i = 0; i < N; i++) {
+        gr_workload_fill(slab + i * E, 0, E, SEED, i);
+        t[i] = (gr_tensor){{slab + i * E}, {slab + i * E}, E};
+    }
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_LT(job->n_units, N / GR_UNIT_MAX_TENSORS + 2);
+    for (uint64_t k = 0; k < job->n_units; k++)
+        ASSERT_TRUE(!job->units[k].staged);
+    for (uint64_t i = 0; i < N; i++)
+        ASSERT_EQ_U64(gr_workload_check_seed(slab + i * E, 0, E, SEED, i, NULL), 0);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+    free(t);
+    free(slab);
+}
+
 static void mixed_sizes(void)
 {
     enum { N = 500 };
@@ -266,6 +296,7 @@ static void splitting_off_refuses_what_does_not_fit(void)
 }
 
 GR_TEST_MAIN(GR_TEST(tensors_larger_than_the_budget), GR_TEST(thousands_of_tiny_tensors),
+             GR_TEST(contiguous_tiny_tensors),
              GR_TEST(mixed_sizes), GR_TEST(two_inputs_out_of_place),
              GR_TEST(cancel_in_the_middle_of_chunked_tensors),
              GR_TEST(splitting_off_refuses_what_does_not_fit))

@@ -51,11 +51,13 @@ static void check_cover(const gr_unit *u, uint64_t n_units, const gr_tensor *t, 
                 next_index++;
                 next_offset = 0;
             }
-        } else { /* a batch of whole small tensors */
+        } else { /* a batch of whole small tensors: direct only when back to back */
             uint64_t sum = 0;
-            ASSERT_TRUE(u[k].staged);
             for (uint32_t j = 0; j < u[k].tensors; j++) {
-                ASSERT_LT(t[u[k].index + j].elems, lim->batch_below);
+                const gr_tensor *x = &t[u[k].index + j];
+                ASSERT_LT(x->elems, lim->batch_below);
+                if (!u[k].staged && j > 0)
+                    ASSERT_PTR_EQ(x->in[0], (const float *)x[-1].in[0] + x[-1].elems);
                 sum += t[u[k].index + j].elems;
                 seen[u[k].index + j]++;
             }
@@ -254,7 +256,41 @@ static void mixed_sizes_keep_order(void)
     free(t);
 }
 
-GR_TEST_MAIN(GR_TEST(limits), GR_TEST(stays_whole_when_everything_fits),
+/* Tensors back to back in one DMA-ready allocation form a direct batch; a gap stages it. */
+static void contiguous_batches_go_direct(void)
+{
+    enum { N = 100 };
+    static float slab[N * 10 + 1];
+    gr_tensor t[N];
+    gr_graph *g = seed_graph();
+    gr_unit_limits lim = {1 << 20, 1 << 20, 64};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    for (int i = 0; i < N; i++)
+        t[i] = (gr_tensor){{slab + 10 * i}, {slab + 10 * i}, 10};
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    ASSERT_EQ_U64(n, 1);
+    ASSERT_TRUE(!u[0].staged);
+    ASSERT_EQ_U64(u[0].elems, N * 10);
+    free(u);
+    free(pending);
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, never_ready, &u, &n, &pending), GR_OK);
+    ASSERT_TRUE(u[0].staged); /* pageable: staged */
+    free(u);
+    free(pending);
+    t[50] = (gr_tensor){{slab + 501}, {slab + 501}, 9}; /* a gap after tensor 49 */
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    ASSERT_EQ_U64(n, 1);
+    ASSERT_TRUE(u[0].staged);
+    check_cover(u, n, t, N, pending, &lim);
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+}
+
+GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct), GR_TEST(stays_whole_when_everything_fits),
              GR_TEST(unsplittable_graph_stays_whole), GR_TEST(large_tensors_are_chunked_evenly),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
              GR_TEST(small_tensors_are_batched), GR_TEST(mixed_sizes_keep_order))

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/workload.h"
@@ -28,11 +29,62 @@ const char *gr_mem_kind_name(gr_mem_kind k)
     return "unknown";
 }
 
+static void *alloc_kind(gr_mem_kind kind, uint64_t bytes)
+{
+    void *p = NULL;
+
+    if (kind == GR_MEM_PINNED)
+        return gr_host_alloc(bytes, &p) == GR_OK ? p : NULL;
+    p = malloc(bytes);
+    if (p != NULL && kind == GR_MEM_REGISTERED && gr_host_register(p, bytes) != GR_OK) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void free_kind(gr_mem_kind kind, void *p)
+{
+    if (p == NULL)
+        return;
+    if (kind == GR_MEM_PINNED) {
+        gr_host_free(p);
+        return;
+    }
+    if (kind == GR_MEM_REGISTERED)
+        gr_host_unregister(p);
+    free(p);
+}
+
+gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
+                                         gr_mem_kind kind, uint64_t seed)
+{
+    memset(s, 0, sizeof(*s));
+    s->count = count;
+    s->elems = elems;
+    s->seed = seed;
+    s->kind = kind;
+    s->data = calloc(count, sizeof(*s->data));
+    s->tensors = calloc(count, sizeof(*s->tensors));
+    s->slab = alloc_kind(kind, count * elems * sizeof(float));
+    if (s->data == NULL || s->tensors == NULL || s->slab == NULL) {
+        gr_tensor_set_free(s);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        s->data[i] = s->slab + i * elems;
+        s->tensors[i].in[0] = s->tensors[i].out[0] = s->data[i];
+        s->tensors[i].elems = elems;
+    }
+    return GR_OK;
+}
+
 gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
                               gr_mem_kind kind, uint64_t seed)
 {
     uint64_t bytes = elems * sizeof(float);
 
+    memset(s, 0, sizeof(*s));
     s->count = count;
     s->elems = elems;
     s->seed = seed;
@@ -42,21 +94,9 @@ gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
     if (s->data == NULL || s->tensors == NULL)
         goto out_nomem;
     for (uint64_t i = 0; i < count; i++) {
-        if (kind == GR_MEM_PINNED) {
-            void *p;
-            if (gr_host_alloc(bytes, &p) != GR_OK)
-                goto out_nomem;
-            s->data[i] = p;
-        } else {
-            s->data[i] = malloc(bytes);
-            if (s->data[i] == NULL)
-                goto out_nomem;
-            if (kind == GR_MEM_REGISTERED && gr_host_register(s->data[i], bytes) != GR_OK) {
-                free(s->data[i]);
-                s->data[i] = NULL;
-                goto out_nomem;
-            }
-        }
+        s->data[i] = alloc_kind(kind, bytes);
+        if (s->data[i] == NULL)
+            goto out_nomem;
         s->tensors[i].in[0] = s->tensors[i].out[0] = s->data[i];
         s->tensors[i].elems = elems;
     }
@@ -69,21 +109,15 @@ out_nomem:
 
 void gr_tensor_set_free(gr_tensor_set *s)
 {
-    for (uint64_t i = 0; s->data != NULL && i < s->count; i++) {
-        if (s->data[i] == NULL)
-            continue;
-        if (s->kind == GR_MEM_PINNED) {
-            gr_host_free(s->data[i]);
-        } else {
-            if (s->kind == GR_MEM_REGISTERED)
-                gr_host_unregister(s->data[i]);
-            free(s->data[i]);
-        }
-    }
+    if (s->slab != NULL)
+        free_kind(s->kind, s->slab);
+    for (uint64_t i = 0; s->slab == NULL && s->data != NULL && i < s->count; i++)
+        free_kind(s->kind, s->data[i]);
     free(s->data);
     free(s->tensors);
     s->data = NULL;
     s->tensors = NULL;
+    s->slab = NULL;
 }
 
 typedef struct work {

@@ -23,12 +23,17 @@ typedef struct gr_tensor_set {
     gr_mem_kind kind;
     float **data;
     gr_tensor *tensors; /* in place: in[0] == out[0] == data[i] */
+    float *slab;        /* the one allocation of a contiguous set, else NULL */
 } gr_tensor_set;
 
-/* Allocate `count` tensors of `elems` floats; GR_ERR_OUT_OF_MEMORY (nothing left allocated)
- * when the host cannot provide them. */
+/* Allocate `count` tensors of `elems` floats, each its own allocation; GR_ERR_OUT_OF_MEMORY
+ * (nothing left allocated) when the host cannot provide them. */
 gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
                               gr_mem_kind kind, uint64_t seed);
+
+/* The same, all in one allocation, back to back (rows of one array). */
+gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
+                                         gr_mem_kind kind, uint64_t seed);
 
 /* Fill every tensor with its synthetic input, on all CPUs. */
 void gr_tensor_set_fill(gr_tensor_set *s);
