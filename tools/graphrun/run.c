@@ -555,7 +555,7 @@ static int finish(run_state *s, int rc)
     gr_ranks *r = &s->ranks;
     bool lead = r->world.rank == 0;
     gr_run_report *all = NULL;
-    gr_run_facts f = {.ranks = r->world.size};
+    gr_run_facts f = {.ranks = r->world.size, .mpi = gr_ranks_multi(r)};
     int64_t outputs = s->report.outputs, wrote_rc = rc;
     char why[512];
 

@@ -64,14 +64,14 @@ static const char *backend_name(int64_t b)
     return gr_backend_name((gr_backend)b);
 }
 
-static void print_first_error(const totals *t, int ranks)
+static void print_first_error(const totals *t, bool mpi)
 {
     const gr_run_report *r = t->first;
     char where[48] = "";
 
     if (r == NULL)
         return;
-    if (ranks > 1)
+    if (mpi)
         snprintf(where, sizeof(where), "rank %d, ", t->first_rank);
     printf("first error: %sindex %llu%s%s: %s: %s\n", where, (unsigned long long)r->first_index,
            r->first_node[0] ? ", node " : "", r->first_node,
@@ -84,7 +84,7 @@ void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f)
     totals t;
 
     add_up(all, f->ranks, &t);
-    if (f->ranks == 1) {
+    if (!f->mpi) {
         const gr_run_report *r = &all[0];
         double s = (double)r->job_ns / 1e9;
 
@@ -104,12 +104,13 @@ void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f)
         }
         if (f->manifest)
             printf("manifest: %s\n", f->manifest);
-        print_first_error(&t, 1);
+        print_first_error(&t, false);
         return;
     }
-    printf("%s: %llu of %llu tensors done on %d ranks, %llu failed, %llu canceled; %llu "
+    printf("%s: %llu of %llu tensors done on %d rank%s, %llu failed, %llu canceled; %llu "
            "outputs written\n",
            f->status, (unsigned long long)t.done, (unsigned long long)t.tensors, f->ranks,
+           f->ranks == 1 ? "" : "s",
            (unsigned long long)t.failed, (unsigned long long)t.canceled,
            (unsigned long long)f->outputs_written);
     printf("%.3f s (the slowest rank), %.2f GB/s in+out over all ranks%s%s\n",
@@ -126,7 +127,7 @@ void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f)
                (long long)r->ordinal, gr_cli_bytes((uint64_t)r->budget_bytes, b1, sizeof(b1)),
                gr_cli_bytes((uint64_t)r->budget_peak, b2, sizeof(b2)));
     }
-    print_first_error(&t, f->ranks);
+    print_first_error(&t, true);
 }
 
 static json_t *errors_json(const int64_t *errors)
@@ -189,7 +190,7 @@ json_t *gr_run_report_json(const gr_run_report *all, const gr_run_facts *f)
 
     add_up(all, f->ranks, &t);
     json_object_set_new(root, "status", json_string(f->status));
-    if (f->ranks == 1) {
+    if (!f->mpi) {
         json_object_set_new(root, "tensors", json_integer(all[0].tensors));
         json_object_set_new(root, "done", json_integer(all[0].done));
         json_object_set_new(root, "failed", json_integer(all[0].failed));

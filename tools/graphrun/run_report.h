@@ -35,15 +35,16 @@ typedef struct gr_run_report {
 typedef struct gr_run_facts {
     const char *status;        /* "ok", "failed" or "interrupted" */
     int ranks;                 /* 1 unless --mpi */
+    bool mpi;                  /* --mpi: the summary of ranks (also for one rank) */
     int64_t outputs_written;
     const char *manifest;      /* its path, or NULL */
 } gr_run_facts;
 
-/* The summary on stdout. With one rank, exactly what `graphrun run` always printed. */
+/* The summary on stdout. Without --mpi, exactly what `graphrun run` always printed. */
 void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f);
 
-/* The summary as JSON (the caller owns it). With one rank, the single-process fields only;
- * with several, the same fields over all ranks plus "ranks" and "per_rank". */
+/* The summary as JSON (the caller owns it). Without --mpi, the single-process fields; with
+ * it, the same fields over all ranks plus "ranks" and "per_rank". */
 json_t *gr_run_report_json(const gr_run_report *all, const gr_run_facts *f);
 
 /*
