@@ -137,13 +137,20 @@ typedef struct gr_config {
      * not fit the budget is refused. Its outputs are then all or nothing even when the job
      * is stopped. Default 1. */
     uint32_t split_tensors;
+    /* Testing only: a fault-injection plan. "SITE:N" makes the Nth call of a site fail,
+     * "SITE:N+" that call and every later one; rules are separated by commas. Sites: alloc,
+     * pin, thread, arena, device_alloc, register, stream, event, graph_instantiate,
+     * graph_update, graph_launch (docs/RELIABILITY.md says what each covers). NULL: the
+     * GR_FAULT environment variable's plan, if it is set. The plan is process-wide while
+     * this runtime lives. Default NULL. */
+    const char *fault_plan;
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
 #define GR_CONFIG_INIT                                                                      \
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
-            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1                               \
+            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL                         \
     }
 
 /*

@@ -12,6 +12,11 @@
  * left to submit, which does it after storing the handle, so a callback never sees a job
  * whose submit has not returned it.
  *
+ * Handles: the caller (and the callback) see a job only through its generational handle
+ * (handle.h), released when the job is freed, so a call with the handle of a freed job is
+ * refused with GR_ERR_INVALID_USAGE instead of reading freed memory. Public functions take
+ * `handle` and look the job up; everything inside works on the job itself.
+ *
  * Lock order: job->mu, then nothing (the runtime's mu is taken only without job->mu).
  */
 #include "runtime/job.h"
@@ -19,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/fault.h"
+#include "runtime/handle.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
 
@@ -54,6 +61,7 @@ static void job_free(gr_job *job)
 {
     gr_runtime *rt = job->rt;
 
+    gr__handle_release(job->handle);
     gr_graph_unref(job->graph);
     pthread_cond_destroy(&job->cond);
     pthread_mutex_destroy(&job->mu);
@@ -95,7 +103,7 @@ static void job_finish(gr_job *job, gr_status result)
         job->callback_thread = pthread_self();
         pthread_mutex_unlock(&job->mu);
         callback_depth++;
-        job->on_complete(job, result, job->user);
+        job->on_complete((gr_job *)job->handle, result, job->user);
         callback_depth--;
     }
     pthread_mutex_lock(&job->mu);
@@ -241,9 +249,16 @@ void gr__job_stop(gr_job *job, gr_status why)
     gr__job_unref(job);
 }
 
-uint64_t gr__job_anomalies(const gr_job *job)
+uint64_t gr__job_anomalies(const gr_job *handle)
 {
-    return atomic_load_explicit(&job->anomalies, memory_order_relaxed);
+    const gr_job *job = gr__handle_get((uintptr_t)handle);
+
+    return job == NULL ? UINT64_MAX : atomic_load_explicit(&job->anomalies, memory_order_relaxed);
+}
+
+bool gr__in_callback(void)
+{
+    return callback_depth > 0;
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -276,7 +291,7 @@ static gr_status check_aliasing(const gr_graph *g, const gr_tensor *t, uint64_t 
     gr_status st = GR_OK;
     span *outs;
 
-    outs = malloc(n_out * sizeof(*outs));
+    outs = gr__malloc(n_out * sizeof(*outs));
     if (outs == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                             "no memory to check %llu output ranges", (unsigned long long)n_out);
@@ -387,13 +402,13 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
 static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors,
                            uint64_t count, const gr_job_options *opts, gr_job **out)
 {
-    gr_job *job = calloc(1, sizeof(*job));
+    gr_job *job = gr__calloc(1, sizeof(*job));
     uint32_t *pending;
 
     if (job == NULL)
         return GR_ERR_OUT_OF_MEMORY;
-    job->tensors = malloc(count * sizeof(*job->tensors));
-    job->slot = calloc(count, sizeof(*job->slot)); /* all QUEUED, status 0 */
+    job->tensors = gr__malloc(count * sizeof(*job->tensors));
+    job->slot = gr__calloc(count, sizeof(*job->slot)); /* all QUEUED, status 0 */
     if (job->tensors == NULL || job->slot == NULL)
         goto out_free;
     if (pthread_mutex_init(&job->mu, NULL) != 0)
@@ -407,7 +422,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     /* Counted before the job is shared, so plain stores are published with it. */
     job->pending = (_Atomic uint32_t *)pending;
     if (job->units != NULL) {
-        job->piece_failed = calloc(count, sizeof(*job->piece_failed));
+        job->piece_failed = gr__calloc(count, sizeof(*job->piece_failed));
         if (job->piece_failed == NULL)
             goto out_destroy_cond;
     }
@@ -418,6 +433,8 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     job->on_complete = opts->on_complete;
     job->user = opts->user;
     job->submitting = true;
+    if (gr__handle_new(job, &job->handle) != GR_OK)
+        goto out_destroy_cond;
     gr_graph_ref(g);
     gr__runtime_ref(rt);
     /* The caller's handle (kept by submit until it returns), the incomplete reference, and
@@ -495,19 +512,27 @@ static void queue_tasks(gr_runtime *rt, gr_job *job)
     gr__job_stop(job, why);
 }
 
-gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,
-                        const gr_job_options *opts, gr_job **out, gr_error_info *err)
+gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensors,
+                        uint64_t count, const gr_job_options *opts, gr_job **out,
+                        gr_error_info *err)
 {
     static const gr_job_options defaults = GR_JOB_OPTIONS_INIT;
     gr_status st, result;
     bool run_callback;
+    gr_runtime *rt;
     gr_job *job;
 
     if (out != NULL)
         *out = NULL;
-    if (rt == NULL || g == NULL || tensors == NULL)
+    if (handle == NULL || g == NULL || tensors == NULL)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "runtime, graph and tensors must not be NULL");
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+        return gr_error_set(err, st, GR_NO_INDEX, NULL,
+                            gr__handle_get((uintptr_t)handle) != NULL
+                                ? "the runtime was created by the parent of this forked "
+                                  "process: a child cannot use it (create one of its own)"
+                                : "not a live runtime: it was destroyed (or never created)");
     /* Before touching anything else: the reference keeps the runtime's memory alive however
      * gr_runtime_destroy races with this call, and the count (seq_cst, paired with the
      * shutdown store) makes destroy wait for this submitter, or this submitter see the
@@ -525,7 +550,7 @@ gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, u
     queue_tasks(rt, job);
     if (out != NULL) {
         atomic_store(&job->handle_held, true);
-        *out = job;
+        *out = (gr_job *)job->handle;
     }
 
     pthread_mutex_lock(&job->mu);
@@ -551,14 +576,38 @@ out_leave:
 /* ------------------------------------------------------------------------------------- */
 /* The caller's view.                                                                     */
 
-gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result)
+/* The job behind a caller's handle, or NULL (with *st saying why) for NULL, a handle of a
+ * freed job, or a call from a forked child. */
+static gr_job *job_get(const gr_job *handle, gr_status *st)
+{
+    gr_job *job;
+
+    if (handle == NULL) {
+        *st = GR_ERR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    job = gr__handle_get((uintptr_t)handle);
+    if (job == NULL || gr__forked(job->rt)) {
+        *st = GR_ERR_INVALID_USAGE;
+        return NULL;
+    }
+    return job;
+}
+
+gr_job *gr__job_from_handle(const gr_job *handle)
+{
+    return gr__handle_get((uintptr_t)handle);
+}
+
+gr_status gr_job_wait(gr_job *handle, int64_t timeout_ns, gr_status *result)
 {
     int64_t deadline = gr_deadline_after(timeout_ns);
     bool timed_out = false;
     gr_status st;
+    gr_job *job;
 
-    if (job == NULL)
-        return GR_ERR_INVALID_ARGUMENT;
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
     pthread_mutex_lock(&job->mu);
     for (;;) {
         /* A callback waiting for its own job: every index has ended and the callback is all
@@ -580,20 +629,27 @@ gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result)
     return st;
 }
 
-gr_status gr_job_cancel(gr_job *job)
+gr_status gr_job_cancel(gr_job *handle)
 {
-    if (job == NULL)
-        return GR_ERR_INVALID_ARGUMENT;
+    gr_status st;
+    gr_job *job;
+
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
     gr__job_stop(job, GR_ERR_CANCELED);
     return GR_OK;
 }
 
-gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out)
+gr_status gr_job_progress_get(const gr_job *handle, gr_job_progress *out)
 {
     uint64_t started, ended_running, ended_queued;
+    gr_status st;
+    gr_job *job;
 
-    if (job == NULL || out == NULL)
+    if (out == NULL)
         return GR_ERR_INVALID_ARGUMENT;
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
     out->total = job->count;
     out->done = atomic_load_explicit(&job->done, memory_order_relaxed);
     out->failed = atomic_load_explicit(&job->failed, memory_order_relaxed);
@@ -608,12 +664,16 @@ gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out)
     return GR_OK;
 }
 
-gr_status gr_job_index_get(const gr_job *job, uint64_t index, gr_index_state *state,
+gr_status gr_job_index_get(const gr_job *handle, uint64_t index, gr_index_state *state,
                            gr_status *status)
 {
+    gr_status st;
+    gr_job *job;
     uint16_t s;
 
-    if (job == NULL || index >= job->count)
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
+    if (index >= job->count)
         return GR_ERR_INVALID_ARGUMENT;
     s = atomic_load_explicit(&job->slot[index], memory_order_acquire);
     if (state)
@@ -623,30 +683,41 @@ gr_status gr_job_index_get(const gr_job *job, uint64_t index, gr_index_state *st
     return GR_OK;
 }
 
-gr_status gr_job_error_get(const gr_job *job, gr_error_info *out)
+gr_status gr_job_error_get(const gr_job *handle, gr_error_info *out)
 {
-    gr_job *j = (gr_job *)job; /* the lock is not part of the job's logical state */
+    gr_status st;
+    gr_job *job;
 
-    if (job == NULL || out == NULL)
+    if (out == NULL)
         return GR_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&j->mu);
-    if (j->has_error)
-        *out = j->first_error;
+    if ((job = job_get(handle, &st)) == NULL)
+        return gr_error_set(out, st, GR_NO_INDEX, NULL,
+                            "not a live job handle: its job was destroyed, or it belongs to "
+                            "the parent of this forked process");
+    pthread_mutex_lock(&job->mu);
+    if (job->has_error)
+        *out = job->first_error;
     else
         gr_error_set(out, GR_OK, GR_NO_INDEX, NULL, "no error");
-    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_unlock(&job->mu);
     return GR_OK;
 }
 
-int gr_job_is_complete(const gr_job *job)
+int gr_job_is_complete(const gr_job *handle)
 {
-    if (job == NULL)
+    gr_status st;
+    gr_job *job;
+
+    if ((job = job_get(handle, &st)) == NULL)
         return 0;
     return atomic_load_explicit(&job->ended, memory_order_acquire) == job->count;
 }
 
-void gr_job_destroy(gr_job *job)
+void gr_job_destroy(gr_job *handle)
 {
+    gr_status st;
+    gr_job *job = job_get(handle, &st);
+
     /* Only the handle gr_job_submit returned holds a reference to give back: a second
      * destroy of a job still alive, or a destroy of a detached job from its callback,
      * does nothing. */
