@@ -4,7 +4,7 @@
  * A handle is (generation << 32) | (slot + 1): never 0, so never NULL as a pointer. A slot's
  * `word` is its generation times two, plus one while it is live; new and release change it
  * under `mu` (they also keep the free list), lookups read it with acquire so that a
- * matching word guarantees the object pointer stored before it is visible.
+ * matching word guarantees the object pointer and kind stored before it are visible.
  */
 #include "runtime/handle.h"
 
@@ -22,6 +22,7 @@ _Static_assert(sizeof(uintptr_t) == 8, "handles pack 64 bits into a pointer");
 typedef struct slot {
     _Atomic uint64_t word; /* generation * 2 + live */
     void *_Atomic obj;
+    _Atomic uint32_t kind;
     uint32_t next_free; /* slot + 1 of the next free slot, 0 at the end; under mu */
 } slot;
 
@@ -38,7 +39,7 @@ static slot *slot_at(uint32_t i)
     return c == NULL ? NULL : &c[i % CHUNK_SLOTS];
 }
 
-gr_status gr__handle_new(void *obj, uintptr_t *out)
+gr_status gr__handle_new(void *obj, gr_handle_kind kind, uintptr_t *out)
 {
     uint64_t word;
     uint32_t i;
@@ -64,7 +65,8 @@ gr_status gr__handle_new(void *obj, uintptr_t *out)
         s = slot_at(i);
     }
     atomic_store_explicit(&s->obj, obj, memory_order_relaxed);
-    /* Release: the object pointer is visible to whoever sees the live word. */
+    atomic_store_explicit(&s->kind, kind, memory_order_relaxed);
+    /* Release: the object pointer and kind is visible to whoever sees the live word. */
     word = atomic_load_explicit(&s->word, memory_order_relaxed) + 1;
     atomic_store_explicit(&s->word, word, memory_order_release);
     pthread_mutex_unlock(&mu);
@@ -76,7 +78,7 @@ out_full:
     return GR_ERR_OUT_OF_MEMORY;
 }
 
-void *gr__handle_get(uintptr_t handle)
+void *gr__handle_get(uintptr_t handle, gr_handle_kind kind)
 {
     uint32_t i = (uint32_t)handle;
     uint64_t gen = (uint64_t)handle >> 32, word;
@@ -85,7 +87,8 @@ void *gr__handle_get(uintptr_t handle)
     if (i == 0 || i > CHUNK_SLOTS * MAX_CHUNKS || (s = slot_at(i - 1)) == NULL)
         return NULL;
     word = atomic_load_explicit(&s->word, memory_order_acquire);
-    if ((word & 1) == 0 || ((word >> 1) & 0xffffffffu) != gen)
+    if ((word & 1) == 0 || ((word >> 1) & 0xffffffffu) != gen ||
+        atomic_load_explicit(&s->kind, memory_order_relaxed) != (uint32_t)kind)
         return NULL;
     return atomic_load_explicit(&s->obj, memory_order_relaxed);
 }

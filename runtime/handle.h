@@ -17,12 +17,19 @@
 
 #include "runtime/graphrun.h"
 
+/* What a handle stands for: a handle of one kind is not accepted as the other. */
+typedef enum gr_handle_kind {
+    GR_HANDLE_RUNTIME = 1,
+    GR_HANDLE_JOB = 2,
+} gr_handle_kind;
+
 /* A new handle for `obj`. GR_ERR_OUT_OF_MEMORY when the table cannot grow (2^24 live
  * handles at most). Any thread. */
-gr_status gr__handle_new(void *obj, uintptr_t *out);
+gr_status gr__handle_new(void *obj, gr_handle_kind kind, uintptr_t *out);
 
-/* The object of a live handle, or NULL for a released or malformed one. Any thread. */
-void *gr__handle_get(uintptr_t handle);
+/* The object of a live handle of `kind`, or NULL for a released or malformed one, or one
+ * of the other kind. Any thread. */
+void *gr__handle_get(uintptr_t handle, gr_handle_kind kind);
 
 /* Release a live handle: from now on gr__handle_get(handle) is NULL. Any thread. */
 void gr__handle_release(uintptr_t handle);

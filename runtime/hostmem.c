@@ -75,7 +75,7 @@ void gr_host_free(void *p)
         return;
     h = (header *)((char *)p - HEADER);
     if (h->magic != HEADER_MAGIC)
-        return; /* not ours, or freed twice: leave it alone rather than corrupt the heap */
+        return; /* not ours: leave it alone rather than corrupt the heap */
     h->magic = 0;
     if (h->pinned)
         cudaFreeHost(h);

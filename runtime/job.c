@@ -13,8 +13,9 @@
  * whose submit has not returned it.
  *
  * Handles: the caller (and the callback) see a job only through its generational handle
- * (handle.h), released when the job is freed, so a call with the handle of a freed job is
- * refused with GR_ERR_INVALID_USAGE instead of reading freed memory. Public functions take
+ * (handle.h), given back once the job is complete and the caller has destroyed it, so a
+ * call with the handle of a destroyed job is refused with GR_ERR_INVALID_USAGE instead of
+ * reading freed memory. Public functions take
  * `handle` and look the job up; everything inside works on the job itself.
  *
  * Lock order: job->mu, then nothing (the runtime's mu is taken only without job->mu).
@@ -61,7 +62,6 @@ static void job_free(gr_job *job)
 {
     gr_runtime *rt = job->rt;
 
-    gr__handle_release(job->handle);
     gr_graph_unref(job->graph);
     pthread_cond_destroy(&job->cond);
     pthread_mutex_destroy(&job->mu);
@@ -79,6 +79,15 @@ void gr__job_unref(gr_job *job)
     /* acq_rel: the last reference must see every other thread's writes before freeing. */
     if (atomic_fetch_sub_explicit(&job->refs, 1, memory_order_acq_rel) == 1)
         job_free(job);
+}
+
+/* The handle lives while the caller holds it or the job is incomplete (its callback uses
+ * it): the last of the two gives it back, so once a complete job is destroyed its handle
+ * is refused at once, however long the job's memory lingers. */
+static void drop_handle(gr_job *job)
+{
+    if (atomic_fetch_sub_explicit(&job->handle_refs, 1, memory_order_acq_rel) == 1)
+        gr__handle_release(job->handle);
 }
 
 static void job_ref(gr_job *job)
@@ -106,6 +115,7 @@ static void job_finish(gr_job *job, gr_status result)
         job->on_complete((gr_job *)job->handle, result, job->user);
         callback_depth--;
     }
+    drop_handle(job); /* before the waiters wake: a destroy right after a wait releases it */
     pthread_mutex_lock(&job->mu);
     job->in_callback = false;
     job->complete = true;
@@ -251,7 +261,7 @@ void gr__job_stop(gr_job *job, gr_status why)
 
 uint64_t gr__job_anomalies(const gr_job *handle)
 {
-    const gr_job *job = gr__handle_get((uintptr_t)handle);
+    const gr_job *job = gr__handle_get((uintptr_t)handle, GR_HANDLE_JOB);
 
     return job == NULL ? UINT64_MAX : atomic_load_explicit(&job->anomalies, memory_order_relaxed);
 }
@@ -433,13 +443,14 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     job->on_complete = opts->on_complete;
     job->user = opts->user;
     job->submitting = true;
-    if (gr__handle_new(job, &job->handle) != GR_OK)
+    if (gr__handle_new(job, GR_HANDLE_JOB, &job->handle) != GR_OK)
         goto out_destroy_cond;
     gr_graph_ref(g);
     gr__runtime_ref(rt);
     /* The caller's handle (kept by submit until it returns), the incomplete reference, and
      * one per task that will be in the ring. */
     atomic_init(&job->refs, 2);
+    atomic_init(&job->handle_refs, 2); /* the caller's, and the incomplete job's */
     *out = job;
     return GR_OK;
 
@@ -529,7 +540,7 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
                             "runtime, graph and tensors must not be NULL");
     if ((rt = gr__runtime_get(handle, &st)) == NULL)
         return gr_error_set(err, st, GR_NO_INDEX, NULL,
-                            gr__handle_get((uintptr_t)handle) != NULL
+                            gr__handle_get((uintptr_t)handle, GR_HANDLE_RUNTIME) != NULL
                                 ? "the runtime was created by the parent of this forked "
                                   "process: a child cannot use it (create one of its own)"
                                 : "not a live runtime: it was destroyed (or never created)");
@@ -560,8 +571,10 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
     pthread_mutex_unlock(&job->mu);
     if (run_callback)
         job_finish(job, result); /* left to us by job_all_ended */
-    if (out == NULL)
-        gr__job_unref(job); /* detached: the handle's reference, which nobody holds */
+    if (out == NULL) { /* detached: the handle's references, which nobody holds */
+        drop_handle(job);
+        gr__job_unref(job);
+    }
 
 out_leave:
     /* Under the lock, so gr_runtime_destroy's wait cannot miss the last submitter. */
@@ -586,7 +599,7 @@ static gr_job *job_get(const gr_job *handle, gr_status *st)
         *st = GR_ERR_INVALID_ARGUMENT;
         return NULL;
     }
-    job = gr__handle_get((uintptr_t)handle);
+    job = gr__handle_get((uintptr_t)handle, GR_HANDLE_JOB);
     if (job == NULL || gr__forked(job->rt)) {
         *st = GR_ERR_INVALID_USAGE;
         return NULL;
@@ -596,7 +609,7 @@ static gr_job *job_get(const gr_job *handle, gr_status *st)
 
 gr_job *gr__job_from_handle(const gr_job *handle)
 {
-    return gr__handle_get((uintptr_t)handle);
+    return gr__handle_get((uintptr_t)handle, GR_HANDLE_JOB);
 }
 
 gr_status gr_job_wait(gr_job *handle, int64_t timeout_ns, gr_status *result)
@@ -721,6 +734,8 @@ void gr_job_destroy(gr_job *handle)
     /* Only the handle gr_job_submit returned holds a reference to give back: a second
      * destroy of a job still alive, or a destroy of a detached job from its callback,
      * does nothing. */
-    if (job != NULL && atomic_exchange(&job->handle_held, false))
+    if (job != NULL && atomic_exchange(&job->handle_held, false)) {
+        drop_handle(job);
         gr__job_unref(job);
+    }
 }

@@ -62,6 +62,7 @@ struct gr_job {
     _Atomic uint32_t *pending;
     _Atomic uint8_t *piece_failed;
     uintptr_t handle;        /* what the caller and the callback see (handle.h) */
+    _Atomic uint32_t handle_refs; /* the caller's and the incomplete job's (job.c) */
     atomic_bool handle_held; /* the caller still holds the handle gr_job_submit returned */
 
     pthread_mutex_t mu; /* guards the fields below */

@@ -235,7 +235,7 @@ gr_runtime *gr__runtime_get(const gr_runtime *handle, gr_status *st)
         *st = GR_ERR_INVALID_ARGUMENT;
         return NULL;
     }
-    rt = gr__handle_get((uintptr_t)handle);
+    rt = gr__handle_get((uintptr_t)handle, GR_HANDLE_RUNTIME);
     if (rt == NULL || gr__forked(rt)) {
         *st = GR_ERR_INVALID_USAGE;
         return NULL;
@@ -544,7 +544,7 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
         goto out_teardown;
     }
     rt->deadline_started = true;
-    if (gr__handle_new(rt, &rt->handle) != GR_OK) {
+    if (gr__handle_new(rt, GR_HANDLE_RUNTIME, &rt->handle) != GR_OK) {
         st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                           "no memory for the runtime's handle");
         goto out_teardown;
