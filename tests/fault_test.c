@@ -15,8 +15,8 @@
  *
  * How many calls each site gets is learned first from a run with the empty plan, which
  * counts without failing; a site the workload never reaches fails the test, so the sweep
- * cannot pass by testing nothing. The CUDA sites are swept on the GPU machine
- * (tests/cuda_fault_test.c).
+ * cannot pass by testing nothing. `cuda_fault_sweep` does the same with the CUDA backend
+ * and every CUDA site; it SKIPs without a GPU and runs on the GPU machine (tools/gpu_suite).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@
 /* The workload: tensors larger than a worker's share of the budget (cut into chunks), small
  * ones in separate allocations (packed into batches, gathered through staging), and medium
  * ones that run whole. */
-static const uint64_t sizes[] = {150000, 700, 20000, 900, 1500, 150000, 800, 20000,
+static const uint64_t sizes[] = {400000, 700, 20000, 900, 1500, 400000, 800, 20000,
                                  600,    1000, 1200, 700, 20000, 950, 650, 30000};
 #define COUNT (sizeof(sizes) / sizeof(sizes[0]))
 
@@ -46,6 +46,7 @@ typedef struct outcome {
 
 static float *data[COUNT];
 static gr_tensor tensors[COUNT];
+static gr_backend backend = GR_BACKEND_HOST;
 
 static void on_alarm(int sig)
 {
@@ -69,14 +70,17 @@ static void fill(void)
     }
 }
 
+/* Host: 2 emulated devices of 256 KiB. CUDA: the GPU's 2 MiB allocation granule is the
+ * smallest budget; either way a worker's share is under 1.6 MB, so the largest tensors are
+ * cut into chunks. Tensors are ordinary malloc'd memory: on CUDA every unit is staged. */
 static gr_config config(const char *plan)
 {
     gr_config cfg = GR_CONFIG_INIT;
 
-    cfg.backend = GR_BACKEND_HOST;
+    cfg.backend = backend;
     cfg.host_devices = 2;
     cfg.workers_per_device = 2;
-    cfg.budget_bytes = 256 << 10; /* 128 KiB per worker: the 600 KB tensors are chunked */
+    cfg.budget_bytes = backend == GR_BACKEND_CUDA ? 2 << 20 : 256 << 10;
     cfg.copy_threads = 2;
     cfg.staging_bytes = 64 << 10;
     cfg.batch_below_bytes = 8 << 10;
@@ -157,7 +161,10 @@ static outcome run_plan(const char *plan)
                              gr_status_str(o.result));
         }
         gr_job_destroy(job);
-        for (uint32_t d = 0; d < cfg.host_devices; d++) {
+        gr_runtime_info info;
+
+        ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_OK);
+        for (uint32_t d = 0; d < info.device_count; d++) {
             ASSERT_STATUS(gr_runtime_device_stats(rt, d, &stats), GR_OK);
             if (stats.budget_in_use != 0)
                 GR_TEST_FAIL("plan %s: device %u still holds %llu bytes of budget", plan, d,
@@ -175,7 +182,8 @@ static void check_outcome(gr_fault_site site, const char *plan, const outcome *o
 {
     gr_status worst = o->create != GR_OK ? o->create : o->submit != GR_OK ? o->submit : o->result;
 
-    if (worst != GR_OK && worst != GR_ERR_OUT_OF_MEMORY)
+    if (worst != GR_OK && worst != GR_ERR_OUT_OF_MEMORY &&
+        !(backend == GR_BACKEND_CUDA && worst == GR_ERR_CUDA))
         GR_TEST_FAIL("plan %s: unexpected status %s", plan, gr_status_str(worst));
     switch (site) {
     case GR_FAULT_PIN: /* recoverable: pageable staging instead */
@@ -190,7 +198,22 @@ static void check_outcome(gr_fault_site site, const char *plan, const outcome *o
         ASSERT_TRUE(o->failed > 0);
         break;
     case GR_FAULT_DEVICE_ALLOC: /* only create reserves arenas */
-        ASSERT_STATUS(o->create, GR_ERR_OUT_OF_MEMORY);
+        ASSERT_TRUE(o->create != GR_OK);
+        break;
+    case GR_FAULT_GRAPH_UPDATE: /* recoverable: the graph is built again */
+        if (worst != GR_OK || o->done != COUNT)
+            GR_TEST_FAIL("plan %s: %s, %llu of %zu done: a refused graph update must be "
+                         "recovered by building the graph again", plan, gr_status_str(worst),
+                         (unsigned long long)o->done, COUNT);
+        break;
+    case GR_FAULT_STREAM: /* only workers create streams, at create */
+        ASSERT_TRUE(o->create != GR_OK);
+        break;
+    case GR_FAULT_GRAPH_INSTANTIATE:
+    case GR_FAULT_GRAPH_LAUNCH: /* an iteration fails, the runtime goes on */
+        ASSERT_STATUS(o->create, GR_OK);
+        ASSERT_STATUS(o->submit, GR_OK);
+        ASSERT_TRUE(o->failed > 0);
         break;
     case GR_FAULT_THREAD: /* create (workers, deadline thread) or a smaller copy pool */
         ASSERT_STATUS(o->submit, GR_OK);
@@ -201,10 +224,7 @@ static void check_outcome(gr_fault_site site, const char *plan, const outcome *o
     }
 }
 
-static const gr_fault_site host_sites[] = {GR_FAULT_ALLOC, GR_FAULT_PIN, GR_FAULT_THREAD,
-                                           GR_FAULT_ARENA, GR_FAULT_DEVICE_ALLOC};
-
-static void fault_sweep(void)
+static void sweep(const gr_fault_site *sites, size_t n_sites)
 {
     uint64_t calls[GR_FAULT_SITE_COUNT];
     uint64_t runs = 0, failures = 0;
@@ -216,8 +236,8 @@ static void fault_sweep(void)
     ASSERT_EQ_U64(o.done, COUNT);
     for (int s = 0; s < GR_FAULT_SITE_COUNT; s++)
         calls[s] = gr__fault_calls((gr_fault_site)s);
-    for (size_t k = 0; k < sizeof(host_sites) / sizeof(host_sites[0]); k++) {
-        gr_fault_site site = host_sites[k];
+    for (size_t k = 0; k < n_sites; k++) {
+        gr_fault_site site = sites[k];
         uint64_t n_max = calls[site] < MAX_CALLS ? calls[site] : MAX_CALLS;
 
         if (calls[site] == 0)
@@ -241,8 +261,36 @@ static void fault_sweep(void)
     printf("    %llu faulty runs, %llu ended with a failure status, every one checked\n",
            (unsigned long long)runs, (unsigned long long)failures);
     ASSERT_TRUE(failures > 0);
-    for (uint64_t i = 0; i < COUNT; i++)
+    for (uint64_t i = 0; i < COUNT; i++) {
         free(data[i]);
+        data[i] = NULL;
+    }
+}
+
+static void fault_sweep(void)
+{
+    static const gr_fault_site sites[] = {GR_FAULT_ALLOC, GR_FAULT_PIN, GR_FAULT_THREAD,
+                                          GR_FAULT_ARENA, GR_FAULT_DEVICE_ALLOC};
+
+    backend = GR_BACKEND_HOST;
+    sweep(sites, sizeof(sites) / sizeof(sites[0]));
+}
+
+/* The same on the GPU, over every site the CUDA backend adds. */
+static void cuda_fault_sweep(void)
+{
+    static const gr_fault_site sites[] = {
+        GR_FAULT_ALLOC,  GR_FAULT_PIN,   GR_FAULT_THREAD,
+        GR_FAULT_ARENA,  GR_FAULT_DEVICE_ALLOC, GR_FAULT_STREAM,
+        GR_FAULT_EVENT,  GR_FAULT_GRAPH_INSTANTIATE, GR_FAULT_GRAPH_UPDATE,
+        GR_FAULT_GRAPH_LAUNCH};
+    static gr_error_info err; /* the skip reason outlives this function */
+
+    if (gr_backend_probe(GR_BACKEND_CUDA, NULL, NULL, &err) != GR_OK)
+        SKIP(err.message);
+    backend = GR_BACKEND_CUDA;
+    sweep(sites, sizeof(sites) / sizeof(sites[0]));
+    backend = GR_BACKEND_HOST;
 }
 
 /* The plan itself: malformed plans are refused with a message naming what is wrong, and
@@ -303,4 +351,4 @@ static void fault_plan_from_environment(void)
 }
 
 GR_TEST_MAIN(GR_TEST(fault_plan_parsing), GR_TEST(fault_plan_from_environment),
-             GR_TEST(fault_sweep))
+             GR_TEST(fault_sweep), GR_TEST(cuda_fault_sweep))
