@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/kernels_cuda.h"
+#include "runtime/fault.h"
 #include "runtime/sync.h"
 
 gr_status gr_cuda_error(gr_error_info *err, gr_status st, cudaError_t e, const char *node,
@@ -137,7 +138,8 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_
             }
         }
     }
-    e = cudaGraphInstantiate(&cg->exec, cg->graph, 0);
+    e = gr__fault_hit(GR_FAULT_GRAPH_INSTANTIATE) ? cudaErrorMemoryAllocation
+                                                  : cudaGraphInstantiate(&cg->exec, cg->graph, 0);
     if (e != cudaSuccess) {
         cg->exec = NULL;
         gr_cuda_graph_release(cg);
@@ -176,6 +178,8 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it, int sm
             e = cudaGraphExecMemcpyNodeSetParams1D(cg->exec, cg->nodes[i], s.dst, s.src,
                                                    s.bytes, copy_kind(node));
         }
+        if (e == cudaSuccess && gr__fault_hit(GR_FAULT_GRAPH_UPDATE))
+            e = cudaErrorGraphExecUpdateFailure;
         if (e != cudaSuccess) {
             /* Not a device fault: the driver will not change this node in place. Lower the
              * template again with this iteration's parameters. */

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "runtime/fault.h"
 #include "runtime/waitq.h"
 
 struct gr_arena {
@@ -72,7 +73,7 @@ gr_status gr_arena_create(uint64_t size, gr_arena **out)
     size = size / GR_ARENA_ALIGN * GR_ARENA_ALIGN;
     if (size == 0)
         return GR_ERR_INVALID_ARGUMENT;
-    a = calloc(1, sizeof(*a));
+    a = gr__calloc(1, sizeof(*a));
     if (a == NULL)
         return GR_ERR_OUT_OF_MEMORY;
     if (pthread_mutex_init(&a->mu, NULL) != 0) {
@@ -109,6 +110,8 @@ gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
     blk->next = NULL;
     if (blk->size > a->size)
         return GR_ERR_OVER_BUDGET;
+    if (gr__fault_hit(GR_FAULT_ARENA))
+        return GR_ERR_OUT_OF_MEMORY;
 
     pthread_mutex_lock(&a->mu);
     if (a->shutdown)

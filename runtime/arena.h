@@ -50,7 +50,8 @@ uint64_t gr_arena_round(uint64_t bytes);
  * Place a block of `bytes` (rounded) at the lowest offset where it fits, sleeping FIFO while
  * no gap is large enough. Any thread. Returns GR_OK (blk->offset and blk->size set),
  * GR_ERR_INVALID_ARGUMENT (0 bytes), GR_ERR_OVER_BUDGET (larger than the region; at once),
- * GR_ERR_TIMEOUT, the cancel flag's status, or GR_ERR_SHUTDOWN.
+ * GR_ERR_TIMEOUT, the cancel flag's status, or GR_ERR_SHUTDOWN; GR_ERR_OUT_OF_MEMORY only
+ * when the fault plan fails the "arena" site (fault.h).
  */
 gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
                          const gr_cancel_flag *cancel, gr_arena_block *blk);

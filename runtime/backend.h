@@ -52,6 +52,7 @@ typedef struct gr_worker {
      * first use; and the worker's per-unit scratch: which parts are live, the copy list. */
     float *staging;
     uint64_t staging_elems; /* per port */
+    bool staging_pageable;  /* pinned memory could not be had: malloc'd (worker.c) */
     uint8_t *live;          /* GR_UNIT_MAX_TENSORS */
     struct gr_copy *copies; /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS */
 } gr_worker;

@@ -27,6 +27,7 @@
 #include "graph/cuda_graph.h"
 #include "runtime/backend.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/fault.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
 
@@ -137,7 +138,9 @@ static gr_status map_region(gr_device *dev, cuda_device *cd, gr_error_info *err)
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = dev->ordinal;
-    r = drv->cuMemCreate(&cd->handle, dev->region_size, &prop, 0);
+    r = gr__fault_hit(GR_FAULT_DEVICE_ALLOC)
+            ? CUDA_ERROR_OUT_OF_MEMORY
+            : drv->cuMemCreate(&cd->handle, dev->region_size, &prop, 0);
     if (r != CUDA_SUCCESS)
         return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
                             "cannot reserve the budget: cuMemCreate(%llu bytes) on device %d: %s",
@@ -172,7 +175,7 @@ out_release:
 
 static gr_status cuda_device_open(gr_device *dev, const gr_config *cfg, gr_error_info *err)
 {
-    cuda_device *cd = calloc(1, sizeof(*cd));
+    cuda_device *cd = gr__calloc(1, sizeof(*cd));
     int previous = 0;
     gr_status st = GR_OK;
     cudaError_t e;
@@ -191,7 +194,8 @@ static gr_status cuda_device_open(gr_device *dev, const gr_config *cfg, gr_error
             st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaSetDevice");
             goto out;
         }
-        e = cudaMalloc(&dev->region, dev->region_size);
+        e = gr__fault_hit(GR_FAULT_DEVICE_ALLOC) ? cudaErrorMemoryAllocation
+                                                 : cudaMalloc(&dev->region, dev->region_size);
         if (e != cudaSuccess) {
             size_t free_b = 0, total_b = 0;
 
@@ -243,7 +247,7 @@ static void cuda_device_close(gr_device *dev)
 
 static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
 {
-    cuda_worker *cw = calloc(1, sizeof(*cw));
+    cuda_worker *cw = gr__calloc(1, sizeof(*cw));
     gr_status st = GR_OK;
     cudaError_t e;
 
@@ -275,12 +279,16 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
             goto out_free;
         }
     }
-    e = cudaStreamCreateWithFlags(&cw->stream, cudaStreamNonBlocking);
+    e = gr__fault_hit(GR_FAULT_STREAM)
+            ? cudaErrorMemoryAllocation
+            : cudaStreamCreateWithFlags(&cw->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
         goto out_destroy_ctx;
     }
-    e = cudaEventCreateWithFlags(&cw->done, cudaEventBlockingSync | cudaEventDisableTiming);
+    e = gr__fault_hit(GR_FAULT_EVENT)
+            ? cudaErrorMemoryAllocation
+            : cudaEventCreateWithFlags(&cw->done, cudaEventBlockingSync | cudaEventDisableTiming);
     if (e != cudaSuccess) {
         st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaEventCreateWithFlags");
         goto out_destroy_stream;
@@ -352,6 +360,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
 static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *err)
 {
     cuda_worker *cw = w->backend_state;
+    const char *call;
     gr_cuda_graph *cg;
     gr_status st;
     cudaError_t e;
@@ -362,15 +371,33 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
             return sticky_error(w, cg->error, "lowering the graph", err);
         return st;
     }
-    e = cudaGraphLaunch(cg->exec, cw->stream);
+    /* Injected failures (fault.h) use error codes that are not sticky, as a real
+     * transient failure of these calls would be. */
+    e = gr__fault_hit(GR_FAULT_GRAPH_LAUNCH) ? cudaErrorLaunchOutOfResources
+                                             : cudaGraphLaunch(cg->exec, cw->stream);
     if (e != cudaSuccess)
         return iteration_error(w, e, "cudaGraphLaunch", err);
-    e = cudaEventRecord(cw->done, cw->stream);
+    call = "cudaEventRecord";
+    e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
+                                      : cudaEventRecord(cw->done, cw->stream);
+    if (e == cudaSuccess) {
+        call = "cudaEventSynchronize";
+        e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
+                                          : cudaEventSynchronize(cw->done);
+    }
+    if (e != cudaSuccess && !is_sticky(e)) {
+        /* The graph is launched and may still be copying: the caller gives its arena block
+         * back (and a later iteration may reuse it) as soon as this returns, so wait for the
+         * stream to drain first. */
+        cudaError_t drained;
+
+        cudaGetLastError();
+        drained = cudaStreamSynchronize(cw->stream);
+        if (drained != cudaSuccess && is_sticky(drained))
+            return sticky_error(w, drained, "cudaStreamSynchronize", err);
+    }
     if (e != cudaSuccess)
-        return iteration_error(w, e, "cudaEventRecord", err);
-    e = cudaEventSynchronize(cw->done);
-    if (e != cudaSuccess)
-        return iteration_error(w, e, "cudaEventSynchronize", err);
+        return iteration_error(w, e, call, err);
     return GR_OK;
 }
 

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 
 #include "runtime/backend.h"
+#include "runtime/fault.h"
 #include "runtime/sync.h"
 
 #define HOST_MAX_DEVICES 64
@@ -34,8 +35,10 @@ static gr_status host_device_open(gr_device *dev, const gr_config *cfg, gr_error
     void *p;
 
     (void)cfg;
-    p = mmap(NULL, dev->region_size, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    p = gr__fault_hit(GR_FAULT_DEVICE_ALLOC)
+            ? MAP_FAILED
+            : mmap(NULL, dev->region_size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                             "host backend: cannot reserve %llu bytes for device %u's arena",

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "runtime/fault.h"
 #include "runtime/sync.h"
 #include "runtime/waitq.h"
 
@@ -51,7 +52,7 @@ gr_status gr_budget_create(uint64_t capacity, gr_budget **out)
     *out = NULL;
     if (capacity == 0)
         return GR_ERR_INVALID_ARGUMENT;
-    b = calloc(1, sizeof(*b));
+    b = gr__calloc(1, sizeof(*b));
     if (b == NULL)
         return GR_ERR_OUT_OF_MEMORY;
     if (pthread_mutex_init(&b->mu, NULL) != 0) {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/fault.h"
 #include "runtime/sync.h"
 
 #define PIECE (1u << 20) /* large enough to amortize a handout, small enough to balance */
@@ -118,7 +119,7 @@ static void *helper_main(void *arg)
 
 gr_status gr_copier_create(unsigned threads, gr_copier **out)
 {
-    gr_copier *c = calloc(1, sizeof(*c));
+    gr_copier *c = gr__calloc(1, sizeof(*c));
 
     *out = NULL;
     if (c == NULL)
@@ -127,11 +128,13 @@ gr_status gr_copier_create(unsigned threads, gr_copier **out)
         goto out_free;
     if (pthread_cond_init(&c->work, NULL) != 0)
         goto out_destroy_mu;
-    c->threads = calloc(threads ? threads : 1, sizeof(*c->threads));
+    c->threads = gr__calloc(threads ? threads : 1, sizeof(*c->threads));
     if (c->threads == NULL)
         goto out_destroy_work;
+    /* Fewer helpers than asked for (the system is out of threads) only slow copies down:
+     * the caller of gr_copier_copy always works too. */
     for (unsigned i = 0; i < threads; i++) {
-        if (pthread_create(&c->threads[i], NULL, helper_main, c) != 0)
+        if (gr__thread_create(&c->threads[i], helper_main, c) != 0)
             break;
         c->n_threads++;
     }

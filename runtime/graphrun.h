@@ -21,6 +21,14 @@
  * Handles are opaque. Every _destroy(NULL) is a no-op. Calls that can fail return a
  * gr_status; detail goes to the handle (graph, job) or to a caller-provided gr_error_info,
  * never to a process-wide global.
+ *
+ * Runtime and job handles are checked: once a runtime is destroyed, or a job is complete
+ * and destroyed, every call with its handle returns GR_ERR_INVALID_USAGE (destroys do
+ * nothing) instead of touching freed memory; only a call racing on another thread with the
+ * destroy itself is undefined. In a child forked from a process with a running runtime,
+ * every call on the parent's runtime and jobs returns GR_ERR_INVALID_USAGE (the destroys do
+ * nothing): the child has none of the runtime's threads and cannot use its CUDA context.
+ * docs/RELIABILITY.md lists every misuse and its status.
  */
 #ifndef GRAPHRUN_H
 #define GRAPHRUN_H
@@ -137,6 +145,13 @@ typedef struct gr_config {
      * not fit the budget is refused. Its outputs are then all or nothing even when the job
      * is stopped. Default 1. */
     uint32_t split_tensors;
+    /* Testing only: a fault-injection plan. "SITE:N" makes the Nth call of a site fail,
+     * "SITE:N+" that call and every later one; rules are separated by commas. Sites: alloc,
+     * pin, thread, arena, device_alloc, register, stream, event, graph_instantiate,
+     * graph_update, graph_launch (docs/RELIABILITY.md says what each covers). NULL: the
+     * GR_FAULT environment variable's plan, if it is set. The plan is process-wide while
+     * this runtime lives. Default NULL. */
+    const char *fault_plan;
     /* Which devices to use, by the backend's own numbers: CUDA device ordinals, or on the
      * host backend indices among its host_devices emulated devices. Runtime device d (as
      * gr_runtime_device_stats numbers them) is devices[d]. NULL with device_count 0, the
@@ -151,7 +166,7 @@ typedef struct gr_config {
 #define GR_CONFIG_INIT                                                                      \
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
-            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, 0                      \
+            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, 0                \
     }
 
 /*
@@ -172,8 +187,10 @@ void gr_runtime_shutdown(gr_runtime *rt);
  * Shut down (as gr_runtime_shutdown), wait for running iterations, for threads still inside
  * gr_job_submit and for completion callbacks still running, join the workers, free the
  * devices' memory, and drop the handle. On return every job is complete and no callback is
- * running. Jobs still held by the caller stay valid until gr_job_destroy. Call once, not
- * from a completion callback. NULL is a no-op.
+ * running. Jobs still held by the caller stay valid until gr_job_destroy. A second call
+ * does nothing. From a completion callback (where waiting for every callback would wait
+ * for itself) it only shuts down, as gr_runtime_shutdown, and the handle stays valid for a
+ * destroy from another thread. NULL is a no-op.
  */
 void gr_runtime_destroy(gr_runtime *rt);
 
@@ -221,7 +238,8 @@ gr_status gr_runtime_device_ordinal(const gr_runtime *rt, uint32_t device, int *
  * much. Any thread. */
 gr_status gr_host_alloc(uint64_t bytes, void **out);
 
-/* Free memory from gr_host_alloc. NULL is a no-op. Any thread. */
+/* Free memory from gr_host_alloc. NULL is a no-op; anything else not from gr_host_alloc,
+ * or freed already, is undefined. Any thread. */
 void gr_host_free(void *p);
 
 /* Pin existing memory [p, p + bytes) in place, for every device and context; it must stay
@@ -444,9 +462,10 @@ gr_status gr_job_error_get(const gr_job *job, gr_error_info *out);
 int gr_job_is_complete(const gr_job *job);
 
 /* Give back the handle gr_job_submit returned. A job still running keeps running to its
- * end (its callback still runs; call gr_job_cancel first to stop it); the host memory it
- * uses must stay valid until then. NULL is a no-op; so is a second call while the job is
- * still alive (after that the handle may already be freed: do not use it again). */
+ * end (its callback still runs, and may still use the handle; call gr_job_cancel first to
+ * stop it); the host memory it uses must stay valid until then. Once the job is complete
+ * and destroyed, every call with the handle returns GR_ERR_INVALID_USAGE. NULL is a no-op;
+ * so is a second call. */
 void gr_job_destroy(gr_job *job);
 
 #ifdef __cplusplus

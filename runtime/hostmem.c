@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/fault.h"
 #include "runtime/graphrun.h"
 
 #define HEADER 4096u
@@ -48,6 +49,8 @@ gr_status gr_host_alloc(uint64_t bytes, void **out)
     if (out == NULL || bytes == 0 || bytes > UINT64_MAX - HEADER)
         return GR_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    if (gr__fault_hit(GR_FAULT_PIN))
+        return GR_ERR_OUT_OF_MEMORY;
     if (pinned) {
         if (cudaHostAlloc(&base, bytes + HEADER, cudaHostAllocPortable) != cudaSuccess) {
             cudaGetLastError();
@@ -72,7 +75,7 @@ void gr_host_free(void *p)
         return;
     h = (header *)((char *)p - HEADER);
     if (h->magic != HEADER_MAGIC)
-        return; /* not ours, or freed twice: leave it alone rather than corrupt the heap */
+        return; /* not ours: leave it alone rather than corrupt the heap */
     h->magic = 0;
     if (h->pinned)
         cudaFreeHost(h);
@@ -88,7 +91,8 @@ gr_status gr_host_register(void *p, uint64_t bytes)
         return GR_ERR_INVALID_ARGUMENT;
     if (!gpu_usable())
         return GR_OK;
-    e = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+    e = gr__fault_hit(GR_FAULT_REGISTER) ? cudaErrorMemoryAllocation
+                                         : cudaHostRegister(p, bytes, cudaHostRegisterPortable);
     if (e == cudaErrorHostMemoryAlreadyRegistered) {
         cudaGetLastError();
         return GR_ERR_INVALID_USAGE;

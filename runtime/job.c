@@ -12,6 +12,12 @@
  * left to submit, which does it after storing the handle, so a callback never sees a job
  * whose submit has not returned it.
  *
+ * Handles: the caller (and the callback) see a job only through its generational handle
+ * (handle.h), given back once the job is complete and the caller has destroyed it, so a
+ * call with the handle of a destroyed job is refused with GR_ERR_INVALID_USAGE instead of
+ * reading freed memory. Public functions take
+ * `handle` and look the job up; everything inside works on the job itself.
+ *
  * Lock order: job->mu, then nothing (the runtime's mu is taken only without job->mu).
  */
 #include "runtime/job.h"
@@ -19,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/fault.h"
+#include "runtime/handle.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
 
@@ -73,6 +81,15 @@ void gr__job_unref(gr_job *job)
         job_free(job);
 }
 
+/* The handle lives while the caller holds it or the job is incomplete (its callback uses
+ * it): the last of the two gives it back, so once a complete job is destroyed its handle
+ * is refused at once, however long the job's memory lingers. */
+static void drop_handle(gr_job *job)
+{
+    if (atomic_fetch_sub_explicit(&job->handle_refs, 1, memory_order_acq_rel) == 1)
+        gr__handle_release(job->handle);
+}
+
 static void job_ref(gr_job *job)
 {
     atomic_fetch_add_explicit(&job->refs, 1, memory_order_relaxed);
@@ -95,9 +112,10 @@ static void job_finish(gr_job *job, gr_status result)
         job->callback_thread = pthread_self();
         pthread_mutex_unlock(&job->mu);
         callback_depth++;
-        job->on_complete(job, result, job->user);
+        job->on_complete((gr_job *)job->handle, result, job->user);
         callback_depth--;
     }
+    drop_handle(job); /* before the waiters wake: a destroy right after a wait releases it */
     pthread_mutex_lock(&job->mu);
     job->in_callback = false;
     job->complete = true;
@@ -257,9 +275,16 @@ void gr__job_stop(gr_job *job, gr_status why)
     gr__job_unref(job);
 }
 
-uint64_t gr__job_anomalies(const gr_job *job)
+uint64_t gr__job_anomalies(const gr_job *handle)
 {
-    return atomic_load_explicit(&job->anomalies, memory_order_relaxed);
+    const gr_job *job = gr__handle_get((uintptr_t)handle, GR_HANDLE_JOB);
+
+    return job == NULL ? UINT64_MAX : atomic_load_explicit(&job->anomalies, memory_order_relaxed);
+}
+
+bool gr__in_callback(void)
+{
+    return callback_depth > 0;
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -292,7 +317,7 @@ static gr_status check_aliasing(const gr_graph *g, const gr_tensor *t, uint64_t 
     gr_status st = GR_OK;
     span *outs;
 
-    outs = malloc(n_out * sizeof(*outs));
+    outs = gr__malloc(n_out * sizeof(*outs));
     if (outs == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                             "no memory to check %llu output ranges", (unsigned long long)n_out);
@@ -403,13 +428,13 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
 static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors,
                            uint64_t count, const gr_job_options *opts, gr_job **out)
 {
-    gr_job *job = calloc(1, sizeof(*job));
+    gr_job *job = gr__calloc(1, sizeof(*job));
     uint32_t *pending;
 
     if (job == NULL)
         return GR_ERR_OUT_OF_MEMORY;
-    job->tensors = malloc(count * sizeof(*job->tensors));
-    job->slot = calloc(count, sizeof(*job->slot)); /* all QUEUED, status 0 */
+    job->tensors = gr__malloc(count * sizeof(*job->tensors));
+    job->slot = gr__calloc(count, sizeof(*job->slot)); /* all QUEUED, status 0 */
     if (job->tensors == NULL || job->slot == NULL)
         goto out_free;
     if (pthread_mutex_init(&job->mu, NULL) != 0)
@@ -423,7 +448,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     /* Counted before the job is shared, so plain stores are published with it. */
     job->pending = (_Atomic uint32_t *)pending;
     if (job->units != NULL) {
-        job->piece_failed = calloc(count, sizeof(*job->piece_failed));
+        job->piece_failed = gr__calloc(count, sizeof(*job->piece_failed));
         if (job->piece_failed == NULL)
             goto out_destroy_cond;
     }
@@ -434,11 +459,14 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     job->on_complete = opts->on_complete;
     job->user = opts->user;
     job->submitting = true;
+    if (gr__handle_new(job, GR_HANDLE_JOB, &job->handle) != GR_OK)
+        goto out_destroy_cond;
     gr_graph_ref(g);
     gr__runtime_ref(rt);
     /* The caller's handle (kept by submit until it returns), the incomplete reference, and
      * one per task that will be in the ring. */
     atomic_init(&job->refs, 2);
+    atomic_init(&job->handle_refs, 2); /* the caller's, and the incomplete job's */
     *out = job;
     return GR_OK;
 
@@ -511,19 +539,27 @@ static void queue_tasks(gr_runtime *rt, gr_job *job)
     gr__job_stop(job, why);
 }
 
-gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,
-                        const gr_job_options *opts, gr_job **out, gr_error_info *err)
+gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensors,
+                        uint64_t count, const gr_job_options *opts, gr_job **out,
+                        gr_error_info *err)
 {
     static const gr_job_options defaults = GR_JOB_OPTIONS_INIT;
     gr_status st, result;
     bool run_callback;
+    gr_runtime *rt;
     gr_job *job;
 
     if (out != NULL)
         *out = NULL;
-    if (rt == NULL || g == NULL || tensors == NULL)
+    if (handle == NULL || g == NULL || tensors == NULL)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "runtime, graph and tensors must not be NULL");
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+        return gr_error_set(err, st, GR_NO_INDEX, NULL,
+                            gr__handle_get((uintptr_t)handle, GR_HANDLE_RUNTIME) != NULL
+                                ? "the runtime was created by the parent of this forked "
+                                  "process: a child cannot use it (create one of its own)"
+                                : "not a live runtime: it was destroyed (or never created)");
     /* Before touching anything else: the reference keeps the runtime's memory alive however
      * gr_runtime_destroy races with this call, and the count (seq_cst, paired with the
      * shutdown store) makes destroy wait for this submitter, or this submitter see the
@@ -541,7 +577,7 @@ gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, u
     queue_tasks(rt, job);
     if (out != NULL) {
         atomic_store(&job->handle_held, true);
-        *out = job;
+        *out = (gr_job *)job->handle;
     }
 
     pthread_mutex_lock(&job->mu);
@@ -551,8 +587,10 @@ gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, u
     pthread_mutex_unlock(&job->mu);
     if (run_callback)
         job_finish(job, result); /* left to us by job_all_ended */
-    if (out == NULL)
-        gr__job_unref(job); /* detached: the handle's reference, which nobody holds */
+    if (out == NULL) { /* detached: the handle's references, which nobody holds */
+        drop_handle(job);
+        gr__job_unref(job);
+    }
 
 out_leave:
     /* Under the lock, so gr_runtime_destroy's wait cannot miss the last submitter. */
@@ -567,14 +605,38 @@ out_leave:
 /* ------------------------------------------------------------------------------------- */
 /* The caller's view.                                                                     */
 
-gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result)
+/* The job behind a caller's handle, or NULL (with *st saying why) for NULL, a handle of a
+ * freed job, or a call from a forked child. */
+static gr_job *job_get(const gr_job *handle, gr_status *st)
+{
+    gr_job *job;
+
+    if (handle == NULL) {
+        *st = GR_ERR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    job = gr__handle_get((uintptr_t)handle, GR_HANDLE_JOB);
+    if (job == NULL || gr__forked(job->rt)) {
+        *st = GR_ERR_INVALID_USAGE;
+        return NULL;
+    }
+    return job;
+}
+
+gr_job *gr__job_from_handle(const gr_job *handle)
+{
+    return gr__handle_get((uintptr_t)handle, GR_HANDLE_JOB);
+}
+
+gr_status gr_job_wait(gr_job *handle, int64_t timeout_ns, gr_status *result)
 {
     int64_t deadline = gr_deadline_after(timeout_ns);
     bool timed_out = false;
     gr_status st;
+    gr_job *job;
 
-    if (job == NULL)
-        return GR_ERR_INVALID_ARGUMENT;
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
     pthread_mutex_lock(&job->mu);
     for (;;) {
         /* A callback waiting for its own job: every index has ended and the callback is all
@@ -596,20 +658,27 @@ gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result)
     return st;
 }
 
-gr_status gr_job_cancel(gr_job *job)
+gr_status gr_job_cancel(gr_job *handle)
 {
-    if (job == NULL)
-        return GR_ERR_INVALID_ARGUMENT;
+    gr_status st;
+    gr_job *job;
+
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
     gr__job_stop(job, GR_ERR_CANCELED);
     return GR_OK;
 }
 
-gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out)
+gr_status gr_job_progress_get(const gr_job *handle, gr_job_progress *out)
 {
     uint64_t started, ended_running, ended_queued;
+    gr_status st;
+    gr_job *job;
 
-    if (job == NULL || out == NULL)
+    if (out == NULL)
         return GR_ERR_INVALID_ARGUMENT;
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
     out->total = job->count;
     out->done = atomic_load_explicit(&job->done, memory_order_relaxed);
     out->failed = atomic_load_explicit(&job->failed, memory_order_relaxed);
@@ -624,12 +693,16 @@ gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out)
     return GR_OK;
 }
 
-gr_status gr_job_index_get(const gr_job *job, uint64_t index, gr_index_state *state,
+gr_status gr_job_index_get(const gr_job *handle, uint64_t index, gr_index_state *state,
                            gr_status *status)
 {
+    gr_status st;
+    gr_job *job;
     uint16_t s;
 
-    if (job == NULL || index >= job->count)
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
+    if (index >= job->count)
         return GR_ERR_INVALID_ARGUMENT;
     s = atomic_load_explicit(&job->slot[index], memory_order_acquire);
     if (state)
@@ -639,33 +712,46 @@ gr_status gr_job_index_get(const gr_job *job, uint64_t index, gr_index_state *st
     return GR_OK;
 }
 
-gr_status gr_job_error_get(const gr_job *job, gr_error_info *out)
+gr_status gr_job_error_get(const gr_job *handle, gr_error_info *out)
 {
-    gr_job *j = (gr_job *)job; /* the lock is not part of the job's logical state */
+    gr_status st;
+    gr_job *job;
 
-    if (job == NULL || out == NULL)
+    if (out == NULL)
         return GR_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&j->mu);
-    if (j->has_error)
-        *out = j->first_error;
+    if ((job = job_get(handle, &st)) == NULL)
+        return gr_error_set(out, st, GR_NO_INDEX, NULL,
+                            "not a live job handle: its job was destroyed, or it belongs to "
+                            "the parent of this forked process");
+    pthread_mutex_lock(&job->mu);
+    if (job->has_error)
+        *out = job->first_error;
     else
         gr_error_set(out, GR_OK, GR_NO_INDEX, NULL, "no error");
-    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_unlock(&job->mu);
     return GR_OK;
 }
 
-int gr_job_is_complete(const gr_job *job)
+int gr_job_is_complete(const gr_job *handle)
 {
-    if (job == NULL)
+    gr_status st;
+    gr_job *job;
+
+    if ((job = job_get(handle, &st)) == NULL)
         return 0;
     return atomic_load_explicit(&job->ended, memory_order_acquire) == job->count;
 }
 
-void gr_job_destroy(gr_job *job)
+void gr_job_destroy(gr_job *handle)
 {
+    gr_status st;
+    gr_job *job = job_get(handle, &st);
+
     /* Only the handle gr_job_submit returned holds a reference to give back: a second
      * destroy of a job still alive, or a destroy of a detached job from its callback,
      * does nothing. */
-    if (job != NULL && atomic_exchange(&job->handle_held, false))
+    if (job != NULL && atomic_exchange(&job->handle_held, false)) {
+        drop_handle(job);
         gr__job_unref(job);
+    }
 }

@@ -66,6 +66,8 @@ struct gr_job {
     uint64_t n_units;
     _Atomic uint32_t *pending;
     _Atomic uint8_t *piece_failed;
+    uintptr_t handle;        /* what the caller and the callback see (handle.h) */
+    _Atomic uint32_t handle_refs; /* the caller's and the incomplete job's (job.c) */
     atomic_bool handle_held; /* the caller still holds the handle gr_job_submit returned */
 
     pthread_mutex_t mu; /* guards the fields below */
@@ -118,7 +120,12 @@ void gr__job_stop(gr_job *job, gr_status why);
 
 void gr__job_unref(gr_job *job);
 
-/* Attempts to end an index that was already ended: a broken invariant if nonzero. */
-uint64_t gr__job_anomalies(const gr_job *job);
+/* The job behind a live handle (NULL for a stale one), for tests and tools that look
+ * inside. */
+gr_job *gr__job_from_handle(const gr_job *handle);
+
+/* Attempts to end an index that was already ended: a broken invariant if nonzero. Takes
+ * the caller's handle. */
+uint64_t gr__job_anomalies(const gr_job *handle);
 
 #endif /* GR_JOB_H */

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "runtime/fault.h"
 #include "runtime/sync.h"
 
 CK_RING_PROTOTYPE(gr_task, gr_task)
@@ -56,10 +57,10 @@ gr_status gr_ring_create(uint32_t capacity, gr_ring **out)
     *out = NULL;
     if (capacity < 2 || (capacity & (capacity - 1)) != 0 || capacity > (1u << 30))
         return GR_ERR_INVALID_ARGUMENT;
-    r = calloc(1, sizeof(*r));
+    r = gr__calloc(1, sizeof(*r));
     if (r == NULL)
         return GR_ERR_OUT_OF_MEMORY;
-    r->slots = calloc(capacity, sizeof(*r->slots));
+    r->slots = gr__calloc(capacity, sizeof(*r->slots));
     if (r->slots == NULL)
         goto out_free_ring;
     if (pthread_mutex_init(&r->mu, NULL) != 0)

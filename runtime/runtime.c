@@ -19,6 +19,10 @@
  *      (locks, ring, budgets) alive until their last gr_job_destroy.
  * After step 6 every index of every accepted job has ended, so every job is complete.
  *
+ * The caller holds a generational handle (handle.h), released when gr_runtime_destroy
+ * starts: any later call with it (a second destroy, a submit after destroy) is refused
+ * rather than reading freed memory. Jobs keep the runtime itself, by reference.
+ *
  * Lock order: rt->mu is taken alone; job->mu is never held while taking it.
  */
 #include "runtime/runtime.h"
@@ -29,6 +33,8 @@
 #include <unistd.h>
 
 #include "runtime/copier.h"
+#include "runtime/fault.h"
+#include "runtime/handle.h"
 #include "runtime/sync.h"
 
 #define MAX_WORKERS_PER_DEVICE 1024
@@ -208,6 +214,48 @@ static void *deadline_main(void *arg)
     return NULL;
 }
 
+/* Counts the forks that made this process a child (pthread_atfork, registered once). */
+static _Atomic uint64_t fork_generation;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+gr_runtime *gr__runtime_get(const gr_runtime *handle, gr_status *st)
+{
+    gr_runtime *rt;
+
+    if (handle == NULL) {
+        *st = GR_ERR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    rt = gr__handle_get((uintptr_t)handle, GR_HANDLE_RUNTIME);
+    if (rt == NULL || gr__forked(rt)) {
+        *st = GR_ERR_INVALID_USAGE;
+        return NULL;
+    }
+    return rt;
+}
+
+bool gr__forked(const gr_runtime *rt)
+{
+    /* Relaxed: the child's increment runs on its only thread, before any call of its. */
+    return atomic_load_explicit(&fork_generation, memory_order_relaxed) != rt->fork_generation;
+}
+
+void gr__runtime_pinned_fallback(gr_runtime *rt, uint64_t bytes)
+{
+    (void)bytes;
+    atomic_fetch_add_explicit(&rt->pinned_fallbacks, 1, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* Create and destroy.                                                                    */
 
@@ -361,7 +409,7 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
                             "granule (%llu bytes)",
                             (unsigned long long)rt->cfg.budget_bytes, rt->backend->name,
                             (unsigned long long)granule);
-    rt->devices = calloc(rt->n_devices, sizeof(*rt->devices));
+    rt->devices = gr__calloc(rt->n_devices, sizeof(*rt->devices));
     if (rt->devices == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     for (uint32_t d = 0; d < rt->n_devices; d++) {
@@ -386,7 +434,7 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
     uint32_t n = rt->n_devices * rt->cfg.workers_per_device;
     gr_status st = GR_OK;
 
-    rt->workers = calloc(n, sizeof(*rt->workers));
+    rt->workers = gr__calloc(n, sizeof(*rt->workers));
     if (rt->workers == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     for (uint32_t i = 0; i < n; i++) {
@@ -395,7 +443,7 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
         w->rt = rt;
         w->id = i;
         w->dev = &rt->devices[i % rt->n_devices];
-        if (pthread_create(&w->thread, NULL, gr__worker_main, w) != 0) {
+        if (gr__thread_create(&w->thread, gr__worker_main, w) != 0) {
             st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                               "cannot create worker thread %u of %u", i, n);
             break;
@@ -434,8 +482,11 @@ static void runtime_shutdown(gr_runtime *rt)
     pthread_mutex_unlock(&rt->mu);
 }
 
-void gr_runtime_shutdown(gr_runtime *rt)
+void gr_runtime_shutdown(gr_runtime *handle)
 {
+    gr_status st;
+    gr_runtime *rt = gr__runtime_get(handle, &st);
+
     if (rt != NULL)
         runtime_shutdown(rt);
 }
@@ -491,6 +542,8 @@ static unsigned copy_threads(const gr_config *cfg)
 
 gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err)
 {
+    uint64_t fault_token = 0;
+    const char *plan;
     gr_runtime *rt;
     gr_status st;
 
@@ -501,10 +554,19 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
                             "config and out must not be NULL");
     if ((st = check_config(cfg, err)) != GR_OK)
         return st;
-    rt = calloc(1, sizeof(*rt));
-    if (rt == NULL)
+    plan = cfg->fault_plan != NULL ? cfg->fault_plan : getenv("GR_FAULT");
+    if (plan != NULL && (st = gr__fault_arm(plan, &fault_token, err)) != GR_OK)
+        return st;
+    rt = gr__calloc(1, sizeof(*rt));
+    if (rt == NULL) {
+        gr__fault_disarm(fault_token);
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    }
     rt->cfg = *cfg;
+    rt->cfg.fault_plan = NULL; /* the caller's string need not outlive this call */
+    pthread_once(&atfork_once, register_atfork);
+    rt->fork_generation = atomic_load(&fork_generation);
+    rt->fault_token = fault_token;
     atomic_init(&rt->refs, 1);
     if (pthread_mutex_init(&rt->mu, NULL) != 0)
         goto out_free_rt;
@@ -525,18 +587,24 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
     rt->cfg.devices = NULL; /* the caller's array: copied into the devices' ordinals */
     if ((st = start_workers(rt, err)) != GR_OK)
         goto out_teardown;
-    if (pthread_create(&rt->deadline_thread, NULL, deadline_main, rt) != 0) {
+    if (gr__thread_create(&rt->deadline_thread, deadline_main, rt) != 0) {
         st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                           "cannot create the deadline thread");
         goto out_teardown;
     }
     rt->deadline_started = true;
-    *out = rt;
+    if (gr__handle_new(rt, GR_HANDLE_RUNTIME, &rt->handle) != GR_OK) {
+        st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                          "no memory for the runtime's handle");
+        goto out_teardown;
+    }
+    *out = (gr_runtime *)rt->handle;
     return GR_OK;
 
 out_teardown:
     runtime_teardown(rt);
     gr__runtime_unref(rt);
+    gr__fault_disarm(fault_token);
     return st;
 out_destroy_deadline_cond:
     pthread_cond_destroy(&rt->deadline_cond);
@@ -546,21 +614,43 @@ out_destroy_mu:
     pthread_mutex_destroy(&rt->mu);
 out_free_rt:
     free(rt);
+    gr__fault_disarm(fault_token);
     return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
 }
 
-void gr_runtime_destroy(gr_runtime *rt)
+void gr_runtime_destroy(gr_runtime *handle)
 {
-    if (rt == NULL)
+    uint64_t fault_token;
+    gr_status st;
+    gr_runtime *rt;
+
+    /* NULL, a second destroy, or a forked child (where the runtime's threads do not exist
+     * and its locks may be held forever: the parent owns it, and the child's exit returns
+     * the memory): nothing to do. */
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
         return;
+    if (gr__in_callback()) {
+        /* Destroy waits for every callback to return, this one included: it would never
+         * return. Shut down instead, and leave the handle to a destroy from elsewhere. */
+        runtime_shutdown(rt);
+        return;
+    }
+    gr__handle_release(rt->handle);
+    fault_token = rt->fault_token;
     runtime_teardown(rt);
     gr__runtime_unref(rt);
+    gr__fault_disarm(fault_token);
 }
 
-gr_status gr_runtime_info_get(const gr_runtime *rt, gr_runtime_info *out)
+gr_status gr_runtime_info_get(const gr_runtime *handle, gr_runtime_info *out)
 {
-    if (rt == NULL || out == NULL)
+    gr_status st;
+    gr_runtime *rt;
+
+    if (out == NULL)
         return GR_ERR_INVALID_ARGUMENT;
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+        return st;
     memset(out, 0, sizeof(*out));
     out->backend = rt->backend->kind;
     out->device_count = rt->n_devices;
@@ -570,19 +660,33 @@ gr_status gr_runtime_info_get(const gr_runtime *rt, gr_runtime_info *out)
     return GR_OK;
 }
 
-gr_status gr_runtime_device_ordinal(const gr_runtime *rt, uint32_t device, int *ordinal)
+gr_status gr_runtime_device_ordinal(const gr_runtime *handle, uint32_t device, int *ordinal)
 {
-    if (rt == NULL || ordinal == NULL || device >= rt->n_devices)
+    gr_status st;
+    gr_runtime *rt;
+
+    if (ordinal == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+        return st;
+    if (device >= rt->n_devices)
         return GR_ERR_INVALID_ARGUMENT;
     *ordinal = rt->devices[device].ordinal;
     return GR_OK;
 }
 
-gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_device_stats *out)
+gr_status gr_runtime_device_stats(const gr_runtime *handle, uint32_t device,
+                                  gr_device_stats *out)
 {
     const gr_device *dev;
+    gr_status st;
+    gr_runtime *rt;
 
-    if (rt == NULL || out == NULL || device >= rt->n_devices)
+    if (out == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+        return st;
+    if (device >= rt->n_devices)
         return GR_ERR_INVALID_ARGUMENT;
     dev = &rt->devices[device];
     out->budget_bytes = gr_budget_capacity(dev->budget);

@@ -23,6 +23,9 @@ struct gr_runtime {
     gr_config cfg;
     const gr_backend_ops *backend;
     char backend_note[128]; /* why AUTO picked this backend */
+    uint64_t fault_token;   /* the fault plan this runtime armed (fault.h), 0 if none */
+    uint64_t fork_generation; /* the process's fork generation at create (gr__forked) */
+    uintptr_t handle;         /* what the caller holds (handle.h); released by destroy */
 
     uint32_t n_devices;
     gr_device *devices;
@@ -34,6 +37,7 @@ struct gr_runtime {
     atomic_bool shutdown;
     atomic_uint active_submits;  /* threads inside gr_job_submit */
     atomic_uint devices_lost;    /* devices marked lost (sticky device error) */
+    _Atomic uint64_t pinned_fallbacks; /* staging buffers that had to be pageable */
 
     /* Lock order: rt->mu before nothing else; never held across a backend call or a
      * callback. Guards the fields below. */
@@ -67,6 +71,24 @@ void gr__runtime_device_lost(struct gr_runtime *rt, gr_device *dev);
 /* A sticky error ruined worker `w`'s private context: it takes no more work; when every
  * worker of its device has retired, the device is lost. Called on the worker's thread. */
 void gr__runtime_worker_retired(struct gr_runtime *rt, gr_worker *w);
+
+/* The runtime behind a caller's handle, or NULL with *st set: GR_ERR_INVALID_ARGUMENT for
+ * NULL, GR_ERR_INVALID_USAGE for a destroyed runtime's handle or a call from a forked
+ * child. Any thread. */
+struct gr_runtime *gr__runtime_get(const struct gr_runtime *handle, gr_status *st);
+
+/* Whether the calling thread is running a job's completion callback. */
+bool gr__in_callback(void);
+
+/* Whether this is a child forked after the runtime was created. The child has a copy of the
+ * runtime's memory (locks possibly held by threads that do not exist in it) but none of its
+ * threads, and CUDA cannot be used in it: every call from the child must be refused, before
+ * it takes any lock. Any thread. */
+bool gr__forked(const struct gr_runtime *rt);
+
+/* A staging buffer of `bytes` had to be ordinary memory: pinned memory could not be had.
+ * Counted; reported once per runtime. Any thread. */
+void gr__runtime_pinned_fallback(struct gr_runtime *rt, uint64_t bytes);
 
 /* Wake every sleeper that may be waiting on behalf of a stopped job. Any thread. */
 void gr__runtime_wake_waiters(struct gr_runtime *rt);

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/fault.h"
+
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
                                uint64_t staging_bytes, uint64_t batch_below_bytes)
 {
@@ -77,7 +79,7 @@ static bool push(plan *p, gr_unit u)
 {
     if (p->n == p->cap) {
         uint64_t cap = p->cap ? 2 * p->cap : 256;
-        gr_unit *v = realloc(p->v, cap * sizeof(*v));
+        gr_unit *v = gr__realloc(p->v, cap * sizeof(*v));
 
         if (v == NULL)
             return false;
@@ -102,7 +104,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     *n_units = count;
     if (!g->splittable)
         return GR_OK;
-    pend = calloc(count, sizeof(*pend));
+    pend = gr__calloc(count, sizeof(*pend));
     if (pend == NULL)
         return GR_ERR_OUT_OF_MEMORY;
     for (uint64_t i = 0; i < count; i++) {

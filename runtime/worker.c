@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "runtime/copier.h"
+#include "runtime/fault.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
 
@@ -38,21 +39,39 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
     return GR_OK;
 }
 
-/* Make the worker's staging buffer hold `elems` per port (inputs then outputs). */
+/* Make the worker's staging buffer hold `elems` per port (inputs then outputs). Pinned
+ * memory when it can be had; otherwise (a tiny RLIMIT_MEMLOCK, the system out of pinned
+ * memory) ordinary memory, which the device reads through the driver's slower path: the
+ * results are the same, and the runtime reports the fallback once. */
+static void free_staging(gr_worker *w)
+{
+    if (w->staging_pageable)
+        free(w->staging);
+    else
+        gr_host_free(w->staging);
+    w->staging = NULL;
+    w->staging_elems = 0;
+    w->staging_pageable = false;
+}
+
 static gr_status ensure_staging(gr_worker *w, uint32_t ports, uint64_t elems,
                                 gr_error_info *err)
 {
-    void *p;
+    uint64_t bytes = elems * ports * sizeof(float);
+    void *p = NULL;
 
     if (w->staging_elems >= elems)
         return GR_OK;
-    gr_host_free(w->staging);
-    w->staging = NULL;
-    w->staging_elems = 0;
-    if (gr_host_alloc(elems * ports * sizeof(float), &p) != GR_OK)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                            "cannot allocate %llu bytes of pinned staging memory",
-                            (unsigned long long)(elems * ports * sizeof(float)));
+    free_staging(w);
+    if (gr_host_alloc(bytes, &p) != GR_OK) {
+        p = NULL;
+        if (posix_memalign(&p, 4096, bytes) != 0)
+            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                                "cannot allocate %llu bytes of staging memory, pinned or not",
+                                (unsigned long long)bytes);
+        w->staging_pageable = true;
+        gr__runtime_pinned_fallback(w->rt, bytes);
+    }
     w->staging = p;
     w->staging_elems = elems;
     return GR_OK;
@@ -156,6 +175,10 @@ static bool run_task(gr_worker *w, const gr_task *t)
     if (st != GR_OK)
         goto out_finish;
     st = gr_arena_alloc(dev->arena, bytes, job->deadline_ns, &job->stop, &w->block);
+    if (st == GR_ERR_OUT_OF_MEMORY)
+        gr_error_set(&detail, st, u.index, NULL,
+                     "cannot place %llu bytes in device %u's arena (injected fault)",
+                     (unsigned long long)bytes, dev->id);
     if (st != GR_OK)
         goto out_release_budget;
     /* The waits above can be long; do not start work that is no longer wanted. */
@@ -261,8 +284,8 @@ void *gr__worker_main(void *arg)
     gr_task t;
 
     memset(&err, 0, sizeof(err));
-    w->live = calloc(GR_UNIT_MAX_TENSORS, sizeof(*w->live));
-    w->copies = calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copies));
+    w->live = gr__calloc(GR_UNIT_MAX_TENSORS, sizeof(*w->live));
+    w->copies = gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copies));
     if (w->live == NULL || w->copies == NULL)
         st = gr_error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     else
@@ -286,7 +309,7 @@ void *gr__worker_main(void *arg)
     }
     rt->backend->worker_close(w);
 out_free:
-    gr_host_free(w->staging);
+    free_staging(w);
     free(w->copies);
     free(w->live);
     return NULL;

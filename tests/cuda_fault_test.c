@@ -8,10 +8,18 @@
  * 2. The shared primary context (the default): the fault ruins it, the device is marked
  *    lost, running and queued work fails with GR_ERR_DEVICE_LOST within a second, new work
  *    fails at once, and destroy returns.
- * A fault can leave the process's CUDA state unusable, so run each case in a process of its
- * own (--only NAME), as tools/gpu_suite does.
+ * 3. Most of the GPU's memory held by someone else (an earlier allocation of this process,
+ *    standing in for another process): a runtime whose budget cannot be reserved is refused
+ *    with a clear status and message, and a running runtime keeps working in its arena.
+ * 4. A tiny RLIMIT_MEMLOCK: whatever the driver does with it, staged work stays right; what
+ *    the driver did (pinned allocations refused or not) is printed.
+ * A fault can leave the process's CUDA state unusable, and a resource limit stays for the
+ * process's life, so run each case in a process of its own (--only NAME), as
+ * tools/gpu_suite does.
  */
+#include <cuda_runtime_api.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "graph/graph.h"
 #include "tests/fixtures.h"
@@ -203,13 +211,93 @@ static void primary_context_fault_loses_device(void)
     gr_graph_destroy(fg);
 }
 
+/* Run the seed graph over `set` and check every output. */
+static void run_and_check(gr_runtime *rt, gr_tensor_set *set)
+{
+    gr_error_info err;
+    gr_graph *seed;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&seed), GR_OK);
+    gr_tensor_set_fill(set);
+    if (gr_job_submit(rt, seed, set->tensors, set->count, NULL, &job, &err) != GR_OK)
+        GR_TEST_FAIL("submit: %s", err.message);
+    ASSERT_STATUS(gr_test_wait(job, 120ll * 1000000000), GR_OK);
+    ASSERT_EQ_U64(gr_tensor_set_check(set, NULL), 0);
+    gr_job_destroy(job);
+    gr_graph_destroy(seed);
+}
+
+static void budget_cannot_be_reserved(void)
+{
+    size_t free_b = 0, total_b = 0, hog_bytes;
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_tensor_set set;
+    gr_error_info err;
+    gr_runtime *rt, *big;
+    void *hog = NULL, *hog2 = NULL;
+
+    REQUIRE_GPU();
+    /* A runtime started before memory runs short keeps its arena. */
+    rt = gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA, .budget = 256 * MiB});
+    ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+    hog_bytes = free_b - 1024 * MiB; /* leave 1 GiB */
+    ASSERT_EQ(cudaMalloc(&hog, hog_bytes), cudaSuccess);
+    printf("    holding %.1f GiB of %.1f GiB; %.1f GiB left free\n", (double)hog_bytes / (1 << 30),
+           (double)total_b / (1 << 30), (double)(free_b - hog_bytes) / (1 << 30));
+    cfg.backend = GR_BACKEND_CUDA;
+    cfg.budget_bytes = 4096 * MiB;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &big, &err), GR_ERR_CUDA);
+    ASSERT_PTR_EQ(big, NULL);
+    printf("    a 4 GiB budget: %s\n", err.message);
+    ASSERT_STR_CONTAINS(err.message, "cannot reserve the budget");
+    ASSERT_STR_CONTAINS(err.message, "bytes free");
+    /* And the running runtime, with the rest taken as well, still works. */
+    ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+    if (free_b > 64 * MiB)
+        ASSERT_EQ(cudaMalloc(&hog2, free_b - 64 * MiB), cudaSuccess);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 24, 16 << 20, GR_MEM_PINNED, 3), GR_OK);
+    run_and_check(rt, &set);
+    gr_tensor_set_free(&set);
+    gr_runtime_destroy(rt);
+    cudaFree(hog2);
+    cudaFree(hog);
+}
+
+static void tiny_memlock(void)
+{
+    struct rlimit lim = {64 << 10, 64 << 10};
+    gr_tensor_set set;
+    gr_runtime *rt;
+    gr_status pin;
+    void *p = NULL;
+
+    REQUIRE_GPU();
+    ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &lim), 0);
+    pin = gr_host_alloc(64 * MiB, &p);
+    printf("    RLIMIT_MEMLOCK 64 KiB: gr_host_alloc(64 MiB) %s\n", gr_status_str(pin));
+    gr_host_free(p);
+    rt = gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA, .budget = 256 * MiB});
+    /* Pageable tensors, all staged through the workers' (pinned, if it can be had) buffers;
+     * small ones batched, large ones chunked. */
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 2000, 4096, GR_MEM_PAGEABLE, 4), GR_OK);
+    run_and_check(rt, &set);
+    gr_tensor_set_free(&set);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 6, 40 << 20, GR_MEM_PAGEABLE, 5), GR_OK);
+    run_and_check(rt, &set);
+    gr_tensor_set_free(&set);
+    gr_runtime_destroy(rt);
+}
+
 int main(int argc, char **argv)
 {
     static const gr_test_case cases[] = {
         GR_TEST(private_context_fault_isolation),
         GR_TEST(primary_context_fault_loses_device),
+        GR_TEST(budget_cannot_be_reserved),
+        GR_TEST(tiny_memlock),
     };
 
     setenv("GR_TEST_KERNELS", "1", 1); /* the test-only "fault" kernel */
-    return gr_test_run_all(cases, 2, argc, argv);
+    return gr_test_run_all(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

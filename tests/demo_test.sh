@@ -58,12 +58,28 @@ driver_version_help_unknown() {
     has "$err" "unknown command 'frobnicate'" && run 2
 }
 
+demo_falls_back_when_memory_cannot_be_pinned() {
+  # GR_FAULT fails every pinned allocation (as a tiny RLIMIT_MEMLOCK would on a GPU
+  # machine): the tensors and the staging buffers fall back to pageable memory, with one
+  # warning, and every output is still right.
+  GR_FAULT=pin:1+ run 0 demo --backend host --memory pinned --count 40 --elems 700 &&
+    has "$out" "verified: 40 of 40" &&
+    has "$err" "using pageable memory instead" &&
+    [[ $(grep -c "warning" "$err") == 1 ]] || { echo "    expected exactly one warning"; return 1; }
+}
+demo_refuses_a_bad_fault_plan() {
+  GR_FAULT=nonsense:1 run 3 demo --backend host --count 2 --elems 10 &&
+    has "$err" "fault plan 'nonsense:1': unknown site"
+}
+
 case_ demo_verifies_every_output demo_verifies_every_output
 case_ demo_budget_of_exactly_one_iteration demo_budget_of_exactly_one_iteration
 case_ demo_auto_says_which_backend demo_auto_says_which_backend
 case_ demo_refuses_bad_flags demo_refuses_bad_flags
 case_ demo_runs_tensors_larger_than_budget_in_chunks demo_runs_tensors_larger_than_budget_in_chunks
 case_ driver_version_help_unknown driver_version_help_unknown
+case_ demo_falls_back_when_memory_cannot_be_pinned demo_falls_back_when_memory_cannot_be_pinned
+case_ demo_refuses_a_bad_fault_plan demo_refuses_a_bad_fault_plan
 demo_without_gpu_fails_clearly() {
   run 3 demo --backend cuda --count 1 --elems 1 && has "$err" "graphrun demo: backend cuda"
 }

@@ -22,6 +22,8 @@
 #include "tools/graphrun/workload.h"
 
 #define SEC 1000000000ll
+/* The runtime behind a caller's handle (runtime.h), to mark one of its devices lost. */
+#define RT(handle) gr__runtime_get((handle), &(gr_status){GR_OK})
 
 static void sleep_ms(int ms)
 {
@@ -244,7 +246,7 @@ static void lost_device_mid_job(bool chunks)
         ASSERT_STATUS(gr_runtime_device_stats(rt, 1, &lost_at), GR_OK);
         ASSERT_TRUE(!gr_job_is_complete(job));
     } while (lost_at.iterations_done < 3);
-    gr__runtime_device_lost(rt, &rt->devices[1]);
+    gr__runtime_device_lost(RT(rt), &RT(rt)->devices[1]);
     ASSERT_STATUS(gr_runtime_device_stats(rt, 1, &lost_at), GR_OK);
 
     result = gr_test_wait(job, 120 * SEC);

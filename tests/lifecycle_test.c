@@ -20,6 +20,9 @@
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
 
+/* The runtime behind a handle, for the checks that look inside. */
+#define RT(handle) gr__runtime_get((handle), &(gr_status){GR_OK})
+
 static gr_runtime *make_rt(uint32_t devices, uint32_t workers, uint64_t budget, uint32_t ring)
 {
     return gr_test_runtime((gr_test_shape){.devices = devices,
@@ -117,7 +120,7 @@ static void lost_device_leaves_work_to_the_others(void)
     for (uint64_t i = 0; i < N; i++)
         gr_workload_fill(data + i * E, 0, E, 3, i);
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
-    gr__runtime_device_lost(rt, &rt->devices[1]);
+    gr__runtime_device_lost(RT(rt), &RT(rt)->devices[1]);
     ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
     ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
@@ -131,7 +134,7 @@ static void lost_device_leaves_work_to_the_others(void)
     gr_job_destroy(job);
 
     /* Every device lost: the remaining work fails at once with a clear status, no hang. */
-    gr__runtime_device_lost(rt, &rt->devices[0]);
+    gr__runtime_device_lost(RT(rt), &RT(rt)->devices[0]);
     ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
     ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_ERR_DEVICE_LOST);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
@@ -160,8 +163,8 @@ static void retired_workers_leave_work_to_the_others(void)
     for (uint64_t i = 0; i < N; i++)
         gr_workload_fill(data + i * E, 0, E, 4, i);
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
-    gr__runtime_worker_retired(rt, &rt->workers[0]);
-    ASSERT_TRUE(!atomic_load(&rt->devices[0].lost));
+    gr__runtime_worker_retired(RT(rt), &RT(rt)->workers[0]);
+    ASSERT_TRUE(!atomic_load(&RT(rt)->devices[0].lost));
     ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
     ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     for (uint64_t i = 0; i < N; i++)
@@ -170,8 +173,8 @@ static void retired_workers_leave_work_to_the_others(void)
     ASSERT_EQ_U64(st.iterations_done, N);
     gr_job_destroy(job);
 
-    gr__runtime_worker_retired(rt, &rt->workers[1]);
-    ASSERT_TRUE(atomic_load(&rt->devices[0].lost));
+    gr__runtime_worker_retired(RT(rt), &RT(rt)->workers[1]);
+    ASSERT_TRUE(atomic_load(&RT(rt)->devices[0].lost));
     ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
     ASSERT_STATUS(gr_test_wait(job, 10ll * 1000000000), GR_ERR_DEVICE_LOST);
     ASSERT_STATUS(gr_job_progress_get(job, &p), GR_OK);
@@ -205,7 +208,7 @@ static void *cancel_main(void *p)
 static void destroy_waits_for_running_callbacks(void)
 {
     gr_runtime *rt = make_rt(1, 1, 1 << 20, 0);
-    gr_budget *b = rt->devices[0].budget;
+    gr_budget *b = RT(rt)->devices[0].budget;
     float data[4 * 64];
     gr_tensor *t = tensors_over(data, 4, 64);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
@@ -306,7 +309,7 @@ static void detached_job_destroyed_by_its_callback(void)
 static void double_destroy_of_live_job_is_harmless(void)
 {
     gr_runtime *rt = make_rt(1, 1, 1 << 20, 0);
-    gr_budget *b = rt->devices[0].budget;
+    gr_budget *b = RT(rt)->devices[0].budget;
     float data[64];
     gr_tensor *t = tensors_over(data, 1, 64);
     gr_graph *g;

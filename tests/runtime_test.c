@@ -18,6 +18,9 @@
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
 
+/* The runtime behind a handle, for the checks that look inside. */
+#define RT(handle) gr__runtime_get((handle), &(gr_status){GR_OK})
+
 #define SEED 7
 
 /* Whole tensors: these tests count iterations per tensor (units: units_test.c). */
@@ -80,7 +83,7 @@ static void expect_untouched(const tensors *s, uint64_t i)
  * the first task it pops; returns once `sleepers` workers sleep there (0: do not wait). */
 static gr_budget *hold_budget(gr_runtime *rt)
 {
-    gr_budget *b = rt->devices[0].budget;
+    gr_budget *b = RT(rt)->devices[0].budget;
 
     ASSERT_STATUS(gr_budget_acquire(b, gr_budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
     return b;
@@ -579,9 +582,9 @@ static void shutdown_wakes_submit_sleeping_on_full_ring(void)
     budget = hold_budget(a.rt);
     pthread_create(&th, NULL, submit_thread, &a);
     wait_budget_sleepers(budget, 1);
-    for (int i = 0; i < 5000 && gr_ring_count(a.rt->ring) < 3; i++)
+    for (int i = 0; i < 5000 && gr_ring_count(RT(a.rt)->ring) < 3; i++)
         usleep(1000);
-    ASSERT_EQ(gr_ring_count(a.rt->ring), 3); /* full: the submitter sleeps */
+    ASSERT_EQ(gr_ring_count(RT(a.rt)->ring), 3); /* full: the submitter sleeps */
     usleep(20000);
     gr_runtime_shutdown(a.rt);
     pthread_join(th, NULL);

@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tools/graphrun/hostbuf.h"
+
 #define HEADER_PROBE 65536 /* bytes read to parse a .npy header */
 
 static gr_status fail(char *why, size_t len, const char *fmt, ...)
@@ -408,33 +410,6 @@ gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
     return GR_OK;
 }
 
-static void *alloc_host(gr_mem_kind kind, uint64_t bytes)
-{
-    void *p = NULL;
-
-    if (kind == GR_MEM_PINNED)
-        return gr_host_alloc(bytes, &p) == GR_OK ? p : NULL;
-    p = malloc(bytes);
-    if (p && kind == GR_MEM_REGISTERED && gr_host_register(p, bytes) != GR_OK) {
-        free(p);
-        p = NULL;
-    }
-    return p;
-}
-
-static void free_host(gr_mem_kind kind, void *p)
-{
-    if (p == NULL)
-        return;
-    if (kind == GR_MEM_PINNED) {
-        gr_host_free(p);
-        return;
-    }
-    if (kind == GR_MEM_REGISTERED)
-        gr_host_unregister(p);
-    free(p);
-}
-
 static gr_status read_all(int fd, void *dst, uint64_t bytes, uint64_t offset)
 {
     char *p = dst;
@@ -469,7 +444,7 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
             return GR_ERR_CANCELED;
         for (uint32_t p = 0; p < ni; p++) {
             const gr_io_file *f = &plan->in[i * ni + p];
-            float *d = alloc_host(plan->opt.memory, elems * sizeof(float));
+            float *d = gr_hostbuf_alloc(plan->opt.memory, elems * sizeof(float));
             int fd;
 
             if (d == NULL) {
@@ -490,7 +465,7 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
             plan->tensors[i].in[p] = d;
         }
         for (uint32_t p = 0; p < no; p++) {
-            float *d = alloc_host(plan->opt.memory, elems * sizeof(float));
+            float *d = gr_hostbuf_alloc(plan->opt.memory, elems * sizeof(float));
 
             if (d == NULL) {
                 fail(why, why_len, "out of %s host memory for output %s",
@@ -623,9 +598,9 @@ void gr_io_plan_free(gr_io_plan *plan)
     for (uint64_t i = 0; plan->out && i < plan->count * no; i++)
         free(plan->out[i]);
     for (uint64_t i = 0; plan->in_data && i < plan->count * ni; i++)
-        free_host(plan->opt.memory, plan->in_data[i]);
+        gr_hostbuf_free(plan->in_data[i]);
     for (uint64_t i = 0; plan->out_data && i < plan->count * no; i++)
-        free_host(plan->opt.memory, plan->out_data[i]);
+        gr_hostbuf_free(plan->out_data[i]);
     for (uint64_t i = 0; plan->names && i < plan->total; i++)
         free(plan->names[i]);
     free(plan->names);

@@ -16,46 +16,6 @@
 
 #define CHUNK (1ull << 20)
 
-const char *gr_mem_kind_name(gr_mem_kind k)
-{
-    switch (k) {
-    case GR_MEM_PAGEABLE:
-        return "pageable";
-    case GR_MEM_PINNED:
-        return "pinned";
-    case GR_MEM_REGISTERED:
-        return "registered";
-    }
-    return "unknown";
-}
-
-static void *alloc_kind(gr_mem_kind kind, uint64_t bytes)
-{
-    void *p = NULL;
-
-    if (kind == GR_MEM_PINNED)
-        return gr_host_alloc(bytes, &p) == GR_OK ? p : NULL;
-    p = malloc(bytes);
-    if (p != NULL && kind == GR_MEM_REGISTERED && gr_host_register(p, bytes) != GR_OK) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-static void free_kind(gr_mem_kind kind, void *p)
-{
-    if (p == NULL)
-        return;
-    if (kind == GR_MEM_PINNED) {
-        gr_host_free(p);
-        return;
-    }
-    if (kind == GR_MEM_REGISTERED)
-        gr_host_unregister(p);
-    free(p);
-}
-
 gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
                                          gr_mem_kind kind, uint64_t seed)
 {
@@ -66,7 +26,7 @@ gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint6
     s->kind = kind;
     s->data = calloc(count, sizeof(*s->data));
     s->tensors = calloc(count, sizeof(*s->tensors));
-    s->slab = alloc_kind(kind, count * elems * sizeof(float));
+    s->slab = gr_hostbuf_alloc(kind, count * elems * sizeof(float));
     if (s->data == NULL || s->tensors == NULL || s->slab == NULL) {
         gr_tensor_set_free(s);
         return GR_ERR_OUT_OF_MEMORY;
@@ -94,7 +54,7 @@ gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
     if (s->data == NULL || s->tensors == NULL)
         goto out_nomem;
     for (uint64_t i = 0; i < count; i++) {
-        s->data[i] = alloc_kind(kind, bytes);
+        s->data[i] = gr_hostbuf_alloc(kind, bytes);
         if (s->data[i] == NULL)
             goto out_nomem;
         s->tensors[i].in[0] = s->tensors[i].out[0] = s->data[i];
@@ -110,9 +70,9 @@ out_nomem:
 void gr_tensor_set_free(gr_tensor_set *s)
 {
     if (s->slab != NULL)
-        free_kind(s->kind, s->slab);
+        gr_hostbuf_free(s->slab);
     for (uint64_t i = 0; s->slab == NULL && s->data != NULL && i < s->count; i++)
-        free_kind(s->kind, s->data[i]);
+        gr_hostbuf_free(s->data[i]);
     free(s->data);
     free(s->tensors);
     s->data = NULL;

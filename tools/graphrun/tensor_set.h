@@ -9,18 +9,11 @@
 #include <stdint.h>
 
 #include "runtime/graphrun.h"
-
-typedef enum gr_mem_kind {
-    GR_MEM_PAGEABLE,   /* malloc */
-    GR_MEM_PINNED,     /* gr_host_alloc */
-    GR_MEM_REGISTERED, /* malloc, then gr_host_register */
-} gr_mem_kind;
-
-const char *gr_mem_kind_name(gr_mem_kind k);
+#include "tools/graphrun/hostbuf.h"
 
 typedef struct gr_tensor_set {
     uint64_t count, elems, seed;
-    gr_mem_kind kind;
+    gr_mem_kind kind;   /* as asked for; pinned memory that could not be had is pageable */
     float **data;
     gr_tensor *tensors; /* in place: in[0] == out[0] == data[i] */
     float *slab;        /* the one allocation of a contiguous set, else NULL */

@@ -1,0 +1,37 @@
+/*
+ * handle.h - generational handles: what gr_job_submit gives the caller instead of a pointer,
+ * so that a handle used after its job was freed is recognized (GR_ERR_INVALID_USAGE) rather
+ * than read through freed memory.
+ *
+ * A handle packs a slot number and the slot's generation; freeing the object bumps the
+ * generation, so the stale handle no longer matches even when the slot is reused. Slots live
+ * in chunks that are never freed, so looking a handle up never touches freed memory.
+ * Lookups take no lock. What a handle cannot catch: a use that races with the object's
+ * release on another thread (the caller's own race, undefined as with any C object), and a
+ * slot reused 2^32 times between a handle's release and its stale use.
+ */
+#ifndef GR_HANDLE_H
+#define GR_HANDLE_H
+
+#include <stdint.h>
+
+#include "runtime/graphrun.h"
+
+/* What a handle stands for: a handle of one kind is not accepted as the other. */
+typedef enum gr_handle_kind {
+    GR_HANDLE_RUNTIME = 1,
+    GR_HANDLE_JOB = 2,
+} gr_handle_kind;
+
+/* A new handle for `obj`. GR_ERR_OUT_OF_MEMORY when the table cannot grow (2^24 live
+ * handles at most). Any thread. */
+gr_status gr__handle_new(void *obj, gr_handle_kind kind, uintptr_t *out);
+
+/* The object of a live handle of `kind`, or NULL for a released or malformed one, or one
+ * of the other kind. Any thread. */
+void *gr__handle_get(uintptr_t handle, gr_handle_kind kind);
+
+/* Release a live handle: from now on gr__handle_get(handle) is NULL. Any thread. */
+void gr__handle_release(uintptr_t handle);
+
+#endif /* GR_HANDLE_H */

@@ -1,0 +1,354 @@
+/*
+ * fault_test.c - the fault-injection sweep (issue 6) on the host backend: for every site
+ * the host backend reaches, and every call N of it that one job makes, fail that call (once,
+ * and from then on) and check that the runtime keeps its promises:
+ *
+ *   - runtime create and job submit either succeed or fail with a clear status and message;
+ *   - an accepted job completes (no hang: every wait is bounded), every index ends exactly
+ *     once, done indices hold the right result and failed ones were not written (chunks of
+ *     a split tensor excepted: each is then either untouched or right);
+ *   - failures that can be recovered from are: a pinned allocation that fails falls back to
+ *     ordinary memory and the job is done; a copy-pool thread that cannot start leaves a
+ *     smaller pool;
+ *   - afterwards the budget in use is zero, and destroy returns (bounded by an alarm);
+ *     leaks are caught by the asan config of tools/test.
+ *
+ * How many calls each site gets is learned first from a run with the empty plan, which
+ * counts without failing; a site the workload never reaches fails the test, so the sweep
+ * cannot pass by testing nothing. `cuda_fault_sweep` does the same with the CUDA backend
+ * and every CUDA site; it SKIPs without a GPU and runs on the GPU machine (tools/gpu_suite).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/fault.h"
+#include "runtime/job.h"
+#include "tests/testing.h"
+#include "tools/graphrun/workload.h"
+
+#define SEED 61
+#define MAX_CALLS 400 /* a sweep covers calls 1..min(count, MAX_CALLS) */
+#define JOB_TIMEOUT_NS (30ll * 1000000000)
+
+/* The workload: tensors larger than a worker's share of the budget (cut into chunks), small
+ * ones in separate allocations (packed into batches, gathered through staging), and medium
+ * ones that run whole. */
+static const uint64_t sizes[] = {400000, 700, 20000, 900, 1500, 400000, 800, 20000,
+                                 600,    1000, 1200, 700, 20000, 950, 650, 30000};
+#define COUNT (sizeof(sizes) / sizeof(sizes[0]))
+
+typedef struct outcome {
+    gr_status create, submit, result;
+    uint64_t done, failed;
+} outcome;
+
+static float *data[COUNT];
+static gr_tensor tensors[COUNT];
+static gr_backend backend = GR_BACKEND_HOST;
+
+static void on_alarm(int sig)
+{
+    static const char msg[] = "FAIL fault_sweep: a wait or destroy hung (alarm)\n";
+
+    (void)sig;
+    if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+        _exit(2);
+    _exit(1);
+}
+
+static void fill(void)
+{
+    for (uint64_t i = 0; i < COUNT; i++) {
+        if (data[i] == NULL) {
+            data[i] = malloc(sizes[i] * sizeof(float));
+            ASSERT_TRUE(data[i] != NULL);
+        }
+        gr_workload_fill(data[i], 0, sizes[i], SEED, i);
+        tensors[i] = (gr_tensor){{data[i]}, {data[i]}, sizes[i]};
+    }
+}
+
+/* Host: 2 emulated devices of 256 KiB. CUDA: the GPU's 2 MiB allocation granule is the
+ * smallest budget; either way a worker's share is under 1.6 MB, so the largest tensors are
+ * cut into chunks. Tensors are ordinary malloc'd memory: on CUDA every unit is staged. */
+static gr_config config(const char *plan)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+
+    cfg.backend = backend;
+    cfg.host_devices = 2;
+    cfg.workers_per_device = 2;
+    cfg.budget_bytes = backend == GR_BACKEND_CUDA ? 2 << 20 : 256 << 10;
+    cfg.copy_threads = 2;
+    cfg.staging_bytes = 64 << 10;
+    cfg.batch_below_bytes = 8 << 10;
+    cfg.fault_plan = plan;
+    return cfg;
+}
+
+/* Check one finished job's indices against the reference; count them into *o. */
+static void check_indices(gr_job *job, outcome *o, const char *plan)
+{
+    for (uint64_t i = 0; i < COUNT; i++) {
+        gr_index_state state;
+        gr_status status;
+        uint64_t bad, where;
+
+        ASSERT_STATUS(gr_job_index_get(job, i, &state, &status), GR_OK);
+        if (state == GR_INDEX_DONE) {
+            o->done++;
+            bad = gr_workload_check_seed(data[i], 0, sizes[i], SEED, i, &where);
+        } else {
+            if (state != GR_INDEX_FAILED)
+                GR_TEST_FAIL("plan %s: index %llu ended in state %d", plan,
+                             (unsigned long long)i, (int)state);
+            o->failed++;
+            bad = gr_workload_check_partial(data[i], 0, sizes[i], SEED, i, &where);
+        }
+        if (bad != 0)
+            GR_TEST_FAIL("plan %s: index %llu (state %d): %llu elements wrong, first at %llu",
+                         plan, (unsigned long long)i, (int)state, (unsigned long long)bad,
+                         (unsigned long long)where);
+    }
+}
+
+/* Run the workload once under `plan`; every promise above is checked here. */
+static outcome run_plan(const char *plan)
+{
+    gr_config cfg = config(plan);
+    outcome o = {GR_OK, GR_OK, GR_OK, 0, 0};
+    gr_device_stats stats;
+    gr_error_info err;
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+
+    fill();
+    memset(&err, 0, sizeof(err));
+    alarm(120);
+    o.create = gr_runtime_create(&cfg, &rt, &err);
+    if (o.create != GR_OK) {
+        ASSERT_PTR_EQ(rt, NULL);
+        if (err.message[0] == '\0')
+            GR_TEST_FAIL("plan %s: create failed (%s) without a message", plan,
+                         gr_status_str(o.create));
+        alarm(0);
+        return o;
+    }
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    o.submit = gr_job_submit(rt, g, tensors, COUNT, NULL, &job, &err);
+    if (o.submit != GR_OK) {
+        ASSERT_PTR_EQ(job, NULL);
+        if (err.message[0] == '\0')
+            GR_TEST_FAIL("plan %s: submit failed (%s) without a message", plan,
+                         gr_status_str(o.submit));
+        for (uint64_t i = 0; i < COUNT; i++) /* a refused job touches nothing */
+            ASSERT_EQ_U64(gr_workload_check_input(data[i], 0, sizes[i], SEED, i, NULL), 0);
+    } else {
+        if (gr_job_wait(job, JOB_TIMEOUT_NS, &o.result) != GR_OK)
+            GR_TEST_FAIL("plan %s: the job did not complete in 30 s", plan);
+        ASSERT_EQ_U64(gr__job_anomalies(job), 0);
+        check_indices(job, &o, plan);
+        if (o.result != GR_OK) {
+            gr_error_info first;
+
+            ASSERT_STATUS(gr_job_error_get(job, &first), GR_OK);
+            ASSERT_STATUS(first.status, o.result);
+            if (first.message[0] == '\0')
+                GR_TEST_FAIL("plan %s: job failed (%s) without a message", plan,
+                             gr_status_str(o.result));
+        }
+        gr_job_destroy(job);
+        gr_runtime_info info;
+
+        ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_OK);
+        for (uint32_t d = 0; d < info.device_count; d++) {
+            ASSERT_STATUS(gr_runtime_device_stats(rt, d, &stats), GR_OK);
+            if (stats.budget_in_use != 0)
+                GR_TEST_FAIL("plan %s: device %u still holds %llu bytes of budget", plan, d,
+                             (unsigned long long)stats.budget_in_use);
+        }
+    }
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    alarm(0);
+    return o;
+}
+
+/* The statuses each site may produce: it fails what it must, and nothing else. */
+static void check_outcome(gr_fault_site site, const char *plan, const outcome *o)
+{
+    gr_status worst = o->create != GR_OK ? o->create : o->submit != GR_OK ? o->submit : o->result;
+
+    if (worst != GR_OK && worst != GR_ERR_OUT_OF_MEMORY &&
+        !(backend == GR_BACKEND_CUDA && worst == GR_ERR_CUDA))
+        GR_TEST_FAIL("plan %s: unexpected status %s", plan, gr_status_str(worst));
+    switch (site) {
+    case GR_FAULT_PIN: /* recoverable: pageable staging instead */
+        if (worst != GR_OK || o->done != COUNT)
+            GR_TEST_FAIL("plan %s: %s, %llu of %zu done: a pinned allocation failure must "
+                         "fall back, not fail", plan, gr_status_str(worst),
+                         (unsigned long long)o->done, COUNT);
+        break;
+    case GR_FAULT_ARENA: /* only iterations need the arena */
+        ASSERT_STATUS(o->create, GR_OK);
+        ASSERT_STATUS(o->submit, GR_OK);
+        ASSERT_TRUE(o->failed > 0);
+        break;
+    case GR_FAULT_DEVICE_ALLOC: /* only create reserves arenas */
+        ASSERT_TRUE(o->create != GR_OK);
+        break;
+    case GR_FAULT_GRAPH_UPDATE: /* recoverable: the graph is built again */
+        if (worst != GR_OK || o->done != COUNT)
+            GR_TEST_FAIL("plan %s: %s, %llu of %zu done: a refused graph update must be "
+                         "recovered by building the graph again", plan, gr_status_str(worst),
+                         (unsigned long long)o->done, COUNT);
+        break;
+    case GR_FAULT_STREAM: /* only workers create streams, at create */
+        ASSERT_TRUE(o->create != GR_OK);
+        break;
+    case GR_FAULT_GRAPH_INSTANTIATE:
+    case GR_FAULT_GRAPH_LAUNCH: /* an iteration fails, the runtime goes on */
+        ASSERT_STATUS(o->create, GR_OK);
+        ASSERT_STATUS(o->submit, GR_OK);
+        ASSERT_TRUE(o->failed > 0);
+        break;
+    case GR_FAULT_THREAD: /* create (workers, deadline thread) or a smaller copy pool */
+        ASSERT_STATUS(o->submit, GR_OK);
+        ASSERT_STATUS(o->result, GR_OK);
+        break;
+    default:
+        break;
+    }
+}
+
+static void sweep(const gr_fault_site *sites, size_t n_sites)
+{
+    uint64_t calls[GR_FAULT_SITE_COUNT];
+    uint64_t runs = 0, failures = 0;
+    outcome o;
+
+    signal(SIGALRM, on_alarm);
+    o = run_plan(""); /* counts only */
+    ASSERT_STATUS(o.result, GR_OK);
+    ASSERT_EQ_U64(o.done, COUNT);
+    for (int s = 0; s < GR_FAULT_SITE_COUNT; s++)
+        calls[s] = gr__fault_calls((gr_fault_site)s);
+    for (size_t k = 0; k < n_sites; k++) {
+        gr_fault_site site = sites[k];
+        uint64_t n_max = calls[site] < MAX_CALLS ? calls[site] : MAX_CALLS;
+
+        if (calls[site] == 0)
+            GR_TEST_FAIL("the workload never reaches site %s", gr__fault_site_name(site));
+        printf("    site %-12s %4llu calls in a clean run, sweeping 1..%llu once and from "
+               "then on\n", gr__fault_site_name(site), (unsigned long long)calls[site],
+               (unsigned long long)n_max);
+        for (uint64_t n = 1; n <= n_max; n++) {
+            for (int always = 0; always < 2; always++) {
+                char plan[64];
+
+                snprintf(plan, sizeof(plan), "%s:%llu%s", gr__fault_site_name(site),
+                         (unsigned long long)n, always ? "+" : "");
+                o = run_plan(plan);
+                check_outcome(site, plan, &o);
+                runs++;
+                failures += o.create != GR_OK || o.submit != GR_OK || o.result != GR_OK;
+            }
+        }
+    }
+    printf("    %llu faulty runs, %llu ended with a failure status, every one checked\n",
+           (unsigned long long)runs, (unsigned long long)failures);
+    ASSERT_TRUE(failures > 0);
+    for (uint64_t i = 0; i < COUNT; i++) {
+        free(data[i]);
+        data[i] = NULL;
+    }
+}
+
+static void fault_sweep(void)
+{
+    static const gr_fault_site sites[] = {GR_FAULT_ALLOC, GR_FAULT_PIN, GR_FAULT_THREAD,
+                                          GR_FAULT_ARENA, GR_FAULT_DEVICE_ALLOC};
+
+    backend = GR_BACKEND_HOST;
+    sweep(sites, sizeof(sites) / sizeof(sites[0]));
+}
+
+/* The same on the GPU, over every site the CUDA backend adds. */
+static void cuda_fault_sweep(void)
+{
+    static const gr_fault_site sites[] = {
+        GR_FAULT_ALLOC,  GR_FAULT_PIN,   GR_FAULT_THREAD,
+        GR_FAULT_ARENA,  GR_FAULT_DEVICE_ALLOC, GR_FAULT_STREAM,
+        GR_FAULT_EVENT,  GR_FAULT_GRAPH_INSTANTIATE, GR_FAULT_GRAPH_UPDATE,
+        GR_FAULT_GRAPH_LAUNCH};
+    static gr_error_info err; /* the skip reason outlives this function */
+
+    if (gr_backend_probe(GR_BACKEND_CUDA, NULL, NULL, &err) != GR_OK)
+        SKIP(err.message);
+    backend = GR_BACKEND_CUDA;
+    sweep(sites, sizeof(sites) / sizeof(sites[0]));
+    backend = GR_BACKEND_HOST;
+}
+
+/* The plan itself: malformed plans are refused with a message naming what is wrong, and
+ * nothing is armed; a site named twice fails both calls. */
+static void fault_plan_parsing(void)
+{
+    static const char *const bad[] = {"alloc",     "alloc:",  "alloc:0",  "alloc:x",
+                                       "nosuch:1", "alloc:1x", ":1",       "alloc:-1",
+                                       "alloc:1,", "alloc:99999999999999999999"};
+    gr_error_info err;
+    gr_runtime *rt;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        gr_config cfg = config(bad[i]);
+
+        /* "alloc:1," is a rule followed by an empty one: refused too. */
+        ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+        ASSERT_STR_CONTAINS(err.message, "fault plan");
+        ASSERT_PTR_EQ(rt, NULL);
+    }
+    {
+        gr_config cfg = config("pin:1,arena:2");
+        uint64_t token;
+
+        ASSERT_STATUS(gr__fault_arm("arena:1,arena:3+", &token, &err), GR_OK);
+        ASSERT_TRUE(!gr__fault_hit(GR_FAULT_PIN));
+        ASSERT_TRUE(gr__fault_hit(GR_FAULT_ARENA));
+        ASSERT_TRUE(!gr__fault_hit(GR_FAULT_ARENA));
+        ASSERT_TRUE(gr__fault_hit(GR_FAULT_ARENA));
+        ASSERT_TRUE(gr__fault_hit(GR_FAULT_ARENA));
+        ASSERT_EQ_U64(gr__fault_calls(GR_FAULT_ARENA), 4);
+        ASSERT_EQ_U64(gr__fault_calls(GR_FAULT_PIN), 1);
+        gr__fault_disarm(token);
+        ASSERT_TRUE(!gr__fault_hit(GR_FAULT_ARENA));
+        /* A valid plan through the config: the runtime starts and disarms it at destroy. */
+        ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+        gr_runtime_destroy(rt);
+        ASSERT_TRUE(!atomic_load(&gr__fault_armed));
+    }
+}
+
+/* GR_FAULT applies when the config has no plan, and a bad one is refused with its name. */
+static void fault_plan_from_environment(void)
+{
+    gr_config cfg = config(NULL);
+    gr_error_info err;
+    gr_runtime *rt;
+
+    ASSERT_EQ(setenv("GR_FAULT", "device_alloc:1", 1), 0);
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_OUT_OF_MEMORY);
+    ASSERT_EQ(setenv("GR_FAULT", "bogus", 1), 0);
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "bogus");
+    cfg.fault_plan = ""; /* the config wins over the environment */
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+    gr_runtime_destroy(rt);
+    ASSERT_EQ(unsetenv("GR_FAULT"), 0);
+}
+
+GR_TEST_MAIN(GR_TEST(fault_plan_parsing), GR_TEST(fault_plan_from_environment),
+             GR_TEST(fault_sweep), GR_TEST(cuda_fault_sweep))

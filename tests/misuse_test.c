@@ -1,0 +1,299 @@
+/*
+ * misuse_test.c - misuse of the API gets a status, never a crash, a hang or a corrupted
+ * runtime: handles used after destroy (generational handles), destroy from a completion
+ * callback, calls from a forked child, NULL arguments everywhere. docs/RELIABILITY.md has
+ * the whole table, with the tests (here and elsewhere) that cover each row. Run under asan
+ * by tools/test, so a use of freed memory fails here even where a status looked right.
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/fixtures.h"
+#include "tests/testing.h"
+#include "tools/graphrun/workload.h"
+
+#define SEED 5
+#define N 8
+#define ELEMS 1000
+
+static float data[N][ELEMS];
+static gr_tensor tensors[N];
+
+static void fill(void)
+{
+    for (uint64_t i = 0; i < N; i++) {
+        gr_workload_fill(data[i], 0, ELEMS, SEED, i);
+        tensors[i] = (gr_tensor){{data[i]}, {data[i]}, ELEMS};
+    }
+}
+
+static void check_done(void)
+{
+    for (uint64_t i = 0; i < N; i++)
+        ASSERT_EQ_U64(gr_workload_check_seed(data[i], 0, ELEMS, SEED, i, NULL), 0);
+}
+
+static gr_runtime *make_rt(void)
+{
+    return gr_test_runtime((gr_test_shape){.budget = 1 << 20});
+}
+
+static gr_job *submit(gr_runtime *rt, gr_graph *g, const gr_job_options *opts)
+{
+    gr_error_info err;
+    gr_job *job = NULL;
+
+    fill();
+    if (gr_job_submit(rt, g, tensors, N, opts, &job, &err) != GR_OK)
+        GR_TEST_FAIL("submit: %s", err.message);
+    return job;
+}
+
+/* A runtime handle after gr_runtime_destroy: every call is refused, a second destroy does
+ * nothing, and a new runtime is not mistaken for the old one. */
+static void destroyed_runtime_handle_is_refused(void)
+{
+    gr_runtime *rt = make_rt(), *other;
+    gr_runtime_info info;
+    gr_device_stats stats;
+    gr_error_info err;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    gr_runtime_destroy(rt);
+    other = make_rt(); /* may reuse the slot: the generation tells them apart */
+    ASSERT_TRUE(other != rt);
+    gr_runtime_destroy(rt); /* a second destroy: nothing */
+    ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_ERR_INVALID_USAGE);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &stats), GR_ERR_INVALID_USAGE);
+    fill();
+    ASSERT_STATUS(gr_job_submit(rt, g, tensors, N, NULL, &job, &err), GR_ERR_INVALID_USAGE);
+    ASSERT_STR_CONTAINS(err.message, "not a live runtime");
+    ASSERT_PTR_EQ(job, NULL);
+    gr_runtime_shutdown(rt); /* nothing either: `other` keeps working */
+    job = submit(other, g, NULL);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    check_done();
+    ASSERT_STATUS(gr_runtime_info_get(other, &info), GR_OK);
+    gr_job_destroy(job);
+    gr_runtime_destroy(other);
+    gr_graph_destroy(g);
+}
+
+/* A job handle after its job is freed (destroyed and complete): every call is refused. */
+static void freed_job_handle_is_refused(void)
+{
+    gr_runtime *rt = make_rt();
+    gr_job_progress progress;
+    gr_index_state state;
+    gr_error_info info;
+    gr_status result;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    job = submit(rt, g, NULL);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    gr_job_destroy(job); /* complete, and the handle given back: freed */
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, &result), GR_ERR_INVALID_USAGE);
+    ASSERT_STATUS(gr_job_cancel(job), GR_ERR_INVALID_USAGE);
+    ASSERT_STATUS(gr_job_progress_get(job, &progress), GR_ERR_INVALID_USAGE);
+    ASSERT_STATUS(gr_job_index_get(job, 0, &state, NULL), GR_ERR_INVALID_USAGE);
+    ASSERT_STATUS(gr_job_error_get(job, &info), GR_ERR_INVALID_USAGE);
+    ASSERT_STR_CONTAINS(info.message, "not a live job handle");
+    ASSERT_EQ(gr_job_is_complete(job), 0);
+    gr_job_destroy(job); /* a second destroy: nothing */
+    gr_runtime_destroy(rt);
+    gr_graph_destroy(g);
+}
+
+/* A job handle still held after gr_runtime_destroy stays usable until gr_job_destroy. */
+static void job_outlives_its_runtime(void)
+{
+    gr_runtime *rt = make_rt();
+    gr_job_progress progress;
+    gr_status result;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    job = submit(rt, g, NULL);
+    gr_runtime_destroy(rt); /* completes every job */
+    ASSERT_STATUS(gr_job_wait(job, 0, &result), GR_OK);
+    ASSERT_STATUS(gr_job_progress_get(job, &progress), GR_OK);
+    ASSERT_EQ_U64(progress.done + progress.failed + progress.canceled, N);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+}
+
+typedef struct destroy_in_callback {
+    gr_runtime *rt;
+    atomic_int calls;
+} destroy_in_callback;
+
+static void destroying_callback(gr_job *job, gr_status st, void *user)
+{
+    destroy_in_callback *d = user;
+    gr_status result;
+
+    (void)st;
+    /* Waiting for its own job answers at once, and destroying the runtime from here, which
+     * would wait for this very callback, shuts it down instead. */
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, &result), GR_OK);
+    gr_runtime_destroy(d->rt);
+    atomic_fetch_add(&d->calls, 1);
+}
+
+static void destroy_from_a_callback_shuts_down(void)
+{
+    gr_job_options opts = GR_JOB_OPTIONS_INIT;
+    destroy_in_callback d = {make_rt(), 0};
+    gr_error_info err;
+    gr_status result;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    opts.on_complete = destroying_callback;
+    opts.user = &d;
+    job = submit(d.rt, g, &opts);
+    ASSERT_STATUS(gr_job_wait(job, 10ll * 1000000000, &result), GR_OK);
+    ASSERT_EQ(atomic_load(&d.calls), 1);
+    /* Shut down, not destroyed: submissions are refused, the handle still works. */
+    fill();
+    ASSERT_STATUS(gr_job_submit(d.rt, g, tensors, N, NULL, NULL, &err), GR_ERR_SHUTDOWN);
+    gr_job_destroy(job);
+    gr_runtime_destroy(d.rt); /* the real destroy, from outside any callback */
+    gr_graph_destroy(g);
+}
+
+/* A child forked while the runtime runs: its calls are refused at once, without taking the
+ * runtime's locks (which a parent thread may have held at the fork); the parent is
+ * unaffected. The child reports by its exit status. */
+static void forked_child_is_refused(void)
+{
+    gr_runtime *rt = make_rt();
+    gr_error_info err;
+    gr_status result;
+    gr_graph *g;
+    gr_job *job;
+    int status;
+    pid_t pid;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    job = submit(rt, g, NULL); /* running while the fork happens */
+    pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        int bad = 0;
+
+        alarm(10); /* a hang in the child fails the test rather than the run */
+        bad |= gr_job_submit(rt, g, tensors, N, NULL, NULL, &err) != GR_ERR_INVALID_USAGE;
+        bad |= strstr(err.message, "forked") == NULL;
+        bad |= gr_job_wait(job, GR_WAIT_FOREVER, &result) != GR_ERR_INVALID_USAGE;
+        bad |= gr_job_cancel(job) != GR_ERR_INVALID_USAGE;
+        bad |= gr_job_error_get(job, &err) != GR_ERR_INVALID_USAGE;
+        gr_job_destroy(job);    /* nothing */
+        gr_runtime_shutdown(rt); /* nothing */
+        gr_runtime_destroy(rt);  /* nothing: must not join threads the child lacks */
+        _exit(bad ? 1 : 0);
+    }
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        GR_TEST_FAIL("child: %s %d", WIFEXITED(status) ? "exit" : "signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    check_done();
+    gr_job_destroy(job);
+    job = submit(rt, g, NULL); /* the parent's runtime still takes work */
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    check_done();
+    gr_job_destroy(job);
+    gr_runtime_destroy(rt);
+    gr_graph_destroy(g);
+}
+
+/* NULL where a handle or an out-pointer belongs: GR_ERR_INVALID_ARGUMENT, or a no-op for
+ * the destroys. */
+static void null_arguments(void)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_runtime *rt = make_rt();
+    gr_job_progress progress;
+    gr_runtime_info info;
+    gr_device_stats stats;
+    gr_error_info err;
+    gr_graph *g, *unused;
+    gr_status result;
+    void *p;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_runtime_create(NULL, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_PTR_EQ(rt, NULL);
+    rt = make_rt();
+    cfg.budget_bytes = 1 << 20;
+    ASSERT_STATUS(gr_runtime_create(&cfg, NULL, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_info_get(NULL, &info), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_info_get(rt, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_device_stats(NULL, 0, &stats), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 0, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_device_stats(rt, 7, &stats), GR_ERR_INVALID_ARGUMENT);
+    fill();
+    ASSERT_STATUS(gr_job_submit(NULL, g, tensors, N, NULL, NULL, &err),
+                  GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_submit(rt, NULL, tensors, N, NULL, NULL, &err),
+                  GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_submit(rt, g, NULL, N, NULL, NULL, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_wait(NULL, 0, &result), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_cancel(NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_progress_get(NULL, &progress), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_index_get(NULL, 0, NULL, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_job_error_get(NULL, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(gr_job_is_complete(NULL), 0);
+    ASSERT_STATUS(gr_host_alloc(0, &p), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_host_alloc(64, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_host_register(NULL, 64), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_host_unregister(NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_graph_create(NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_graph_parse(NULL, 0, "x", &unused, &err), GR_ERR_INVALID_ARGUMENT);
+    gr_job_destroy(NULL);
+    gr_graph_destroy(NULL);
+    gr_host_free(NULL);
+    gr_runtime_shutdown(NULL);
+    gr_runtime_destroy(NULL);
+    gr_runtime_destroy(rt);
+    gr_graph_destroy(g);
+}
+
+/* A job's index out of range, and a job's handle given to the wrong function family. */
+static void out_of_range_and_foreign_handles(void)
+{
+    gr_runtime *rt = make_rt();
+    gr_index_state state;
+    gr_runtime_info info;
+    gr_status result;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    job = submit(rt, g, NULL);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_STATUS(gr_job_index_get(job, N, &state, NULL), GR_ERR_INVALID_ARGUMENT);
+    /* A job handle passed as a runtime, and the reverse: both are live handles of the other
+     * kind. Refused, because each table entry knows what it holds. */
+    ASSERT_STATUS(gr_runtime_info_get((gr_runtime *)job, &info), GR_ERR_INVALID_USAGE);
+    ASSERT_STATUS(gr_job_wait((gr_job *)rt, 0, &result), GR_ERR_INVALID_USAGE);
+    gr_job_destroy(job);
+    gr_runtime_destroy(rt);
+    gr_graph_destroy(g);
+}
+
+GR_TEST_MAIN(GR_TEST(destroyed_runtime_handle_is_refused), GR_TEST(freed_job_handle_is_refused),
+             GR_TEST(job_outlives_its_runtime), GR_TEST(destroy_from_a_callback_shuts_down),
+             GR_TEST(forked_child_is_refused), GR_TEST(null_arguments),
+             GR_TEST(out_of_range_and_foreign_handles))

@@ -1,0 +1,34 @@
+/*
+ * hostbuf.h - host memory for the driver's tensors, of the kind the user asked for (pinned,
+ * registered or pageable), falling back to pageable memory when the system will not pin
+ * more (a small RLIMIT_MEMLOCK, pinned memory exhausted): the results are the same, only
+ * slower, and the driver says so once on stderr rather than failing the run.
+ */
+#ifndef GR_HOSTBUF_H
+#define GR_HOSTBUF_H
+
+#include <stdint.h>
+
+typedef enum gr_mem_kind {
+    GR_MEM_PAGEABLE,   /* malloc */
+    GR_MEM_PINNED,     /* gr_host_alloc */
+    GR_MEM_REGISTERED, /* malloc, then gr_host_register */
+} gr_mem_kind;
+
+const char *gr_mem_kind_name(gr_mem_kind k);
+
+/* `bytes` (> 0) of memory of kind `want`, 64-byte aligned, or pageable memory when that
+ * kind cannot be had (warned about once per process); NULL only when there is no memory at
+ * all. Free with gr_hostbuf_free. Any thread. */
+void *gr_hostbuf_alloc(gr_mem_kind want, uint64_t bytes);
+
+/* The kind a buffer from gr_hostbuf_alloc really is. */
+gr_mem_kind gr_hostbuf_kind(const void *p);
+
+/* Buffers that fell back to pageable memory, in this process so far. */
+uint64_t gr_hostbuf_fallbacks(void);
+
+/* Free a buffer from gr_hostbuf_alloc. NULL is a no-op. Any thread. */
+void gr_hostbuf_free(void *p);
+
+#endif /* GR_HOSTBUF_H */
