@@ -206,6 +206,16 @@ graphrun_does_not_link_mpi() {
   readelf -d "$(dirname "$(readlink -f "$bin")")/libgraphrun_mpi.so" | grep -q 'NEEDED.*libmpi'
 }
 
+missing_plugin_is_a_clear_error() {
+  # graphrun alone (as if copied without libgraphrun_mpi.so): --mpi says what is missing.
+  mkdir -p "$T/lone" && cp "$bin" "$T/lone/graphrun" || return 1
+  "$T/lone/graphrun" run --mpi --graph "$examples/seed.graph" --input "$T/in7" \
+    --output "$T/lone_out" >"$out" 2>"$err"
+  local rc=$?
+  [[ $rc == 3 ]] || { echo "    exit $rc, expected 3"; sed 's/^/    | /' "$err"; return 1; }
+  has "$err" "--mpi needs $T/lone/libgraphrun_mpi.so" && nothing_in "$T/lone_out"
+}
+
 case_ mpi_two_ranks_outputs_verified two_ranks_outputs_verified
 case_ mpi_three_ranks_dag_json three_ranks_dag_json
 case_ mpi_more_ranks_than_tensors more_ranks_than_tensors
@@ -217,4 +227,5 @@ case_ mpi_hung_rank_times_out hung_rank_times_out
 case_ mpi_mpirun_without_mpi_is_refused mpirun_without_mpi_is_refused
 case_ mpi_existing_manifest_needs_force existing_manifest_needs_force
 case_ mpi_graphrun_does_not_link_mpi graphrun_does_not_link_mpi
+case_ mpi_missing_plugin_is_a_clear_error missing_plugin_is_a_clear_error
 exit $failed

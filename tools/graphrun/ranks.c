@@ -39,6 +39,10 @@ int gr_ranks_start_mpi(gr_ranks *r, double timeout_s, volatile const sig_atomic_
     if ((r->mpi = gr_mpi_load(why, why_len)) == NULL)
         return -1;
     if (r->mpi->init(&r->world, why, why_len) != 0) {
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", why);
+        snprintf(why, why_len, "--mpi: %s", detail);
         r->mpi = NULL;
         return -1;
     }

@@ -34,7 +34,7 @@ typedef struct gr_ranks {
 /* One process, no MPI. */
 void gr_ranks_single(gr_ranks *r);
 
-/* Load the MPI plugin and initialize MPI. 0, or -1 with why[] filled. */
+/* Load the MPI plugin and initialize MPI. 0, or -1 with why[] filled ("--mpi ..."). */
 int gr_ranks_start_mpi(gr_ranks *r, double timeout_s, volatile const sig_atomic_t *stop,
                        char *why, size_t why_len);
 

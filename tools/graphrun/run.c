@@ -650,7 +650,7 @@ int gr_cmd_run(int argc, char **argv)
     if (s->a.mpi) {
         if (gr_ranks_start_mpi(&s->ranks, s->a.mpi_timeout, &interrupted, s->why,
                                sizeof(s->why)) != 0) {
-            fprintf(stderr, "graphrun run: --mpi: %s\n", s->why);
+            fprintf(stderr, "graphrun run: %s\n", s->why);
             rc = GR_EXIT_RUNTIME;
             goto out_free;
         }
