@@ -585,7 +585,7 @@ static int finish(run_state *s, int rc)
         int prc = gr_io_publish(&s->plan, why, sizeof(why)) == GR_OK ? 0 : GR_EXIT_FAILED;
 
         rc = gr_ranks_agree(r, "publishing outputs", prc, why);
-        if (rc != GR_EXIT_OK && lead)
+        if (rc != GR_EXIT_OK && lead && r->mpi)
             fprintf(stderr, "graphrun run: renaming outputs into place failed: the outputs of "
                             "the ranks that did not fail are in place; no manifest\n");
         if (rc == GR_EXIT_OK && lead && f.manifest &&
