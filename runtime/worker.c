@@ -32,10 +32,15 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
     return GR_OK;
 }
 
-/* Make the worker's staging buffer hold `elems` per port (inputs then outputs). Pinned
- * memory when it can be had; otherwise (a tiny RLIMIT_MEMLOCK, the system out of pinned
- * memory) ordinary memory, which the device reads through the driver's slower path: the
- * results are the same, and the runtime reports the fallback once. */
+/* Make the worker's staging buffer hold `elems` per port for `ports` ports (inputs then
+ * outputs), and lay the ports out staging_elems apart for the unit about to use it. Units
+ * of different graphs differ in their ports as well as their elements, so what the buffer
+ * holds is counted in floats, and the ports are spread over all of it: a buffer that held
+ * a unit with fewer ports is reused only when it holds this one whole. It never grows past
+ * the largest unit, which the planner bounds by staging_bytes. Pinned memory when it can be
+ * had; otherwise (a tiny RLIMIT_MEMLOCK, the system out of pinned memory) ordinary memory,
+ * which the device reads through the driver's slower path: the results are the same, and
+ * the runtime reports the fallback once. */
 static void free_staging(gr_worker *w)
 {
     if (w->staging_pageable)
@@ -43,6 +48,7 @@ static void free_staging(gr_worker *w)
     else
         gr_host_free(w->staging);
     w->staging = NULL;
+    w->staging_floats = 0;
     w->staging_elems = 0;
     w->staging_pageable = false;
 }
@@ -53,20 +59,22 @@ static gr_status ensure_staging(gr_worker *w, uint32_t ports, uint64_t elems,
     uint64_t bytes = elems * ports * sizeof(float);
     void *p = NULL;
 
-    if (w->staging_elems >= elems)
-        return GR_OK;
-    free_staging(w);
-    if (gr_host_alloc(bytes, &p) != GR_OK) {
-        p = NULL;
-        if (posix_memalign(&p, 4096, bytes) != 0)
-            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                                "cannot allocate %llu bytes of staging memory, pinned or not",
-                                (unsigned long long)bytes);
-        w->staging_pageable = true;
-        gr__runtime_pinned_fallback(w->rt, bytes);
+    if (w->staging_floats < elems * ports) {
+        free_staging(w);
+        if (gr_host_alloc(bytes, &p) != GR_OK) {
+            p = NULL;
+            if (posix_memalign(&p, 4096, bytes) != 0)
+                return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                                    "cannot allocate %llu bytes of staging memory, pinned "
+                                    "or not",
+                                    (unsigned long long)bytes);
+            w->staging_pageable = true;
+            gr__runtime_pinned_fallback(w->rt, bytes);
+        }
+        w->staging = p;
+        w->staging_floats = elems * ports;
     }
-    w->staging = p;
-    w->staging_elems = elems;
+    w->staging_elems = w->staging_floats / ports; /* at least elems */
     return GR_OK;
 }
 
