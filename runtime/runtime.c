@@ -359,7 +359,8 @@ static gr_status observe_open(gr_runtime *rt, gr_error_info *err)
 {
     if (gr__stats_create(rt->n_devices * rt->cfg.workers_per_device, &rt->stats) != GR_OK)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-    rt->trace = rt->backend->kind == GR_BACKEND_CUDA && gr__trace_wanted();
+    rt->trace = (rt->backend->kind == GR_BACKEND_CUDA || gr__trace_all_backends) &&
+                gr__trace_wanted();
     return GR_OK;
 }
 

@@ -9,6 +9,8 @@
 
 #include <stdlib.h>
 
+bool gr__trace_all_backends;
+
 #if defined(__has_include)
 #if __has_include(<nvtx3/nvToolsExt.h>)
 #define GR_HAVE_NVTX 1

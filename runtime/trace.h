@@ -25,6 +25,10 @@
 /* Whether an NVTX tool is attached to this process (and NVTX is built in). */
 bool gr__trace_wanted(void);
 
+/* Tests only: mark ranges on every backend, not just CUDA, so that the worker's ranges can
+ * be checked where there is no GPU (tests/trace_test.c). Set before gr_runtime_create. */
+extern bool gr__trace_all_backends;
+
 /* Open the range of one unit of work: `tensors` indices from `index` (a batch when more
  * than one), or the part from element `offset` of one index (a chunk when offset or elems
  * says so). Ranges nest per thread and must be closed on the thread that opened them. */

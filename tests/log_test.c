@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 
+#include "runtime/runtime.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 
@@ -342,6 +343,38 @@ static void env_overrides_callback(void)
     sink_free(s);
 }
 
+/* A fault that retires workers (private contexts) and then loses the device, as the CUDA
+ * backend reports it, through the runtime's own calls on the host backend. */
+static void faults_logged(void)
+{
+    gr_config cfg = host_config(1 << 20);
+    sink *s = sink_new();
+    gr_runtime *rt;
+
+    unsetenv("GR_LOG");
+    cfg.log_callback = collect;
+    cfg.log_user = s;
+    rt = create(&cfg);
+    gr__runtime_worker_retired(rt, &rt->workers[0]);
+    EXPECT_COUNT(s, GR_LOG_WARN,
+                 "worker 0 of device 0 retired (a fault ruined its private context); 1 of 2 "
+                 "workers of the device left",
+                 1);
+    EXPECT_COUNT(s, GR_LOG_ERROR, "lost", 0);
+    gr__runtime_worker_retired(rt, &rt->workers[0]); /* once only */
+    gr__runtime_worker_retired(rt, &rt->workers[1]);
+    EXPECT_COUNT(s, GR_LOG_WARN, "retired", 2);
+    EXPECT_COUNT(s, GR_LOG_ERROR,
+                 "device 0 (host device 0) lost: every device is lost; all work fails with "
+                 "'device lost'",
+                 1);
+    ASSERT_STATUS(run_job(rt, 3, false), GR_ERR_DEVICE_LOST);
+    EXPECT_COUNT(s, GR_LOG_WARN, "job 1: first failure, index ", 1);
+    EXPECT_COUNT(s, GR_LOG_WARN, "device lost", 1);
+    gr_runtime_destroy(rt);
+    sink_free(s);
+}
+
 static void level_names(void)
 {
     ASSERT_TRUE(strcmp(gr_log_level_name(GR_LOG_DEBUG), "debug") == 0);
@@ -355,4 +388,4 @@ static void level_names(void)
 GR_TEST_MAIN(GR_TEST(silent_by_default), GR_TEST(callback_events),
              GR_TEST(debug_per_job_not_per_tensor), GR_TEST(threshold_filters),
              GR_TEST(auto_fallback), GR_TEST(create_failure), GR_TEST(env_to_stderr),
-             GR_TEST(env_overrides_callback), GR_TEST(level_names))
+             GR_TEST(env_overrides_callback), GR_TEST(faults_logged), GR_TEST(level_names))

@@ -60,6 +60,9 @@ static void expect_all_processed(const tensors *s)
     }
 }
 
+static char *render(gr_runtime *rt);
+static void expect_line(const char *text, const char *line);
+
 static gr_stats stats_of(gr_runtime *rt, uint32_t device)
 {
     gr_stats s = GR_STATS_INIT;
@@ -647,7 +650,39 @@ static void prometheus_sizing(void)
     gr_runtime_destroy(rt);
 }
 
-GR_TEST_MAIN(GR_TEST(bucket_bounds), GR_TEST(exact_after_job), GR_TEST(units_and_devices),
+/* A lost device (marked as a sticky CUDA error would mark it; on the host backend through
+ * the runtime's own call) shows in the struct and the text; the other device does the work. */
+static void device_lost_reported(void)
+{
+    gr_runtime *rt = gr_test_runtime((gr_test_shape){.devices = 2, .workers = 2,
+                                                     .budget = 1 << 20, .whole_tensors = true});
+    tensors s = make_tensors(20, 100);
+    gr_stats st0, st1;
+    gr_graph *g;
+    char *text;
+
+    gr__runtime_device_lost(rt, &rt->devices[1]);
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    run_job(rt, g, &s, GR_OK);
+    expect_all_processed(&s);
+    st0 = stats_of(rt, 0);
+    st1 = stats_of(rt, 1);
+    ASSERT_EQ(st0.devices_lost, 1);
+    ASSERT_EQ(st0.lost, 0);
+    ASSERT_EQ(st1.lost, 1);
+    ASSERT_EQ_U64(st0.tensors_done, 20);
+    ASSERT_EQ_U64(st1.tensors_done + st1.iterations_done, 0);
+    text = render(rt);
+    expect_line(text, "graphrun_devices_lost 1");
+    expect_line(text, "graphrun_device_lost{device=\"0\"} 0");
+    expect_line(text, "graphrun_device_lost{device=\"1\"} 1");
+    free(text);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    free_tensors(&s);
+}
+
+GR_TEST_MAIN(GR_TEST(bucket_bounds), GR_TEST(device_lost_reported), GR_TEST(exact_after_job), GR_TEST(units_and_devices),
              GR_TEST(canceled_and_waits), GR_TEST(struct_size_rule),
              GR_TEST(counts_under_threads), GR_TEST(prometheus_text),
              GR_TEST(prometheus_sizing))
