@@ -160,7 +160,6 @@ void gr__runtime_job_finished(gr_runtime *rt)
 void gr__runtime_device_lost(gr_runtime *rt, gr_device *dev)
 {
     bool was = false;
-
     unsigned lost;
 
     if (!atomic_compare_exchange_strong(&dev->lost, &was, true))

@@ -25,13 +25,15 @@ static __thread gr_counters *thread_counters;
 
 gr_status gr__stats_create(uint32_t n_workers, gr_stats_state **out)
 {
-    gr_stats_state *s = calloc(1, sizeof(*s));
+    /* aligned_alloc: gr_counters is over-aligned (a cache line), which calloc ignores; the
+     * state holds one too. Sizes are multiples of the alignment, as aligned_alloc wants. */
+    gr_stats_state *s = aligned_alloc(_Alignof(gr_stats_state), sizeof(*s));
     size_t bytes = (size_t)(n_workers ? n_workers : 1) * sizeof(gr_counters);
 
     *out = NULL;
     if (s == NULL)
         return GR_ERR_OUT_OF_MEMORY;
-    /* aligned_alloc: gr_counters is over-aligned (a cache line), which calloc ignores. */
+    memset(s, 0, sizeof(*s));
     s->workers = aligned_alloc(_Alignof(gr_counters), bytes);
     if (s->workers == NULL) {
         free(s);

@@ -597,7 +597,8 @@ static void prometheus_text(void)
 
     /* Buckets: bounds 1 us, 2 us, ... 2^26 us = 67.108864 s, then +Inf; cumulative. */
     {
-        const char *b = strstr(text, "graphrun_iteration_seconds_bucket{device=\"0\",le=\"0.000001\"}");
+        const char *b =
+            strstr(text, "graphrun_iteration_seconds_bucket{device=\"0\",le=\"0.000001\"}");
         unsigned long long prev = 0;
         int n = 0;
 
@@ -682,7 +683,8 @@ static void device_lost_reported(void)
     free_tensors(&s);
 }
 
-GR_TEST_MAIN(GR_TEST(bucket_bounds), GR_TEST(device_lost_reported), GR_TEST(exact_after_job), GR_TEST(units_and_devices),
+GR_TEST_MAIN(GR_TEST(bucket_bounds), GR_TEST(device_lost_reported), GR_TEST(exact_after_job),
+             GR_TEST(units_and_devices),
              GR_TEST(canceled_and_waits), GR_TEST(struct_size_rule),
              GR_TEST(counts_under_threads), GR_TEST(prometheus_text),
              GR_TEST(prometheus_sizing))

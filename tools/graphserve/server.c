@@ -557,7 +557,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 {
     gs_server *s = cls;
     request *r = *con_cls;
-    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+               strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 
     (void)version;
     if (r == NULL) {
