@@ -7,6 +7,10 @@
  * flag: a canceled, expired or shut-down job never leaves a worker asleep. The budget is
  * taken before the arena block, and both are given back before the index ends, so when a
  * job completes none of its memory is held. Nothing is held across the next pop.
+ *
+ * Statistics (stats.h) are counted in the worker's own block before the unit's parts end,
+ * so a job's waiter sees them; NVTX ranges (trace.h) mark the unit and its phases when a
+ * tool is attached to the CUDA backend (rt->trace), and cost one branch otherwise.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +19,7 @@
 #include "runtime/fault.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
+#include "runtime/trace.h"
 
 /* Why the index must not run now, or GR_OK. */
 static gr_status must_stop(gr_worker *w, gr_job *job)
@@ -135,14 +140,20 @@ static void run_task(gr_worker *w, const gr_task *t)
     gr_job *job = t->job;
     gr_device *dev = w->dev;
     const gr_graph *g = job->graph;
+    gr_counters *stats = gr__stats_worker(w->rt->stats, w->id);
+    bool trace = w->rt->trace;
     gr_iteration it;
     gr_error_info detail;
     uint64_t bytes = 0;
     uint32_t live = 0;
+    int64_t t0;
     gr_status st;
     gr_unit u;
 
     gr__job_unit(job, t->index, &u);
+    if (trace)
+        gr__trace_push_unit(job->id, u.index, u.tensors, u.offset, u.elems,
+                            job->tensors[u.index].elems);
     for (uint32_t k = 0; k < u.tensors; k++)
         live += w->live[k] = gr__job_start_piece(job, u.index + k);
     memset(&detail, 0, sizeof(detail));
@@ -167,7 +178,13 @@ static void run_task(gr_worker *w, const gr_task *t)
         st = gr_error_set(&detail, GR_ERR_INTERNAL, u.index, NULL, "layout failed");
         goto out_finish;
     }
+    if (trace)
+        gr__trace_push("budget wait");
+    t0 = gr_now_ns();
     st = gr_budget_acquire(dev->budget, bytes, job->deadline_ns, &job->stop);
+    gr__stats_observe(&stats->budget_wait, gr_now_ns() - t0);
+    if (trace)
+        gr__trace_pop();
     if (st != GR_OK)
         goto out_finish;
     st = gr_arena_alloc(dev->arena, bytes, job->deadline_ns, &job->stop, &w->block);
@@ -183,15 +200,29 @@ static void run_task(gr_worker *w, const gr_task *t)
 
     it.base = (unsigned char *)dev->region + w->block.offset;
     set_view(w, job, &u);
-    if (u.staged)
+    t0 = gr_now_ns();
+    if (u.staged) {
+        if (trace)
+            gr__trace_push("gather");
         stage(w, job, &u, true);
+        if (trace)
+            gr__trace_pop();
+    }
     st = w->rt->backend->run(w, &it, &detail);
-    if (st == GR_OK && u.staged)
+    if (st == GR_OK && u.staged) {
+        if (trace)
+            gr__trace_push("scatter");
         stage(w, job, &u, false);
-    if (st == GR_OK)
+        if (trace)
+            gr__trace_pop();
+    }
+    gr__stats_observe(&stats->iteration, gr_now_ns() - t0);
+    if (st == GR_OK) {
+        gr__stats_copied(stats, g, u.elems);
         atomic_fetch_add_explicit(&dev->iterations_done, 1, memory_order_relaxed);
-    else
+    } else {
         atomic_fetch_add_explicit(&dev->iterations_failed, 1, memory_order_relaxed);
+    }
 
 out_free_block:
     gr_arena_free(dev->arena, &w->block);
@@ -200,6 +231,8 @@ out_release_budget:
 out_finish:
     for (uint32_t k = 0; k < u.tensors; k++)
         gr__job_finish_piece(job, u.index + k, w->live[k], st, &detail);
+    if (trace)
+        gr__trace_pop();
 }
 
 /* Whether this worker must not take tasks now, which it could only fail while another
@@ -273,12 +306,14 @@ void *gr__worker_main(void *arg)
     if (st != GR_OK)
         goto out_free;
 
+    gr__stats_bind_worker(rt->stats, w->id);
     while (park_while_device_lost(w) && gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) == GR_OK) {
         if (hand_back(w, &t))
             continue;
         run_task(w, &t);
         gr__job_unref(t.job); /* the task's reference */
     }
+    gr__stats_unbind();
     rt->backend->worker_close(w);
 out_free:
     free_staging(w);
