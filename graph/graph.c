@@ -605,6 +605,8 @@ gr_status gr_graph_create_seed(gr_graph **out)
     gr_graph *g;
     gr_status st;
 
+    if (out == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
     if ((st = gr_graph_create(&g)) != GR_OK)
         return st;
     if ((st = gr_graph_add_buffer(g, "x", 1, 1)) != GR_OK ||

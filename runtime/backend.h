@@ -51,10 +51,11 @@ typedef struct gr_worker {
     /* Staging (pinned host memory for units that are gathered and scattered), grown on
      * first use; and the worker's per-unit scratch: which parts are live, the copy list. */
     float *staging;
-    uint64_t staging_elems; /* per port */
-    bool staging_pageable;  /* pinned memory could not be had: malloc'd (worker.c) */
-    uint8_t *live;          /* GR_UNIT_MAX_TENSORS */
-    struct gr_copy *copies; /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS */
+    uint64_t staging_floats; /* what it holds */
+    uint64_t staging_elems;  /* per port, for the current unit: ports lie this far apart */
+    bool staging_pageable;   /* pinned memory could not be had: malloc'd (worker.c) */
+    uint8_t *live;           /* GR_UNIT_MAX_TENSORS */
+    struct gr_copy *copies;  /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS */
 } gr_worker;
 
 typedef struct gr_backend_ops {

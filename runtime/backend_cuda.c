@@ -19,6 +19,12 @@
  * In the shared primary context the device is marked lost, so its other work fails fast
  * with GR_ERR_DEVICE_LOST (or goes to other devices); in a private context only that worker
  * retires. Other CUDA errors fail the one index with GR_ERR_CUDA and the call that failed.
+ * Either way the sticky error is logged (log.h) with the call and the CUDA error's name.
+ *
+ * Tracing: with an NVTX tool attached (rt->trace, trace.h), the graph update, the launch and
+ * the wait for the iteration's event are ranges inside the worker's range for the unit.
+ * The copies and kernels themselves run on the device inside the one cudaGraphLaunch, so no
+ * host-side range can cover them one by one; Nsight Systems' CUDA trace shows those nodes.
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -30,6 +36,7 @@
 #include "runtime/fault.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
+#include "runtime/trace.h"
 
 #define REGION_GRANULE (2ull << 20)
 #define GRAPH_CACHE 8 /* lowered templates kept per worker */
@@ -76,6 +83,8 @@ static gr_status sticky_error(gr_worker *w, cudaError_t e, const char *call, gr_
 {
     cuda_worker *cw = w->backend_state;
 
+    GR_LOG(&w->rt->log, GR_LOG_ERROR, "device %d, worker %u: sticky CUDA error in %s: %s: %s",
+           w->dev->ordinal, w->id, call, cudaGetErrorName(e), cudaGetErrorString(e));
     if (cw->ctx != NULL) {
         gr__runtime_worker_retired(w->rt, w);
         return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
@@ -361,11 +370,16 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
 {
     cuda_worker *cw = w->backend_state;
     const char *call;
+    bool trace = w->rt->trace;
     gr_cuda_graph *cg;
     gr_status st;
     cudaError_t e;
 
+    if (trace)
+        gr__trace_push("graph update");
     st = prepare_graph(w, cw, it, &cg, err);
+    if (trace)
+        gr__trace_pop();
     if (st != GR_OK) {
         if (st == GR_ERR_CUDA && is_sticky(cg->error))
             return sticky_error(w, cg->error, "lowering the graph", err);
@@ -373,17 +387,28 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
     }
     /* Injected failures (fault.h) use error codes that are not sticky, as a real
      * transient failure of these calls would be. */
+    if (trace)
+        gr__trace_push("launch");
     e = gr__fault_hit(GR_FAULT_GRAPH_LAUNCH) ? cudaErrorLaunchOutOfResources
                                              : cudaGraphLaunch(cg->exec, cw->stream);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        if (trace)
+            gr__trace_pop();
         return iteration_error(w, e, "cudaGraphLaunch", err);
+    }
     call = "cudaEventRecord";
     e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
                                       : cudaEventRecord(cw->done, cw->stream);
+    if (trace)
+        gr__trace_pop();
     if (e == cudaSuccess) {
         call = "cudaEventSynchronize";
+        if (trace)
+            gr__trace_push("wait");
         e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
                                           : cudaEventSynchronize(cw->done);
+        if (trace)
+            gr__trace_pop();
     }
     if (e != cudaSuccess && !is_sticky(e)) {
         /* The graph is launched and may still be copying: the caller gives its arena block

@@ -115,6 +115,49 @@ typedef enum gr_context_mode {
     GR_CONTEXT_PRIVATE,
 } gr_context_mode;
 
+/* ---------------------------------------------------------------------------------------
+ * Logging.
+ *
+ * A runtime is silent unless the config sets log_callback, or the GR_LOG environment
+ * variable is set (debug, info, warn, error or off, read once by gr_runtime_create): GR_LOG
+ * overrides log_level, and with no callback it sends the messages to stderr, one line each
+ * ("graphrun: warn: ..."). An unreadable GR_LOG value logs at warn to stderr, and says so.
+ *
+ * What is logged: at info, the runtime's start (backend, devices, workers, budget), its
+ * shutdown and its end (totals); at warn, AUTO falling back to the host backend, a worker
+ * retired by a fault in its private context, the first failure of each job (deadline, CUDA
+ * error, ...); at error, a device lost (with the CUDA error that lost it) and a runtime that
+ * could not start; at debug, each job submitted and completed, and the first cancellation of
+ * each canceled job. Nothing is ever logged per tensor above debug, and nothing per tensor
+ * at debug either.
+ * ------------------------------------------------------------------------------------- */
+typedef enum gr_log_level {
+    GR_LOG_DEBUG = 0,
+    GR_LOG_INFO,
+    GR_LOG_WARN,
+    GR_LOG_ERROR,
+    GR_LOG_OFF, /* as a threshold: nothing */
+} gr_log_level;
+
+/* "debug", "info", "warn", "error", "off"; "unknown" for other values. Any thread. */
+const char *gr_log_level_name(gr_log_level level);
+
+/*
+ * Receives each message at or above the threshold. `message` is one line, without a
+ * trailing newline, valid only during the call.
+ *
+ * Threading contract: it is called on whichever thread the event happens: a worker, the
+ * deadline thread, or a caller's thread inside gr_runtime_create, gr_runtime_shutdown,
+ * gr_runtime_destroy, gr_job_submit or gr_job_cancel; possibly on several threads at once,
+ * so it must be thread-safe. No runtime lock is held while it runs, but it must not call
+ * back into the runtime that logs (no gr_runtime_*, gr_job_* or gr_graph_* call on it or its
+ * jobs; pure functions such as gr_status_str, gr_log_level_name and gr_now_ns are fine), must
+ * not block for long (a worker may be waiting on it), and must not unwind (longjmp, C++
+ * exceptions). The last call for a runtime happens before gr_runtime_destroy returns (for a
+ * runtime that could not start, before gr_runtime_create returns).
+ */
+typedef void (*gr_log_callback)(gr_log_level level, const char *message, void *user);
+
 /*
  * Runtime configuration. Always start from GR_CONFIG_INIT and change fields: new fields are
  * only ever appended, with defaults in the initializer, so code written against an older
@@ -152,6 +195,11 @@ typedef struct gr_config {
      * GR_FAULT environment variable's plan, if it is set. The plan is process-wide while
      * this runtime lives. Default NULL. */
     const char *fault_plan;
+    /* Logging (see "Logging" above): messages at log_level and above go to log_callback
+     * (default NULL: none), with log_user passed through. Default level GR_LOG_INFO. */
+    gr_log_callback log_callback;
+    void *log_user;
+    gr_log_level log_level;
     /* Which devices to use, by the backend's own numbers: CUDA device ordinals, or on the
      * host backend indices among its host_devices emulated devices. Runtime device d (as
      * gr_runtime_device_stats numbers them) is devices[d]. NULL with device_count 0, the
@@ -166,7 +214,8 @@ typedef struct gr_config {
 #define GR_CONFIG_INIT                                                                      \
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
-            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, 0                \
+            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, NULL, GR_LOG_INFO, \
+            NULL, 0                                                                         \
     }
 
 /*
@@ -215,13 +264,98 @@ typedef struct gr_device_stats {
     uint64_t graph_updates;        /* iterations replayed by updating an instantiated graph */
 } gr_device_stats;
 
-/* Statistics of one device, a consistent snapshot per field. Any thread. */
+/* Statistics of one device, a consistent snapshot per field. Any thread. (The first
+ * statistics call, kept as it was; gr_runtime_stats_get below has these and more.) */
 gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_device_stats *out);
 
 /* The backend's number of runtime device `device` (0 .. device_count - 1): its CUDA ordinal,
  * or its index among the host backend's emulated devices; config.devices[device] when a
  * list was given. Any thread. */
 gr_status gr_runtime_device_ordinal(const gr_runtime *rt, uint32_t device, int *ordinal);
+
+/*
+ * Statistics: counters, gauges and histograms, per device and for the whole runtime.
+ *
+ * Counting costs the workers a few uncontended stores per iteration (each worker counts in
+ * memory of its own; a snapshot adds them up). Counters only grow. Once gr_job_wait has
+ * returned GR_OK for a job, everything that job did is in the counters.
+ */
+
+/* Durations in fixed power-of-two buckets: buckets[0] counts those under 1 us, buckets[i]
+ * (0 < i < GR_HISTOGRAM_BUCKETS - 1) those from 2^(i-1) us up to but excluding 2^i us, and
+ * the last one those of 2^(GR_HISTOGRAM_BUCKETS - 2) us (67 s) and more. Not cumulative. */
+#define GR_HISTOGRAM_BUCKETS 28
+typedef struct gr_histogram {
+    uint64_t count;  /* observations: the sum of the buckets */
+    uint64_t sum_ns; /* their total duration, in nanoseconds */
+    uint64_t buckets[GR_HISTOGRAM_BUCKETS];
+} gr_histogram;
+
+/*
+ * One device's statistics, with the runtime-wide ones beside them. Initialize with
+ * GR_STATS_INIT: fields are only ever appended, and a caller compiled against an older,
+ * shorter gr_stats gets the fields it knows.
+ *
+ * Where tensors are counted: an index is counted once, when it ends, by the thread that
+ * ends it. A worker counts it for its device (tensors_*): the index ran there, or the
+ * worker found it stopped or its device lost. Any other thread (gr_job_cancel, the deadline
+ * thread, shutdown, a gr_job_submit that could not queue) counts it in nodevice_*: it was
+ * stopped before it could finish, so it failed (a deadline) or was canceled. The sum of
+ * tensors_* over the devices plus nodevice_* is every ended index.
+ * Jobs are counted for the runtime only: one job's tensors spread over every device.
+ */
+typedef struct gr_stats {
+    uint32_t struct_size; /* sizeof(gr_stats) at the caller's compile time */
+    uint32_t magic;       /* GR_STATS_MAGIC */
+
+    /* The whole runtime: the same whichever device is asked for. */
+    uint32_t device_count;
+    uint32_t devices_lost;
+    uint64_t jobs_submitted; /* accepted by gr_job_submit */
+    uint64_t jobs_completed; /* every index ended and the callback (if any) returned */
+    uint64_t jobs_failed;    /* of the completed, those whose result is not GR_OK */
+    uint64_t nodevice_failed, nodevice_canceled; /* ended off the devices */
+
+    /* Device `device`. */
+    uint32_t device;
+    uint32_t lost;            /* nonzero once the device is lost */
+    uint32_t workers;         /* worker threads of the device */
+    uint32_t workers_retired; /* workers a fault in their private context retired */
+    uint64_t tensors_done, tensors_failed, tensors_canceled; /* indices ended here */
+    uint64_t iterations_done, iterations_failed; /* units run (a chunk or a batch is one) */
+    uint64_t graph_instantiations, graph_updates; /* CUDA backend, as in gr_device_stats */
+    uint64_t bytes_h2d, bytes_d2h; /* copied by iterations that succeeded */
+    uint64_t budget_bytes;  /* capacity */
+    uint64_t budget_in_use; /* granted right now */
+    uint64_t budget_peak;   /* high-water mark of budget_in_use since create */
+    gr_histogram budget_wait; /* per budget request (granted or not): time until answered */
+    gr_histogram iteration;   /* per iteration run: inputs staged to outputs written */
+} gr_stats;
+
+#define GR_STATS_MAGIC 0x67725354u /* "grST" */
+#ifdef __cplusplus
+#define GR_STATS_INIT {sizeof(gr_stats), GR_STATS_MAGIC}
+#else /* designated, so -Wmissing-field-initializers stays quiet about the rest */
+#define GR_STATS_INIT {.struct_size = sizeof(gr_stats), .magic = GR_STATS_MAGIC}
+#endif
+
+/* Fill `out` (initialized with GR_STATS_INIT) with a snapshot of device `device`
+ * (< device_count) and of the runtime; each field is read atomically, one after another,
+ * while work goes on. GR_ERR_INVALID_ARGUMENT for NULL, an uninitialized struct or a device
+ * out of range. Any thread. */
+gr_status gr_runtime_stats_get(const gr_runtime *rt, uint32_t device, gr_stats *out);
+
+/*
+ * Render every statistic of every device in the Prometheus text exposition format
+ * (version 0.0.4; metric names start with "graphrun_", per-device series carry a
+ * device="N" label, histograms are in seconds) into buf, snprintf-style: writes at most
+ * `size` bytes including a terminating NUL (nothing when size is 0; buf may then be NULL)
+ * and returns the length of the whole text, without the NUL. A return >= size means the
+ * text was cut short: call again with a larger buffer (the counters move between calls, so
+ * leave some room, say a quarter more). Returns 0 only for a NULL runtime or when no host
+ * memory was left for the snapshot. Any thread.
+ */
+size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------
  * Host memory.
@@ -460,6 +594,10 @@ gr_status gr_job_error_get(const gr_job *job, gr_error_info *out);
 
 /* Nonzero once every index has ended (the callback may still be running). Any thread. */
 int gr_job_is_complete(const gr_job *job);
+
+/* The job's number in its runtime's log messages and NVTX ranges: 1 for the runtime's first
+ * accepted job, counting up. 0 for NULL. Any thread. */
+uint64_t gr_job_id(const gr_job *job);
 
 /* Give back the handle gr_job_submit returned. A job still running keeps running to its
  * end (its callback still runs, and may still use the handle; call gr_job_cancel first to

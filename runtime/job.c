@@ -106,6 +106,14 @@ static void job_finish(gr_job *job, gr_status result)
 {
     gr_runtime *rt = job->rt;
 
+    /* Counted and logged before the waiters wake, so a wait that returns sees the count. */
+    gr__stats_job_completed(rt->stats, result);
+    GR_LOG(&rt->log, GR_LOG_DEBUG,
+           "job %llu complete: %s (%llu done, %llu failed, %llu canceled of %llu)",
+           (unsigned long long)job->id, gr_status_str(result),
+           (unsigned long long)atomic_load(&job->done),
+           (unsigned long long)atomic_load(&job->failed),
+           (unsigned long long)atomic_load(&job->canceled), (unsigned long long)job->count);
     if (job->on_complete) {
         pthread_mutex_lock(&job->mu);
         job->in_callback = true;
@@ -236,6 +244,7 @@ bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status s
         atomic_fetch_add_explicit(&job->failed, 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(&job->canceled, 1, memory_order_relaxed);
+    gr__stats_tensor_ended(job->rt->stats, to);
 
     if (st != GR_OK)
         record_error(job, i, st, detail);
@@ -245,20 +254,33 @@ bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status s
     return true;
 }
 
-/* Keep the job's first failure: index, node and reason. */
+/* Keep the job's first failure: index, node and reason; and log it, after the lock. */
 static void record_error(gr_job *job, uint64_t i, gr_status st, const gr_error_info *detail)
 {
+    const gr_logger *lg = &job->rt->log;
+    gr_log_level level = st == GR_ERR_CANCELED || st == GR_ERR_SHUTDOWN ? GR_LOG_DEBUG
+                                                                          : GR_LOG_WARN;
+    gr_error_info first;
+    bool is_first = false;
+
     pthread_mutex_lock(&job->mu);
     if (!job->has_error) {
         job->has_error = true;
+        is_first = true;
         if (detail != NULL && detail->status == st) {
             job->first_error = *detail;
             job->first_error.index = i;
         } else {
             gr_error_set(&job->first_error, st, i, NULL, "%s", stop_message(st));
         }
+        first = job->first_error;
     }
     pthread_mutex_unlock(&job->mu);
+    if (is_first && gr__log_enabled(lg, level))
+        gr__log_write(lg, level, "job %llu: first failure, index %llu%s%s: %s: %s",
+                      (unsigned long long)job->id, (unsigned long long)i,
+                      first.node[0] ? " node " : "", first.node, gr_status_str(st),
+                      first.message);
 }
 
 void gr__job_stop(gr_job *job, gr_status why)
@@ -573,6 +595,10 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
                      (unsigned long long)count);
         goto out_leave;
     }
+    job->id = gr__stats_job_submitted(rt->stats);
+    GR_LOG(&rt->log, GR_LOG_DEBUG, "job %llu submitted: %llu tensor(s) in %llu unit(s)",
+           (unsigned long long)job->id, (unsigned long long)count,
+           (unsigned long long)job->n_units);
     gr__runtime_track_job(rt, job);
     queue_tasks(rt, job);
     if (out != NULL) {
@@ -730,6 +756,14 @@ gr_status gr_job_error_get(const gr_job *handle, gr_error_info *out)
         gr_error_set(out, GR_OK, GR_NO_INDEX, NULL, "no error");
     pthread_mutex_unlock(&job->mu);
     return GR_OK;
+}
+
+uint64_t gr_job_id(const gr_job *handle)
+{
+    gr_status st;
+    gr_job *job = job_get(handle, &st);
+
+    return job ? job->id : 0;
 }
 
 int gr_job_is_complete(const gr_job *handle)

@@ -36,6 +36,7 @@ struct gr_runtime;
 
 struct gr_job {
     struct gr_runtime *rt;
+    uint64_t id;           /* gr_job_id: the runtime's count of accepted jobs */
     gr_graph *graph;       /* a reference */
     gr_tensor *tensors;    /* the caller's array, copied */
     uint64_t count;

@@ -36,6 +36,7 @@
 #include "runtime/fault.h"
 #include "runtime/handle.h"
 #include "runtime/sync.h"
+#include "runtime/trace.h"
 
 #define MAX_WORKERS_PER_DEVICE 1024
 #define MAX_LISTED_DEVICES 1024
@@ -53,6 +54,7 @@ static void runtime_free(gr_runtime *rt)
     }
     gr_ring_destroy(rt->ring);
     gr_copier_destroy(rt->copier);
+    gr__stats_destroy(rt->stats);
     pthread_cond_destroy(&rt->deadline_cond);
     pthread_cond_destroy(&rt->cond);
     pthread_mutex_destroy(&rt->mu);
@@ -165,10 +167,15 @@ void gr__runtime_job_finished(gr_runtime *rt)
 void gr__runtime_device_lost(gr_runtime *rt, gr_device *dev)
 {
     bool was = false;
+    unsigned lost;
 
     if (!atomic_compare_exchange_strong(&dev->lost, &was, true))
         return;
-    atomic_fetch_add(&rt->devices_lost, 1);
+    lost = atomic_fetch_add(&rt->devices_lost, 1) + 1;
+    GR_LOG(&rt->log, GR_LOG_ERROR, "device %u (%s device %d) lost: %s", dev->id,
+           rt->backend->name, dev->ordinal,
+           lost < rt->n_devices ? "its work goes to the other devices"
+                                : "every device is lost; all work fails with 'device lost'");
     /* Wake the parked workers of other lost devices: this may have been the last one. */
     pthread_mutex_lock(&rt->mu);
     pthread_cond_broadcast(&rt->cond);
@@ -177,9 +184,17 @@ void gr__runtime_device_lost(gr_runtime *rt, gr_device *dev)
 
 void gr__runtime_worker_retired(gr_runtime *rt, gr_worker *w)
 {
+    unsigned retired;
+
     if (atomic_exchange(&w->retired, true))
         return;
-    if (atomic_fetch_add(&w->dev->workers_retired, 1) + 1 == rt->cfg.workers_per_device)
+    retired = atomic_fetch_add(&w->dev->workers_retired, 1) + 1;
+    GR_LOG(&rt->log, GR_LOG_WARN,
+           "worker %u of device %u retired (a fault ruined its private context); %u of %u "
+           "workers of the device left",
+           w->id, w->dev->id, rt->cfg.workers_per_device - retired,
+           rt->cfg.workers_per_device);
+    if (retired == rt->cfg.workers_per_device)
         gr__runtime_device_lost(rt, w->dev);
 }
 
@@ -318,6 +333,9 @@ static gr_status check_config(const gr_config *cfg, gr_error_info *err)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "ring_capacity must be a power of two in 2..2^30 (got %u)",
                             cfg->ring_capacity);
+    if ((unsigned)cfg->log_level > GR_LOG_OFF)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "unknown log_level %d", (int)cfg->log_level);
     return check_device_list(cfg, err);
 }
 
@@ -429,6 +447,16 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
     return GR_OK;
 }
 
+/* Counters for every worker, and whether to mark NVTX ranges: before the workers start. */
+static gr_status observe_open(gr_runtime *rt, gr_error_info *err)
+{
+    if (gr__stats_create(rt->n_devices * rt->cfg.workers_per_device, &rt->stats) != GR_OK)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    rt->trace = (rt->backend->kind == GR_BACKEND_CUDA || gr__trace_all_backends) &&
+                gr__trace_wanted();
+    return GR_OK;
+}
+
 static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
 {
     uint32_t n = rt->n_devices * rt->cfg.workers_per_device;
@@ -482,13 +510,32 @@ static void runtime_shutdown(gr_runtime *rt)
     pthread_mutex_unlock(&rt->mu);
 }
 
+/* Once per runtime, from the public calls only (a create that fails tears down too). */
+static void log_shutdown(gr_runtime *rt)
+{
+    if (gr__log_enabled(&rt->log, GR_LOG_INFO) && !atomic_exchange(&rt->shutdown_logged, true)) {
+        uint64_t live = 0;
+
+        pthread_mutex_lock(&rt->mu);
+        for (const gr_job *j = rt->live_jobs; j != NULL; j = j->live_next)
+            live++;
+        pthread_mutex_unlock(&rt->mu);
+        gr__log_write(&rt->log, GR_LOG_INFO,
+                      "runtime shutting down: %llu job(s) with indices still to end; queued "
+                      "indices end as canceled, running iterations finish",
+                      (unsigned long long)live);
+    }
+}
+
 void gr_runtime_shutdown(gr_runtime *handle)
 {
     gr_status st;
     gr_runtime *rt = gr__runtime_get(handle, &st);
 
-    if (rt != NULL)
+    if (rt != NULL) {
+        log_shutdown(rt);
         runtime_shutdown(rt);
+    }
 }
 
 /* The whole shutdown order (see the top of this file); also undoes a partial create. */
@@ -540,7 +587,7 @@ static unsigned copy_threads(const gr_config *cfg)
     return cpus > 17 ? 16 : cpus > 1 ? (unsigned)cpus - 1 : 0;
 }
 
-gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err)
+static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err)
 {
     uint64_t fault_token = 0;
     const char *plan;
@@ -567,6 +614,7 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
     pthread_once(&atfork_once, register_atfork);
     rt->fork_generation = atomic_load(&fork_generation);
     rt->fault_token = fault_token;
+    gr__logger_init(&rt->log, cfg);
     atomic_init(&rt->refs, 1);
     if (pthread_mutex_init(&rt->mu, NULL) != 0)
         goto out_free_rt;
@@ -585,7 +633,7 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
         (st = open_devices(rt, err)) != GR_OK)
         goto out_teardown;
     rt->cfg.devices = NULL; /* the caller's array: copied into the devices' ordinals */
-    if ((st = start_workers(rt, err)) != GR_OK)
+    if ((st = observe_open(rt, err)) != GR_OK || (st = start_workers(rt, err)) != GR_OK)
         goto out_teardown;
     if (gr__thread_create(&rt->deadline_thread, deadline_main, rt) != 0) {
         st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
@@ -618,6 +666,49 @@ out_free_rt:
     return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
 }
 
+static void log_units(char *buf, size_t size, uint64_t bytes)
+{
+    if (bytes >= (1ull << 30) && bytes % (1ull << 20) == 0)
+        snprintf(buf, size, "%.2f GiB", (double)bytes / (1ull << 30));
+    else if (bytes >= (1ull << 20))
+        snprintf(buf, size, "%.2f MiB", (double)bytes / (1ull << 20));
+    else
+        snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+}
+
+gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err)
+{
+    gr_error_info local;
+    gr_error_info *e = err ? err : &local;
+    gr_status st = runtime_create(cfg, out, e);
+    gr_runtime *rt = out && *out ? gr__runtime_get(*out, &(gr_status){GR_OK}) : NULL;
+    gr_logger lg;
+    char budget[32];
+
+    if (st != GR_OK) {
+        /* The callback in a config that failed its checks may be garbage: only a config
+         * that passed them gets a message. */
+        if (cfg != NULL && check_config(cfg, NULL) == GR_OK) {
+            gr__logger_init(&lg, cfg);
+            GR_LOG(&lg, GR_LOG_ERROR, "runtime could not start: %s: %s", gr_status_str(st),
+                   e->message);
+        }
+        return st;
+    }
+    if (cfg->backend == GR_BACKEND_AUTO && rt->backend->kind != GR_BACKEND_CUDA)
+        GR_LOG(&rt->log, GR_LOG_WARN, "%s", rt->backend_note);
+    if (gr__log_enabled(&rt->log, GR_LOG_INFO)) {
+        log_units(budget, sizeof(budget), gr_arena_size(rt->devices[0].arena));
+        gr__log_write(&rt->log, GR_LOG_INFO,
+                      "runtime started: %s backend (%s), %u device(s), %u worker(s) per "
+                      "device, budget %s per device, ring %u, split_tensors %u%s",
+                      rt->backend->name, rt->backend_note, rt->n_devices,
+                      rt->cfg.workers_per_device, budget, rt->cfg.ring_capacity,
+                      rt->cfg.split_tensors, rt->trace ? ", NVTX ranges on" : "");
+    }
+    return GR_OK;
+}
+
 void gr_runtime_destroy(gr_runtime *handle)
 {
     uint64_t fault_token;
@@ -632,12 +723,23 @@ void gr_runtime_destroy(gr_runtime *handle)
     if (gr__in_callback()) {
         /* Destroy waits for every callback to return, this one included: it would never
          * return. Shut down instead, and leave the handle to a destroy from elsewhere. */
+        log_shutdown(rt);
         runtime_shutdown(rt);
         return;
     }
     gr__handle_release(rt->handle);
     fault_token = rt->fault_token;
+    log_shutdown(rt);
     runtime_teardown(rt);
+    if (gr__log_enabled(&rt->log, GR_LOG_INFO)) {
+        const gr_stats_state *s = rt->stats;
+
+        gr__log_write(&rt->log, GR_LOG_INFO,
+                      "runtime stopped: %llu job(s) submitted, %llu completed, %llu failed",
+                      (unsigned long long)atomic_load(&s->jobs_submitted),
+                      (unsigned long long)atomic_load(&s->jobs_completed),
+                      (unsigned long long)atomic_load(&s->jobs_failed));
+    }
     gr__runtime_unref(rt);
     gr__fault_disarm(fault_token);
 }

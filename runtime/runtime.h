@@ -12,7 +12,9 @@
 #include "runtime/backend.h"
 #include "runtime/graphrun.h"
 #include "runtime/job.h"
+#include "runtime/log.h"
 #include "runtime/ring.h"
+#include "runtime/stats.h"
 #include "runtime/units.h"
 
 struct gr_runtime {
@@ -51,6 +53,12 @@ struct gr_runtime {
     bool deadline_stop;
     pthread_t deadline_thread;
     bool deadline_started;
+
+    /* Observability, set up before the workers start and read-only after. */
+    gr_logger log;          /* the config's callback and level, GR_LOG applied */
+    gr_stats_state *stats;  /* counters (stats.h) */
+    bool trace;             /* NVTX ranges: CUDA backend with a tool attached (trace.h) */
+    atomic_bool shutdown_logged;
 };
 
 void gr__runtime_ref(struct gr_runtime *rt);

@@ -8,6 +8,10 @@
  * taken before the arena block, and both are given back before the index ends, so when a
  * job completes none of its memory is held. Nothing is held across the next pop.
  *
+ * Statistics (stats.h) are counted in the worker's own block before the unit's parts end,
+ * so a job's waiter sees them; NVTX ranges (trace.h) mark the unit and its phases when a
+ * tool is attached to the CUDA backend (rt->trace), and cost one branch otherwise.
+ *
  * A lost device: its workers stop taking tasks while another device works (they park).
  * A task one of them already holds goes back to the ring, still queued, as long as its
  * iteration has not reached the device (the device was lost while the worker waited for
@@ -22,6 +26,7 @@
 #include "runtime/fault.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
+#include "runtime/trace.h"
 
 /* Why the index must not run now, or GR_OK. */
 static gr_status must_stop(gr_worker *w, gr_job *job)
@@ -39,10 +44,15 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
     return GR_OK;
 }
 
-/* Make the worker's staging buffer hold `elems` per port (inputs then outputs). Pinned
- * memory when it can be had; otherwise (a tiny RLIMIT_MEMLOCK, the system out of pinned
- * memory) ordinary memory, which the device reads through the driver's slower path: the
- * results are the same, and the runtime reports the fallback once. */
+/* Make the worker's staging buffer hold `elems` per port for `ports` ports (inputs then
+ * outputs), and lay the ports out staging_elems apart for the unit about to use it. Units
+ * of different graphs differ in their ports as well as their elements, so what the buffer
+ * holds is counted in floats, and the ports are spread over all of it: a buffer that held
+ * a unit with fewer ports is reused only when it holds this one whole. It never grows past
+ * the largest unit, which the planner bounds by staging_bytes. Pinned memory when it can be
+ * had; otherwise (a tiny RLIMIT_MEMLOCK, the system out of pinned memory) ordinary memory,
+ * which the device reads through the driver's slower path: the results are the same, and
+ * the runtime reports the fallback once. */
 static void free_staging(gr_worker *w)
 {
     if (w->staging_pageable)
@@ -50,6 +60,7 @@ static void free_staging(gr_worker *w)
     else
         gr_host_free(w->staging);
     w->staging = NULL;
+    w->staging_floats = 0;
     w->staging_elems = 0;
     w->staging_pageable = false;
 }
@@ -60,20 +71,22 @@ static gr_status ensure_staging(gr_worker *w, uint32_t ports, uint64_t elems,
     uint64_t bytes = elems * ports * sizeof(float);
     void *p = NULL;
 
-    if (w->staging_elems >= elems)
-        return GR_OK;
-    free_staging(w);
-    if (gr_host_alloc(bytes, &p) != GR_OK) {
-        p = NULL;
-        if (posix_memalign(&p, 4096, bytes) != 0)
-            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                                "cannot allocate %llu bytes of staging memory, pinned or not",
-                                (unsigned long long)bytes);
-        w->staging_pageable = true;
-        gr__runtime_pinned_fallback(w->rt, bytes);
+    if (w->staging_floats < elems * ports) {
+        free_staging(w);
+        if (gr_host_alloc(bytes, &p) != GR_OK) {
+            p = NULL;
+            if (posix_memalign(&p, 4096, bytes) != 0)
+                return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                                    "cannot allocate %llu bytes of staging memory, pinned "
+                                    "or not",
+                                    (unsigned long long)bytes);
+            w->staging_pageable = true;
+            gr__runtime_pinned_fallback(w->rt, bytes);
+        }
+        w->staging = p;
+        w->staging_floats = elems * ports;
     }
-    w->staging = p;
-    w->staging_elems = elems;
+    w->staging_elems = w->staging_floats / ports; /* at least elems */
     return GR_OK;
 }
 
@@ -138,15 +151,21 @@ static bool run_task(gr_worker *w, const gr_task *t)
     gr_job *job = t->job;
     gr_device *dev = w->dev;
     const gr_graph *g = job->graph;
+    gr_counters *stats = gr__stats_worker(w->rt->stats, w->id);
+    bool trace = w->rt->trace;
     gr_iteration it;
     gr_error_info detail;
     uint64_t bytes = 0;
     uint32_t live = 0;
     bool reached_device = false;
+    int64_t t0;
     gr_status st;
     gr_unit u;
 
     gr__job_unit(job, t->index, &u);
+    if (trace)
+        gr__trace_push_unit(job->id, u.index, u.tensors, u.offset, u.elems,
+                            job->tensors[u.index].elems);
     for (uint32_t k = 0; k < u.tensors; k++)
         live += w->live[k] = gr__job_start_piece(job, u.index + k);
     memset(&detail, 0, sizeof(detail));
@@ -171,7 +190,13 @@ static bool run_task(gr_worker *w, const gr_task *t)
         st = gr_error_set(&detail, GR_ERR_INTERNAL, u.index, NULL, "layout failed");
         goto out_finish;
     }
+    if (trace)
+        gr__trace_push("budget wait");
+    t0 = gr_now_ns();
     st = gr_budget_acquire(dev->budget, bytes, job->deadline_ns, &job->stop);
+    gr__stats_observe(&stats->budget_wait, gr_now_ns() - t0);
+    if (trace)
+        gr__trace_pop();
     if (st != GR_OK)
         goto out_finish;
     st = gr_arena_alloc(dev->arena, bytes, job->deadline_ns, &job->stop, &w->block);
@@ -187,16 +212,30 @@ static bool run_task(gr_worker *w, const gr_task *t)
 
     it.base = (unsigned char *)dev->region + w->block.offset;
     set_view(w, job, &u);
-    if (u.staged)
+    t0 = gr_now_ns();
+    if (u.staged) {
+        if (trace)
+            gr__trace_push("gather");
         stage(w, job, &u, true);
+        if (trace)
+            gr__trace_pop();
+    }
     reached_device = true;
     st = w->rt->backend->run(w, &it, &detail);
-    if (st == GR_OK && u.staged)
+    if (st == GR_OK && u.staged) {
+        if (trace)
+            gr__trace_push("scatter");
         stage(w, job, &u, false);
-    if (st == GR_OK)
+        if (trace)
+            gr__trace_pop();
+    }
+    gr__stats_observe(&stats->iteration, gr_now_ns() - t0);
+    if (st == GR_OK) {
+        gr__stats_copied(stats, g, u.elems);
         atomic_fetch_add_explicit(&dev->iterations_done, 1, memory_order_relaxed);
-    else
+    } else {
         atomic_fetch_add_explicit(&dev->iterations_failed, 1, memory_order_relaxed);
+    }
 
 out_free_block:
     gr_arena_free(dev->arena, &w->block);
@@ -209,10 +248,14 @@ out_finish:
             if (w->live[k])
                 gr__job_unstart_piece(job, u.index + k);
         give_back(w, t);
+        if (trace)
+            gr__trace_pop();
         return true;
     }
     for (uint32_t k = 0; k < u.tensors; k++)
         gr__job_finish_piece(job, u.index + k, w->live[k], st, &detail);
+    if (trace)
+        gr__trace_pop();
     return false;
 }
 
@@ -302,11 +345,13 @@ void *gr__worker_main(void *arg)
     if (st != GR_OK)
         goto out_free;
 
+    gr__stats_bind_worker(rt->stats, w->id);
     while (park_while_device_lost(w) && gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) == GR_OK) {
         if (hand_back(w, &t) || run_task(w, &t))
             continue;
         gr__job_unref(t.job); /* the task's reference */
     }
+    gr__stats_unbind();
     rt->backend->worker_close(w);
 out_free:
     free_staging(w);

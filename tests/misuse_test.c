@@ -260,6 +260,7 @@ static void null_arguments(void)
     ASSERT_STATUS(gr_host_register(NULL, 64), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_host_unregister(NULL), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_create(NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_graph_create_seed(NULL), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_parse(NULL, 0, "x", &unused, &err), GR_ERR_INVALID_ARGUMENT);
     gr_job_destroy(NULL);
     gr_graph_destroy(NULL);

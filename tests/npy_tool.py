@@ -6,6 +6,7 @@ of `graphrun run` with NumPy itself, so the test does not trust graphrun's own .
   npy_tool.py check-seed OUT IN           out == seed(in), same shape, float32
   npy_tool.py check-dag OUT0 OUT1 A B     out0 == seed(2a - b), out1 == 3a
   npy_tool.py check-raw-seed OUT IN SHAPE raw float32 files
+  npy_tool.py write-seed OUT IN [--raw]  OUT = seed(IN) as np.save writes it (or raw float32)
 
 The seed reference is computed in float32 exactly as the kernels do it: ten rounds of
 x = sqrt(x * 1.01 + 1.01), each operation rounded to float32 (NumPy does not fuse).
@@ -61,6 +62,12 @@ def main(argv):
         shape = shape_of(argv[4])
         got = np.fromfile(argv[2], dtype=np.float32).reshape(shape)
         same(got, seed(np.fromfile(argv[3], dtype=np.float32).reshape(shape)), argv[2])
+    elif cmd == "write-seed":
+        if "--raw" in argv:
+            seed(np.fromfile(argv[3], dtype=np.float32)).tofile(argv[2])
+        else:
+            with open(argv[2], "wb") as f:
+                np.save(f, seed(np.load(argv[3])))
     else:
         sys.exit(f"unknown command {cmd}")
 

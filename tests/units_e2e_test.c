@@ -2,7 +2,8 @@
  * units_e2e_test.c - jobs cut into units, end to end on the host backend, every output
  * checked bit for bit: tensors far larger than the budget (chunks), thousands of tiny
  * tensors (batches through staging and the copy pool), mixed sizes in one job, a two-input
- * graph out of place, a stop in the middle of chunked tensors, and split_tensors = 0.
+ * graph out of place, a worker's staging meeting graphs with more ports, a stop in the
+ * middle of chunked tensors, and split_tensors = 0.
  */
 #include "graph/graph.h"
 #include "runtime/job.h"
@@ -166,19 +167,13 @@ static void mixed_sizes(void)
     gr_runtime_destroy(rt);
 }
 
-/* out0 = seed(2a - b), out1 = 3a: two inputs, two outputs, out of place, chunked and
- * batched. */
-static void two_inputs_out_of_place(void)
+/* out0 = seed(2a - b), out1 = 3a: two inputs, two outputs, every buffer the tensor's size
+ * (so it can be split). */
+static gr_graph *dag_graph(void)
 {
-    enum { N = 300 };
     const char *ab[] = {"a", "b"}, *d[] = {"d"}, *a[] = {"a"};
     const float s2[2] = {2.0f, -1.0f}, three = 3.0f;
-    gr_runtime *rt = gr_test_runtime((gr_test_shape){.workers = 3, .budget = 512 * 1024});
-    float *in0[N], *in1[N], *o0[N], *o1[N];
-    gr_tensor t[N];
-    uint64_t rng = 11;
     gr_graph *g;
-    gr_job *job;
 
     ASSERT_STATUS(gr_graph_create(&g), GR_OK);
     ASSERT_STATUS(gr_graph_add_buffer(g, "a", 1, 1), GR_OK);
@@ -200,36 +195,95 @@ static void two_inputs_out_of_place(void)
     ASSERT_STATUS(gr_graph_add_dep(g, "tri", "s1"), GR_OK);
     ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
     ASSERT_TRUE(g->splittable);
-    for (int i = 0; i < N; i++) {
-        uint64_t n = gr_test_below(&rng, 3) == 0 ? 100000 + gr_test_below(&rng, 100000)
-                                                 : 1 + gr_test_below(&rng, 999);
-        in0[i] = malloc(n * 4);
-        in1[i] = malloc(n * 4);
-        o0[i] = malloc(n * 4);
-        o1[i] = malloc(n * 4);
-        gr_workload_fill(in0[i], 0, n, 12, 2 * i);
-        gr_workload_fill(in1[i], 0, n, 12, 2 * i + 1);
-        t[i] = (gr_tensor){{in0[i], in1[i]}, {o0[i], o1[i]}, n};
+    return g;
+}
+
+/* Tensors for dag_graph, each port in memory of its own; checked and freed by
+ * dag_check_and_free. */
+static void dag_tensors(gr_tensor *t, int n, const uint64_t *elems)
+{
+    for (int i = 0; i < n; i++) {
+        float *in0 = malloc(elems[i] * 4), *in1 = malloc(elems[i] * 4);
+        float *o0 = malloc(elems[i] * 4), *o1 = malloc(elems[i] * 4);
+
+        ASSERT_TRUE(in0 && in1 && o0 && o1);
+        gr_workload_fill(in0, 0, elems[i], 12, 2 * (uint64_t)i);
+        gr_workload_fill(in1, 0, elems[i], 12, 2 * (uint64_t)i + 1);
+        t[i] = (gr_tensor){{in0, in1}, {o0, o1}, elems[i]};
     }
+}
+
+static void dag_check_and_free(gr_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const float *in0 = t[i].in[0], *in1 = t[i].in[1];
+        float *o0 = t[i].out[0], *o1 = t[i].out[1];
+
+        for (uint64_t j = 0; j < t[i].elems; j++) {
+            float ax = 2.0f * in0[j], by = -1.0f * in1[j];
+            float w0 = gr_seed_ref(ax + by), w1 = in0[j] * 3.0f;
+            if (memcmp(&w0, &o0[j], 4) != 0 || memcmp(&w1, &o1[j], 4) != 0)
+                GR_TEST_FAIL("index %d element %llu: got %a %a want %a %a", i,
+                             (unsigned long long)j, o0[j], o1[j], w0, w1);
+        }
+        free((void *)t[i].in[0]);
+        free((void *)t[i].in[1]);
+        free(t[i].out[0]);
+        free(t[i].out[1]);
+    }
+}
+
+/* Two inputs, two outputs, out of place, chunked and batched. */
+static void two_inputs_out_of_place(void)
+{
+    enum { N = 300 };
+    gr_runtime *rt = gr_test_runtime((gr_test_shape){.workers = 3, .budget = 512 * 1024});
+    gr_graph *g = dag_graph();
+    uint64_t elems[N], rng = 11;
+    gr_tensor t[N];
+    gr_job *job;
+
+    for (int i = 0; i < N; i++)
+        elems[i] = gr_test_below(&rng, 3) == 0 ? 100000 + gr_test_below(&rng, 100000)
+                                               : 1 + gr_test_below(&rng, 999);
+    dag_tensors(t, N, elems);
     ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
     ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     ASSERT_GT(JOB(job)->n_units, 0);
-    for (int i = 0; i < N; i++) {
-        for (uint64_t j = 0; j < t[i].elems; j++) {
-            float ax = 2.0f * in0[i][j], by = -1.0f * in1[i][j];
-            float w0 = gr_seed_ref(ax + by), w1 = in0[i][j] * 3.0f;
-            if (memcmp(&w0, &o0[i][j], 4) != 0 || memcmp(&w1, &o1[i][j], 4) != 0)
-                GR_TEST_FAIL("index %d element %llu: got %a %a want %a %a", i,
-                             (unsigned long long)j, o0[i][j], o1[i][j], w0, w1);
-        }
-        free(in0[i]);
-        free(in1[i]);
-        free(o0[i]);
-        free(o1[i]);
-    }
+    dag_check_and_free(t, N);
     gr_job_destroy(job);
     gr_graph_destroy(g);
     check_budget(rt);
+    gr_runtime_destroy(rt);
+}
+
+/* A worker's staging buffer lays its ports out staging_elems apart. A staged batch of a
+ * graph with more ports, after one of a graph with fewer and at least as many elements,
+ * needs the buffer grown: reusing it wrote the last ports past its end (a heap overflow
+ * that ASan reports; without ASan it corrupted memory, or crashed, now and then). One
+ * worker, so both jobs' batches meet the same buffer. */
+static void staging_grows_with_the_ports(void)
+{
+    const uint64_t seed_elems[] = {100000, 100000}, dag_elems[] = {90000, 90000};
+    gr_runtime *rt = gr_test_runtime((gr_test_shape){.workers = 1, .budget = 64 << 20});
+    set s = make_set(seed_elems, 2);
+    gr_graph *g = dag_graph();
+    gr_tensor t[2];
+    gr_job *job;
+
+    /* One staged batch of 200000 elements on 2 ports (the tensors are apart in memory). */
+    ASSERT_EQ(run_seed(rt, &s), 1);
+    /* Then one of 180000 elements on 4 ports. */
+    dag_tensors(t, 2, dag_elems);
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 2, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_EQ(JOB(job)->n_units, 1);
+    ASSERT_TRUE(JOB(job)->units[0].staged);
+    dag_check_and_free(t, 2);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    check_budget(rt);
+    free_set(&s);
     gr_runtime_destroy(rt);
 }
 
@@ -301,5 +355,6 @@ static void splitting_off_refuses_what_does_not_fit(void)
 GR_TEST_MAIN(GR_TEST(tensors_larger_than_the_budget), GR_TEST(thousands_of_tiny_tensors),
              GR_TEST(contiguous_tiny_tensors),
              GR_TEST(mixed_sizes), GR_TEST(two_inputs_out_of_place),
+             GR_TEST(staging_grows_with_the_ports),
              GR_TEST(cancel_in_the_middle_of_chunked_tensors),
              GR_TEST(splitting_off_refuses_what_does_not_fit))

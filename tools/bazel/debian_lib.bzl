@@ -7,6 +7,14 @@
 #
 # gives @jansson//:jansson. Missing files fail the build with the apt-get command to run
 # (tools/ensure_deps installs every package the build needs).
+#
+# `linkopts` names what the static library itself needs at link time, for a library whose
+# dependencies are best taken from the system as shared libraries (libmicrohttpd.a calls
+# GnuTLS, whose static archive would drag in half a dozen more):
+#
+#   debian_static_library(name = "microhttpd", package = "libmicrohttpd-dev",
+#                         headers = ["microhttpd.h"], lib = "libmicrohttpd.a",
+#                         linkopts = ["-lgnutls"])
 
 def _multiarch(rctx):
     for cc in ["gcc", "cc"]:
@@ -41,9 +49,10 @@ cc_library(
     hdrs = [%s],
     includes = ["include"],
     srcs = ["lib/%s"],
+    linkopts = [%s],
     linkstatic = 1,
 )
-""" % (rctx.attr.package, rctx.name, ", ".join(['"include/%s"' % h for h in rctx.attr.headers]), rctx.attr.lib))
+""" % (rctx.attr.package, rctx.name, ", ".join(['"include/%s"' % h for h in rctx.attr.headers]), rctx.attr.lib, ", ".join(['"%s"' % o for o in rctx.attr.linkopts])))
 
 debian_static_library = repository_rule(
     implementation = _impl,
@@ -51,6 +60,7 @@ debian_static_library = repository_rule(
         "package": attr.string(mandatory = True),
         "headers": attr.string_list(mandatory = True),
         "lib": attr.string(mandatory = True),
+        "linkopts": attr.string_list(default = []),
     },
     local = True,
 )

@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""graphserve_test.py - tools/graphserve end to end, on the host backend, with Python's
+http.client as the client and NumPy as the reference (tests/npy_tool.py), so nothing here
+trusts graphserve's own .npy code.
+
+  graphserve_test.py --binary PATH --graphs DIR
+
+Cases: results of a .npy and a raw tensor, bit for bit, with the very header np.save writes;
+a graph spec sent in the request; every refusal with its status and message (bad .npy,
+oversize by Content-Length and by chunks, unknown pipeline, bad spec, wrong method, ...),
+each followed by a request that must still work; the limit on requests in flight (503 with
+Retry-After) held deterministically by uploads left unfinished; hundreds of mutated bodies,
+none of which may crash the server; /metrics parsed with prometheus_client's own parser,
+its tensor count exactly the number of tensors this test got back; SIGTERM with work in
+flight (answers are right or 503, exit status 0) and when idle.
+
+Prints `PASS name` or `FAIL name: why` per case at column 0; exits 1 if any failed.
+"""
+import http.client
+import io
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import npy_tool  # noqa: E402  (the seed reference)
+
+ARGS = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+BINARY = ARGS["--binary"]
+GRAPHS = ARGS["--graphs"]
+MAX_BODY = 1 << 20
+DONE = 0  # tensors this test got back with 200: /metrics must say exactly this many
+
+
+class Server:
+    """graphserve on a free port of 127.0.0.1, stderr kept in a file."""
+
+    def __init__(self, *flags):
+        self.err = open(os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"),
+                                     f"graphserve.{os.getpid()}.{id(self)}.err"), "w+")
+        self.proc = subprocess.Popen(
+            [BINARY, "--port", "0", "--backend", "host", "--graphs", GRAPHS, *flags],
+            stdout=subprocess.PIPE, stderr=self.err, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise AssertionError(f"graphserve did not start: {line!r} {self.stderr()}")
+        self.port = int(m.group(1))
+
+    def stderr(self):
+        self.err.flush()
+        self.err.seek(0)
+        return self.err.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, timeout=120):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"graphserve did not exit {timeout} s after SIGTERM")
+
+
+def request(port, method, path, body=None, headers=None, timeout=120):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        c.close()
+
+
+def npy_bytes(a):
+    f = io.BytesIO()
+    np.save(f, a)
+    return f.getvalue()
+
+
+def run(port, body, query="pipeline=seed", content_type="application/x-npy"):
+    headers = {"Content-Type": content_type} if content_type else {}
+    return request(port, "POST", "/v1/run?" + query, body, headers)
+
+
+def expect_result(status, headers, body, want):
+    global DONE
+    assert status == 200, f"status {status}: {body[:300]!r}"
+    assert body == want, (f"result differs from NumPy's ({len(body)} vs {len(want)} bytes; "
+                          f"first difference at byte "
+                          f"{next((i for i, (a, b) in enumerate(zip(body, want)) if a != b), '-')})")
+    DONE += 1
+
+
+def expect_refusal(got, status, text):
+    code, headers, body = got
+    assert code == status, f"status {code}, expected {status}: {body[:300]!r}"
+    body = body.decode(errors="replace")
+    assert body.startswith("error: ") and text in body, f"{text!r} not in {body!r}"
+    assert headers.get("Content-Type", "").startswith("text/plain"), headers
+    return headers
+
+
+def tensor(shape, seed):
+    return np.random.default_rng(seed).random(shape, dtype=np.float64).astype(np.float32)
+
+
+def metrics(port):
+    code, _, body = request(port, "GET", "/metrics")
+    assert code == 200, code
+    return {f.name: f for f in text_string_to_metric_families(body.decode())}
+
+
+# ---------------------------------------------------------------------------------------
+
+def case_npy_roundtrip(s):
+    for shape, seed in (((3, 4), 1), ((1000,), 2), ((2, 3, 5), 3), ((1,), 4)):
+        x = tensor(shape, seed)
+        got = run(s.port, npy_bytes(x))
+        assert got[1].get("Content-Type") == "application/x-npy", got[1]
+        expect_result(*got, npy_bytes(npy_tool.seed(x)))
+    # Without a Content-Type the magic decides.
+    x = tensor((7,), 5)
+    expect_result(*run(s.port, npy_bytes(x), content_type=None), npy_bytes(npy_tool.seed(x)))
+
+
+def case_raw_roundtrip(s):
+    x = tensor((5, 7), 6)
+    got = run(s.port, x.tobytes(), "pipeline=seed&shape=5,7", "application/octet-stream")
+    assert got[1].get("Content-Type") == "application/octet-stream", got[1]
+    expect_result(*got, npy_tool.seed(x).tobytes())
+    expect_result(*run(s.port, x.tobytes(), "pipeline=seed", "application/octet-stream"),
+                  npy_tool.seed(x).tobytes())
+
+
+def case_spec_in_request(s):
+    with open(os.path.join(GRAPHS, "seed_unfused.graph")) as f:
+        spec = urllib.parse.quote(f.read())
+    x = tensor((64,), 7)
+    expect_result(*run(s.port, npy_bytes(x), "spec=" + spec), npy_bytes(npy_tool.seed(x)))
+    # Two kernels written in the request: y = x * 3 + 1 (mul then add, each rounded).
+    spec = urllib.parse.quote("buffer x\nh2d in: in0 -> x\nkernel m: mul(x, 3) -> x\n"
+                              "kernel a: add(x, 1) -> x\nd2h out: x -> out0\n"
+                              "in -> m -> a -> out\n")
+    y = (x * np.float32(3)) + np.float32(1)
+    expect_result(*run(s.port, npy_bytes(x), "spec=" + spec), npy_bytes(y))
+
+
+def case_bad_npy_refused(s):
+    good = npy_bytes(tensor((4, 4), 8))
+    cases = [
+        (good[:5], "bad .npy"),                          # a cut magic is not .npy at all
+        (good[:40], "bad .npy: truncated"),
+        (good[:-4], "but the body holds 60 bytes after the header"),
+        (good + b"\0\0\0\0", "but the body holds 68 bytes after the header"),
+        (npy_bytes(np.zeros((3,), np.float64)), "bad .npy"),
+        (npy_bytes(np.zeros((3,), np.int32)), "bad .npy"),
+        (npy_bytes(np.asfortranarray(np.zeros((3, 2), np.float32))), "fortran"),
+        (good.replace(b"'descr'", b"'DESCR'"), "bad .npy"),
+        (npy_bytes(np.zeros((0,), np.float32)), "0 elements"),
+        (b"", "empty body"),
+    ]
+    for body, text in cases:
+        expect_refusal(run(s.port, body), 400, text)
+    x = tensor((9,), 9)
+    expect_result(*run(s.port, npy_bytes(x)), npy_bytes(npy_tool.seed(x)))
+
+
+def case_refusals(s):
+    x = tensor((6,), 10)
+    body = npy_bytes(x)
+    expect_refusal(run(s.port, body, "pipeline=nope"), 404, 'unknown pipeline "nope"; loaded: ')
+    expect_refusal(run(s.port, body, ""), 400, "say which graph")
+    expect_refusal(run(s.port, body, "pipeline=seed&spec=x"), 400, "not both")
+    expect_refusal(run(s.port, body, "pipeline=dag"), 400, "2 input(s) and 2 output(s)")
+    expect_refusal(run(s.port, body, "spec=" + urllib.parse.quote("buffer x\nh2d a: in0 -> y\n")),
+                   400, "bad graph spec: spec:2:")
+    expect_refusal(run(s.port, b"\0" * 10, "pipeline=seed", "application/octet-stream"), 400,
+                   "not whole float32 values")
+    expect_refusal(run(s.port, x.tobytes(), "pipeline=seed&shape=2,4", "application/octet-stream"),
+                   400, "shape 2,4 has 8 elements but the body holds 6")
+    expect_refusal(run(s.port, x.tobytes(), "pipeline=seed&shape=2,x", "application/octet-stream"),
+                   400, "expected dimensions")
+    expect_refusal(run(s.port, body, "pipeline=seed&shape=6"), 400, "carries its own shape")
+    h = expect_refusal(request(s.port, "GET", "/v1/run"), 405, "POST a tensor")
+    assert h.get("Allow") == "POST", h
+    expect_refusal(request(s.port, "POST", "/metrics", b"x"), 405, "takes GET")
+    expect_refusal(request(s.port, "GET", "/nowhere"), 404, "no such path")
+    expect_result(*run(s.port, body), npy_bytes(npy_tool.seed(x)))
+
+
+def case_oversize_413(s):
+    # Announced: refused before the body is read.
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    c.putrequest("POST", "/v1/run?pipeline=seed")
+    c.putheader("Content-Length", str(MAX_BODY + 4))
+    c.endheaders()
+    r = c.getresponse()
+    expect_refusal((r.status, dict(r.getheaders()), r.read()), 413,
+                   f"body of {MAX_BODY + 4} bytes is over this server's limit of {MAX_BODY} bytes")
+    c.close()
+    # Chunked, no length: read up to the limit, dropped beyond it, refused at its end.
+    chunks = [b"\0" * 65536] * (MAX_BODY // 65536 + 4)
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    c.request("POST", "/v1/run?pipeline=seed", body=iter(chunks),
+              headers={"Content-Type": "application/octet-stream"}, encode_chunked=True)
+    r = c.getresponse()
+    expect_refusal((r.status, dict(r.getheaders()), r.read()), 413, "over this server's limit")
+    c.close()
+    # Exactly the limit is fine.
+    x = tensor((MAX_BODY // 4,), 11)
+    expect_result(*run(s.port, x.tobytes(), "pipeline=seed", "application/octet-stream"),
+                  npy_tool.seed(x).tobytes())
+
+
+def in_flight(port):
+    return metrics(port)["graphserve_requests_in_flight"].samples[0].value
+
+
+def case_busy_503(s):
+    x = tensor((32,), 12)
+    body = npy_bytes(x)
+    held = []
+    for _ in range(2):  # --max-inflight 2: two uploads left unfinished hold both places
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+        c.putrequest("POST", "/v1/run?pipeline=seed")
+        c.putheader("Content-Type", "application/x-npy")
+        c.putheader("Content-Length", str(len(body)))
+        c.endheaders()
+        held.append(c)
+    deadline = time.monotonic() + 60
+    while in_flight(s.port) != 2:
+        assert time.monotonic() < deadline, "the two held uploads were never admitted"
+        time.sleep(0.01)
+    h = expect_refusal(run(s.port, body), 503,
+                       "busy: 2 run requests in flight, the limit (--max-inflight) is 2")
+    assert h.get("Retry-After") == "1", h
+    want = npy_bytes(npy_tool.seed(x))
+    for c in held:
+        c.send(body)
+        r = c.getresponse()
+        expect_result(r.status, dict(r.getheaders()), r.read(), want)
+        c.close()
+    expect_result(*run(s.port, body), want)
+
+
+def case_mutated_bodies(s):
+    """Random damage to a valid body: every answer is a result or a 400, never a crash."""
+    rng = random.Random(1234)
+    x = tensor((16,), 13)
+    good = npy_bytes(x)
+    statuses = {}
+    for i in range(300):
+        b = bytearray(good)
+        kind = i % 4
+        if kind == 0:
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(0, 128)] = rng.randrange(256)
+        elif kind == 1:
+            b = b[:rng.randrange(0, len(b))]
+        elif kind == 2:
+            at = rng.randrange(0, 128)
+            b[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        else:
+            b[rng.randrange(0, len(b))] ^= 1 << rng.randrange(8)
+        code, _, body = run(s.port, bytes(b))
+        statuses[code] = statuses.get(code, 0) + 1
+        assert code in (200, 400), f"mutation {i}: status {code}: {body[:200]!r}"
+        if code == 400:
+            assert body.startswith(b"error: "), body[:200]
+        else:  # still a float32 array NumPy reads: the result must be right
+            global DONE
+            a = np.load(io.BytesIO(bytes(b)))
+            assert body == npy_bytes(npy_tool.seed(a)), f"mutation {i}: wrong result"
+            DONE += 1
+    assert s.alive(), "graphserve died"
+    assert statuses.get(400, 0) > 100, statuses
+    code, _, body = request(s.port, "GET", "/healthz")
+    assert code == 200 and body.startswith(b"ok: host backend"), (code, body)
+
+
+def case_metrics_parse(s):
+    fams = metrics(s.port)
+    done = sum(x.value for x in fams["graphrun_tensors"].samples
+               if x.labels["outcome"] == "done")
+    assert done == DONE, f"/metrics says {done} tensors done, this test got {DONE} back"
+    failed = sum(x.value for x in fams["graphrun_tensors"].samples
+                 if x.labels["outcome"] != "done")
+    assert failed == 0, failed
+    assert fams["graphrun_iteration_seconds"].type == "histogram"
+    count = [x for x in fams["graphrun_iteration_seconds"].samples
+             if x.name.endswith("_count")][0].value
+    assert count == DONE, (count, DONE)  # one tensor per job, tiny: one iteration each
+    h2d = [x for x in fams["graphrun_transfer_bytes"].samples
+           if x.labels["direction"] == "h2d"][0].value
+    assert h2d > 0 and h2d % 4 == 0, h2d
+    # The same text through the check the load test uses (histograms, families, types).
+    _, _, text = request(s.port, "GET", "/metrics")
+    here = os.path.dirname(os.path.abspath(__file__))
+    check = subprocess.run([sys.executable, os.path.join(here, "..", "tools", "graphserve",
+                                                         "metrics_check.py"),
+                            "--exact-done", str(DONE)], input=text, capture_output=True)
+    assert check.returncode == 0, check.stderr.decode()
+    # And a broken text is refused by the parser (the check can fail).
+    bad = subprocess.run([sys.executable, os.path.join(here, "..", "tools", "graphserve",
+                                                       "metrics_check.py")],
+                         input=text.replace(b"graphrun_devices 1", b"graphrun_devices one"),
+                         capture_output=True)
+    assert bad.returncode == 1 and b"does not parse" in bad.stderr, bad
+
+
+def case_healthz(s):
+    code, _, body = request(s.port, "GET", "/healthz")
+    assert code == 200 and body == b"ok: host backend, 1 device(s), 0 run request(s) in flight\n", \
+        (code, body)
+    code, _, body = request(s.port, "GET", "/v1/pipelines")
+    assert code == 200 and b"\nseed 1 1\n" in body and b"\ndag 2 2\n" in body, body
+
+
+def budget_in_use(port):
+    return sum(x.value for x in metrics(port)["graphrun_budget_in_use_bytes"].samples)
+
+
+def case_sigterm_with_work(_):
+    """One worker runs a slow request (60 seed kernels over 512K elements, seconds of
+    work) while three small ones queue behind it; SIGTERM with a 10 ms drain: the running
+    one finishes and is right, the queued ones are canceled with 503, the exit status is 0
+    and the server counts what it canceled."""
+    s = Server("--workers", "1", "--drain", "0.01", "--max-body", "64MiB",
+               "--budget", "64MiB", "--timeout", "600")
+    try:
+        spec = "buffer x\nh2d in: in0 -> x\n"
+        spec += "".join(f"kernel k{i}: seed(x) -> x\n" for i in range(60))
+        spec += "d2h out: x -> out0\nin -> " + " -> ".join(f"k{i}" for i in range(60)) + " -> out\n"
+        query = "spec=" + urllib.parse.quote(spec)
+        big = tensor((1 << 19,), 14)
+        want_big = big
+        for _ in range(60):
+            want_big = npy_tool.seed(want_big)
+        small = tensor((64,), 15)
+        answers = {}
+
+        def go(name, x):
+            try:
+                answers[name] = run(s.port, npy_bytes(x), query)
+            except Exception as e:  # noqa: BLE001 - reported below
+                answers[name] = e
+        threads = [threading.Thread(target=go, args=("big", big))]
+        threads[0].start()
+        deadline = time.monotonic() + 120
+        while budget_in_use(s.port) == 0:  # the worker holds the big one's memory: running
+            assert time.monotonic() < deadline and "big" not in answers, "never ran"
+            time.sleep(0.005)
+        for i in range(3):
+            threads.append(threading.Thread(target=go, args=(f"small{i}", small)))
+            threads[-1].start()
+        while metrics(s.port)["graphrun_jobs_submitted"].samples[0].value != 4:
+            assert time.monotonic() < deadline and "big" not in answers, \
+                "the three small requests were not queued while the big one ran"
+            time.sleep(0.005)
+        rc = s.stop()
+        for t in threads:
+            t.join(120)
+        assert rc == 0, f"exit status {rc}: {s.stderr()}"
+        for name, a in sorted(answers.items()):
+            assert not isinstance(a, Exception), f"{name}: request failed: {a!r}"
+        code, _, b = answers["big"]
+        assert code == 200 and b == npy_bytes(want_big), (code, b[:200])
+        for i in range(3):
+            code, _, b = answers[f"small{i}"]
+            assert code == 503 and b"runtime shut down before this index started" in b, (code, b)
+        assert "stopped; 3 request(s) canceled by the shutdown" in s.stderr(), s.stderr()
+    finally:
+        if s.alive():
+            s.proc.kill()
+
+
+def case_sigterm_idle(s):
+    rc = s.stop()
+    assert rc == 0, f"exit status {rc}: {s.stderr()}"
+    assert "stopped; 0 request(s) canceled" in s.stderr(), s.stderr()
+
+
+def main():
+    s = Server("--max-inflight", "2", "--max-body", str(MAX_BODY), "--workers", "2")
+    cases = [case_npy_roundtrip, case_raw_roundtrip, case_spec_in_request, case_bad_npy_refused,
+             case_refusals, case_oversize_413, case_busy_503, case_mutated_bodies,
+             case_metrics_parse, case_healthz, case_sigterm_with_work, case_sigterm_idle]
+    failed = 0
+    for case in cases:
+        name = case.__name__[len("case_"):]
+        try:
+            case(s)
+            print(f"PASS graphserve_{name}", flush=True)
+        except Exception as e:  # noqa: BLE001 - every failure becomes a FAIL line
+            failed += 1
+            print(f"FAIL graphserve_{name}: {type(e).__name__}: {e}"[:2000].replace("\n", " "),
+                  flush=True)
+            if not s.alive():
+                print(f"    graphserve exited: {s.proc.returncode}; stderr:\n{s.stderr()}")
+                break
+    if s.alive():
+        s.proc.kill()
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
