@@ -6,7 +6,10 @@
  * the CPU versions from kernels/. Nodes run one at a time in the template's topological
  * order, which respects every dependency. It is what CI tests and what a machine without a
  * GPU runs, so it keeps the device semantics: iterations only touch their own block, and
- * host outputs are written only by the D2H of their own index.
+ * host outputs are written only by the D2H of their own index. A device marked lost runs
+ * nothing more, as a CUDA device whose context a sticky error ruined: an iteration running
+ * on it stops before its next node and fails with GR_ERR_DEVICE_LOST (its outputs untouched
+ * unless their D2H had already run).
  */
 #include <string.h>
 #include <sys/mman.h>
@@ -67,11 +70,14 @@ static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
 {
     const gr_graph *g = it->graph;
 
-    (void)w;
-    (void)err;
     for (uint32_t k = 0; k < g->n_nodes; k++) {
         const gr_node *node = &g->nodes[g->order[k]];
 
+        /* Relaxed is enough: the flag guards no data, it only has to be seen soon. */
+        if (atomic_load_explicit(&w->dev->lost, memory_order_relaxed))
+            return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, node->name,
+                                "host device %d was marked lost while this iteration ran",
+                                w->dev->ordinal);
         if (node->kind == GR_NODE_KERNEL) {
             gr_kargs a;
 

@@ -200,13 +200,22 @@ typedef struct gr_config {
     gr_log_callback log_callback;
     void *log_user;
     gr_log_level log_level;
+    /* Which devices to use, by the backend's own numbers: CUDA device ordinals, or on the
+     * host backend indices among its host_devices emulated devices. Runtime device d (as
+     * gr_runtime_device_stats numbers them) is devices[d]. NULL with device_count 0, the
+     * default: every device, in order. Every number listed must be present and listed once;
+     * anything else is refused by gr_runtime_create (GR_ERR_INVALID_ARGUMENT, saying which
+     * entry and why). The list is copied: it need not outlive gr_runtime_create. */
+    const int *devices;
+    uint32_t device_count; /* entries in devices */
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
 #define GR_CONFIG_INIT                                                                      \
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
-            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, NULL, GR_LOG_INFO \
+            GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, NULL, GR_LOG_INFO, \
+            NULL, 0                                                                         \
     }
 
 /*
@@ -258,6 +267,11 @@ typedef struct gr_device_stats {
 /* Statistics of one device, a consistent snapshot per field. Any thread. (The first
  * statistics call, kept as it was; gr_runtime_stats_get below has these and more.) */
 gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_device_stats *out);
+
+/* The backend's number of runtime device `device` (0 .. device_count - 1): its CUDA ordinal,
+ * or its index among the host backend's emulated devices; config.devices[device] when a
+ * list was given. Any thread. */
+gr_status gr_runtime_device_ordinal(const gr_runtime *rt, uint32_t device, int *ordinal);
 
 /*
  * Statistics: counters, gauges and histograms, per device and for the whole runtime.

@@ -180,6 +180,22 @@ bool gr__job_start_piece(gr_job *job, uint64_t i)
            atomic_load_explicit(&job->piece_failed[i], memory_order_acquire) == 0;
 }
 
+void gr__job_unstart_piece(gr_job *job, uint64_t i)
+{
+    uint16_t expected = SLOT(GR_INDEX_RUNNING, GR_OK);
+
+    if (job->units != NULL)
+        return;
+    /* Nobody else moves an index out of RUNNING, so this cannot fail; release: a worker that
+     * starts the index again sees it as it was before the first start. */
+    if (atomic_compare_exchange_strong_explicit(&job->slot[i], &expected,
+                                                SLOT(GR_INDEX_QUEUED, GR_OK),
+                                                memory_order_release, memory_order_relaxed))
+        atomic_fetch_sub_explicit(&job->started, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&job->anomalies, 1, memory_order_relaxed);
+}
+
 static void record_error(gr_job *job, uint64_t i, gr_status st, const gr_error_info *detail);
 
 void gr__job_finish_piece(gr_job *job, uint64_t i, bool live, gr_status st,

@@ -6,6 +6,11 @@
  *
  *   QUEUED --worker--> RUNNING --worker--> DONE | FAILED | CANCELED
  *   QUEUED --cancel, deadline, shutdown, submit that cannot queue--> CANCELED | FAILED
+ *   RUNNING --worker, whose device was lost before the iteration reached it--> QUEUED
+ *
+ * The one move back is made by the worker that moved the index to RUNNING, which alone may
+ * end it from there, and only for a whole-tensor unit whose task it then puts back in the
+ * ring for another device's workers (gr__job_unstart_piece).
  *
  * Completion: when the last index ends, the callback runs, then the job is complete and its
  * waiters wake, so a wait that returns has seen the callback's effects.
@@ -96,6 +101,13 @@ void gr__job_unit(const gr_job *job, uint64_t unit, gr_unit *out);
  * Returns whether the unit must do this index's part (false when the index has already
  * ended, or an earlier part of it failed). */
 bool gr__job_start_piece(gr_job *job, uint64_t i);
+
+/* Undo gr__job_start_piece for index i, covered by this one unit alone (the job has no
+ * unit plan): RUNNING -> QUEUED, before the iteration has touched any device. Only the worker
+ * that started it may call this, and it must queue the task again (or end the index). For a
+ * job with a unit plan it does nothing: the index stays RUNNING, and whichever worker takes
+ * the unit again does its part (gr__job_start_piece lets it). */
+void gr__job_unstart_piece(gr_job *job, uint64_t i);
 
 /* A unit's part of index i is over: `live` is what gr__job_start_piece returned, `st` how
  * the part went. The last part to finish ends the index: done if every part was, else with

@@ -39,6 +39,7 @@
 #include "runtime/trace.h"
 
 #define MAX_WORKERS_PER_DEVICE 1024
+#define MAX_LISTED_DEVICES 1024
 
 void gr__runtime_ref(gr_runtime *rt)
 {
@@ -273,6 +274,33 @@ void gr__runtime_pinned_fallback(gr_runtime *rt, uint64_t bytes)
 /* ------------------------------------------------------------------------------------- */
 /* Create and destroy.                                                                    */
 
+/* The device list's shape; whether each device is present is known only once the backend
+ * is chosen (select_devices). */
+static gr_status check_device_list(const gr_config *cfg, gr_error_info *err)
+{
+    if ((cfg->devices == NULL) != (cfg->device_count == 0))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "devices and device_count go together: devices is %s but "
+                            "device_count is %u",
+                            cfg->devices ? "set" : "NULL", cfg->device_count);
+    if (cfg->device_count > MAX_LISTED_DEVICES)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "devices: at most %d entries (got %u)", MAX_LISTED_DEVICES,
+                            cfg->device_count);
+    for (uint32_t i = 0; i < cfg->device_count; i++) {
+        if (cfg->devices[i] < 0)
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                "devices[%u] is %d: device numbers start at 0", i,
+                                cfg->devices[i]);
+        for (uint32_t j = 0; j < i; j++)
+            if (cfg->devices[j] == cfg->devices[i])
+                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                    "devices: device %d is listed twice (entries %u and %u)",
+                                    cfg->devices[i], j, i);
+    }
+    return GR_OK;
+}
+
 static gr_status check_config(const gr_config *cfg, gr_error_info *err)
 {
     if (cfg->magic != GR_CONFIG_MAGIC || cfg->struct_size < sizeof(gr_config))
@@ -308,7 +336,7 @@ static gr_status check_config(const gr_config *cfg, gr_error_info *err)
     if ((unsigned)cfg->log_level > GR_LOG_OFF)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "unknown log_level %d", (int)cfg->log_level);
-    return GR_OK;
+    return check_device_list(cfg, err);
 }
 
 /* Pick the backend and count its devices. AUTO prefers CUDA and says why it did not. */
@@ -370,6 +398,24 @@ gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,
     return st;
 }
 
+/* Narrow the backend's devices (rt->n_devices of them) to the configured list. The list
+ * itself is not kept: open_devices copies it into the devices' ordinals. */
+static gr_status select_devices(gr_runtime *rt, gr_error_info *err)
+{
+    for (uint32_t i = 0; i < rt->cfg.device_count; i++)
+        if ((uint32_t)rt->cfg.devices[i] >= rt->n_devices)
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                "devices: device %d is not present: the %s backend has %u "
+                                "device(s), numbered 0..%u%s (%s)",
+                                rt->cfg.devices[i], rt->backend->name, rt->n_devices,
+                                rt->n_devices - 1,
+                                rt->backend == &gr_backend_host ? ", as host_devices says" : "",
+                                rt->backend_note);
+    if (rt->cfg.device_count != 0)
+        rt->n_devices = rt->cfg.device_count;
+    return GR_OK;
+}
+
 static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
 {
     uint64_t granule = rt->backend->region_granule;
@@ -389,7 +435,7 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
         gr_status st;
 
         dev->id = d;
-        dev->ordinal = (int)d;
+        dev->ordinal = rt->cfg.devices ? rt->cfg.devices[d] : (int)d;
         if (gr_arena_create(region, &dev->arena) != GR_OK ||
             gr_budget_create(gr_arena_size(dev->arena), &dev->budget) != GR_OK)
             return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
@@ -583,8 +629,11 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
         goto out_destroy_deadline_cond;
     }
 
-    if ((st = choose_backend(rt, err)) != GR_OK || (st = open_devices(rt, err)) != GR_OK ||
-        (st = observe_open(rt, err)) != GR_OK || (st = start_workers(rt, err)) != GR_OK)
+    if ((st = choose_backend(rt, err)) != GR_OK || (st = select_devices(rt, err)) != GR_OK ||
+        (st = open_devices(rt, err)) != GR_OK)
+        goto out_teardown;
+    rt->cfg.devices = NULL; /* the caller's array: copied into the devices' ordinals */
+    if ((st = observe_open(rt, err)) != GR_OK || (st = start_workers(rt, err)) != GR_OK)
         goto out_teardown;
     if (gr__thread_create(&rt->deadline_thread, deadline_main, rt) != 0) {
         st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
@@ -710,6 +759,21 @@ gr_status gr_runtime_info_get(const gr_runtime *handle, gr_runtime_info *out)
     out->workers_per_device = rt->cfg.workers_per_device;
     out->budget_bytes = gr_arena_size(rt->devices[0].arena);
     gr_strlcpy(out->backend_note, rt->backend_note, sizeof(out->backend_note));
+    return GR_OK;
+}
+
+gr_status gr_runtime_device_ordinal(const gr_runtime *handle, uint32_t device, int *ordinal)
+{
+    gr_status st;
+    gr_runtime *rt;
+
+    if (ordinal == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+        return st;
+    if (device >= rt->n_devices)
+        return GR_ERR_INVALID_ARGUMENT;
+    *ordinal = rt->devices[device].ordinal;
     return GR_OK;
 }
 

@@ -11,6 +11,13 @@
  * Statistics (stats.h) are counted in the worker's own block before the unit's parts end,
  * so a job's waiter sees them; NVTX ranges (trace.h) mark the unit and its phases when a
  * tool is attached to the CUDA backend (rt->trace), and cost one branch otherwise.
+ *
+ * A lost device: its workers stop taking tasks while another device works (they park).
+ * A task one of them already holds goes back to the ring, still queued, as long as its
+ * iteration has not reached the device (the device was lost while the worker waited for
+ * budget or arena space, say): only iterations the lost device was really running fail with
+ * GR_ERR_DEVICE_LOST. Those are never retried elsewhere: their outputs may be half written,
+ * and an in-place tensor's input with them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -135,7 +142,11 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
     gr_copier_copy(w->rt->copier, w->copies, n);
 }
 
-static void run_task(gr_worker *w, const gr_task *t)
+static bool device_out(const gr_worker *w);
+static void give_back(gr_worker *w, const gr_task *t);
+
+/* Run task t. Returns true when the task went back to the ring (its reference with it). */
+static bool run_task(gr_worker *w, const gr_task *t)
 {
     gr_job *job = t->job;
     gr_device *dev = w->dev;
@@ -146,6 +157,7 @@ static void run_task(gr_worker *w, const gr_task *t)
     gr_error_info detail;
     uint64_t bytes = 0;
     uint32_t live = 0;
+    bool reached_device = false;
     int64_t t0;
     gr_status st;
     gr_unit u;
@@ -208,6 +220,7 @@ static void run_task(gr_worker *w, const gr_task *t)
         if (trace)
             gr__trace_pop();
     }
+    reached_device = true;
     st = w->rt->backend->run(w, &it, &detail);
     if (st == GR_OK && u.staged) {
         if (trace)
@@ -229,10 +242,21 @@ out_free_block:
 out_release_budget:
     gr_budget_release(dev->budget, bytes);
 out_finish:
+    /* Lost before the iteration reached it: another device's workers take the unit. */
+    if (st == GR_ERR_DEVICE_LOST && !reached_device && device_out(w)) {
+        for (uint32_t k = 0; k < u.tensors; k++)
+            if (w->live[k])
+                gr__job_unstart_piece(job, u.index + k);
+        give_back(w, t);
+        if (trace)
+            gr__trace_pop();
+        return true;
+    }
     for (uint32_t k = 0; k < u.tensors; k++)
         gr__job_finish_piece(job, u.index + k, w->live[k], st, &detail);
     if (trace)
         gr__trace_pop();
+    return false;
 }
 
 /* Whether this worker must not take tasks now, which it could only fail while another
@@ -263,19 +287,34 @@ static bool park_while_device_lost(gr_worker *w)
     return go_on;
 }
 
+/* Put task t, none of whose parts has reached a device, back in the ring for the workers of
+ * the devices that work; its reference goes with it. When the ring refuses (the job was
+ * stopped, its deadline passed, the runtime shut down), its parts end with that status, as
+ * when gr_job_submit cannot queue a unit. */
+static void give_back(gr_worker *w, const gr_task *t)
+{
+    gr_job *job = t->job;
+    gr_status st = gr_ring_push(w->rt->ring, t, job->deadline_ns, &job->stop);
+    gr_unit u;
+
+    if (st == GR_OK)
+        return;
+    gr__job_unit(job, t->index, &u);
+    if (job->units == NULL)
+        gr__job_end_index(job, u.index, GR_INDEX_QUEUED, st, NULL);
+    else
+        for (uint32_t k = 0; k < u.tensors; k++)
+            gr__job_finish_piece(job, u.index + k, true, st, NULL);
+    gr__job_unref(job);
+}
+
 /* The device was lost between the check and the pop: give the task back, still queued, to
  * the workers of the devices that work. Returns true when the task is handled. */
 static bool hand_back(gr_worker *w, gr_task *t)
 {
-    gr_status st;
-
     if (!device_out(w))
         return false;
-    st = gr_ring_push(w->rt->ring, t, t->job->deadline_ns, &t->job->stop);
-    if (st != GR_OK) { /* the job was stopped or the runtime shut down meanwhile */
-        gr__job_end_index(t->job, t->index, GR_INDEX_QUEUED, st, NULL);
-        gr__job_unref(t->job);
-    }
+    give_back(w, t);
     return true;
 }
 
@@ -308,9 +347,8 @@ void *gr__worker_main(void *arg)
 
     gr__stats_bind_worker(rt->stats, w->id);
     while (park_while_device_lost(w) && gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) == GR_OK) {
-        if (hand_back(w, &t))
+        if (hand_back(w, &t) || run_task(w, &t))
             continue;
-        run_task(w, &t);
         gr__job_unref(t.job); /* the task's reference */
     }
     gr__stats_unbind();

@@ -2,8 +2,8 @@
 # run_test.sh - `graphrun run` end to end on the host backend: NumPy writes the inputs and
 # checks the outputs (tests/npy_tool.py), so nothing here trusts graphrun's own .npy code.
 # Covers .npy and raw files, directories, a two-input graph, the JSON summary, environment
-# defaults, every refusal (with its message, and no output file left behind), and Ctrl-C
-# (exit 130, nothing written).
+# defaults, device lists on emulated devices, a manifest, every refusal (with its message, and
+# no output file left behind), and Ctrl-C (exit 130, nothing written).
 set -u
 bin="${TEST_SRCDIR}/graphrun/tools/graphrun/graphrun"
 examples="${TEST_SRCDIR}/graphrun/graph/examples"
@@ -92,6 +92,32 @@ assert d["workers_per_device"] == 2 and d["budget_bytes"] == 1 << 20, d' "$out" 
     GR_BUDGET=lots run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
       --output "$T/env2.npy" && has "$err" "GR_BUDGET=lots: invalid value" && absent "$T/env2.npy"
 }
+device_list_flags() { # --host-devices emulates devices, --devices picks among them
+  run 0 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/dev_dir" \
+    --host-devices 3 --devices 2,0 --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["devices"] == 2 and d["done"] == 5, d' "$out" &&
+    GR_HOST_DEVICES=2 GR_DEVICES=1 run 0 run --graph "$examples/seed.graph" \
+      --input "$T/a.npy" --output "$T/dev1.npy" && np check-seed "$T/dev1.npy" "$T/a.npy" &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/dev2.npy" \
+      --devices 0,0 && has "$err" "invalid value '0,0' for --devices" && absent "$T/dev2.npy" &&
+    GR_DEVICES=x run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+      --output "$T/dev3.npy" && has "$err" "GR_DEVICES=x: invalid value" &&
+    absent "$T/dev3.npy" && run 3 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+      --output "$T/dev4.npy" --host-devices 2 --devices 1,5 &&
+    has "$err" "device 5 is not present: the host backend has 2 device(s)" &&
+    absent "$T/dev4.npy"
+}
+manifest_of_one_process() {
+  run 0 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/man_dir" \
+    --manifest "$T/man.json" && has "$out" "manifest: $T/man.json" && "$py" -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["status"] == "ok" and m["tensors"] == 5 and m["outputs_written"] == 5, m
+assert [f["name"] for f in m["files"]] == [f"t{i}.npy" for i in range(1, 6)], m["files"]
+assert all(f["rank"] == 0 for f in m["files"]), m["files"]' "$T/man.json"
+}
 refuses_bad_header() {
   printf '\x93NUMPY\x01\x00\x10\x00{garbage}      \n' >"$T/bad.npy" &&
     run 2 run --graph "$examples/seed.graph" --input "$T/bad.npy" --output "$T/bad_out.npy" &&
@@ -167,6 +193,8 @@ case_ two_inputs_two_outputs two_inputs_two_outputs
 case_ unfused_graph_equals_fused unfused_graph_equals_fused
 case_ json_summary json_summary
 case_ environment_defaults environment_defaults
+case_ device_list_flags device_list_flags
+case_ manifest_of_one_process manifest_of_one_process
 case_ refuses_bad_header refuses_bad_header
 case_ refuses_wrong_dtype refuses_wrong_dtype
 case_ refuses_fortran_order refuses_fortran_order

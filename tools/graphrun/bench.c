@@ -14,9 +14,16 @@
  *    peak device memory in use as the device reports it (sampled every 200 us) against the
  *    budget, the host memory the runtime added (resident set sampled during the run, less
  *    the tensors), and the graph statistics; every output checked bit for bit.
+ * With --devices listing several GPUs (scaling): the ceilings of each device alone and of
+ * all of them copying at once (one thread per device, started together: what the host's
+ * links and memory give when every device copies), then the workload on the first listed
+ * device alone and on all of them, in the same run; the report adds the throughput on N
+ * devices over 1, the tensors each device did, and each run's floor from the ceiling of the
+ * devices it used (for all of them, the at-once ceiling).
  * Exit status 0 only when every output of every run is right.
  */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +60,9 @@ static void usage(FILE *f)
             "  --json           print JSON (one object per run) instead of text\n"
             "  --help           this text\n"
             "\n"
+            "Devices: device 0 unless --devices (or GR_DEVICES) lists others; with two or more\n"
+            "(e.g. --devices 0,1), the workload runs on the first alone, then on all of them,\n"
+            "and the report gives the speedup (not with --sweep).\n"
             "Defaults: %d tensors of 100000000 elements, pinned, budget 2 GiB.\n"
             "Exit status: 0 all outputs verified, 1 wrong outputs or failed tensors,\n"
             "2 bad command line, 3 no usable GPU or the runtime could not start.\n",
@@ -62,6 +72,11 @@ static void usage(FILE *f)
 typedef struct run_result {
     uint64_t budget_asked, budget;
     uint32_t workers;
+    uint32_t n_devices;                      /* devices the run used */
+    int ordinals[GR_OPTS_MAX_DEVICES];
+    uint64_t iterations[GR_OPTS_MAX_DEVICES]; /* done on each */
+    uint64_t mem_above[GR_OPTS_MAX_DEVICES];  /* peak device memory above its baseline */
+    double bidir_gbs;                         /* the ceiling of the devices it used */
     double seconds, start_ms;
     uint64_t mem_baseline, mem_peak, mem_total;
     uint64_t rss_before, rss_peak; /* bytes */
@@ -86,12 +101,12 @@ static uint64_t rss_bytes(void)
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-/* One run: runtime up, the job, runtime down, outputs checked. GR_OK when it ran (the
- * job's own result is in r); else why it could not start. */
+/* One run on cfg.devices: runtime up, the job, runtime down, outputs checked. GR_OK when
+ * it ran (the job's own result is in r); else why it could not start. */
 static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_tensor_set *set,
                           run_result *r)
 {
-    gr_devmem_sampler *sampler = NULL;
+    gr_devmem_sampler *samplers[GR_OPTS_MAX_DEVICES] = {NULL};
     gr_runtime *rt = NULL;
     gr_job *job = NULL;
     gr_runtime_info info;
@@ -100,12 +115,15 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
 
     r->budget_asked = cfg.budget_bytes;
     r->workers = cfg.workers_per_device;
+    r->n_devices = cfg.device_count;
+    memcpy(r->ordinals, cfg.devices, cfg.device_count * sizeof(int));
     gr_tensor_set_fill(set);
     r->rss_before = r->rss_peak = rss_bytes();
     /* The baseline is taken with this process's primary context already up (the ceilings
      * made it): what rises above it is the runtime's. */
-    if ((st = gr_devmem_start(0, 200, &sampler, &r->error)) != GR_OK)
-        return st;
+    for (uint32_t d = 0; d < r->n_devices; d++)
+        if ((st = gr_devmem_start(r->ordinals[d], 200, &samplers[d], &r->error)) != GR_OK)
+            goto out;
     t0 = gr_now_ns();
     st = gr_runtime_create(&cfg, &rt, &r->error);
     r->start_ms = (double)(gr_now_ns() - t0) / 1e6;
@@ -126,13 +144,115 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
         r->rss_peak = rss_bytes();
     gr_job_progress_get(job, &r->prog);
     gr_job_error_get(job, &r->error);
-    gr_runtime_device_stats(rt, 0, &r->stats);
+    /* Graph statistics summed over the devices; iterations per device. */
+    for (uint32_t d = 0; d < r->n_devices; d++) {
+        gr_device_stats ds;
+
+        if (gr_runtime_device_stats(rt, d, &ds) != GR_OK)
+            continue;
+        r->iterations[d] = ds.iterations_done;
+        r->stats.iterations_done += ds.iterations_done;
+        r->stats.iterations_failed += ds.iterations_failed;
+        r->stats.graph_instantiations += ds.graph_instantiations;
+        r->stats.graph_updates += ds.graph_updates;
+    }
 out:
     gr_job_destroy(job);
     gr_runtime_destroy(rt);
-    gr_devmem_stop(sampler, &r->mem_baseline, &r->mem_peak, &r->mem_total);
+    for (uint32_t d = 0; d < r->n_devices; d++) {
+        uint64_t base = 0, peak = 0, total = 0;
+
+        if (samplers[d] == NULL)
+            continue;
+        gr_devmem_stop(samplers[d], &base, &peak, &total);
+        r->mem_above[d] = peak - base;
+        if (d == 0) {
+            r->mem_baseline = base;
+            r->mem_peak = peak;
+            r->mem_total = total;
+        }
+    }
     if (st == GR_OK && r->result == GR_OK && o->verify)
         r->wrong = gr_tensor_set_check(set, NULL);
+    return st;
+}
+
+/* The copy ceilings of the listed devices all copying at once: one thread per device, held
+ * until every thread exists, then released together. */
+typedef struct at_once {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool go;
+} at_once;
+
+typedef struct ceiling_job {
+    at_once *start;
+    int ordinal;
+    uint64_t bytes;
+    int reps;
+    gr_ceilings ceil;
+    gr_error_info err;
+    gr_status st;
+} ceiling_job;
+
+static void *ceiling_main(void *arg)
+{
+    ceiling_job *j = arg;
+
+    pthread_mutex_lock(&j->start->mu);
+    while (!j->start->go)
+        pthread_cond_wait(&j->start->cv, &j->start->mu);
+    pthread_mutex_unlock(&j->start->mu);
+    j->st = gr_measure_ceilings(j->ordinal, j->bytes, j->reps, &j->ceil, &j->err);
+    return NULL;
+}
+
+/* Into all[d] the ceilings of device d measured alongside the others; *sum their sum. */
+static gr_status measure_at_once(const int *ordinals, uint32_t n, uint64_t bytes, int reps,
+                                 gr_ceilings *all, gr_ceilings *sum, gr_error_info *err)
+{
+    at_once start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+    ceiling_job jobs[GR_OPTS_MAX_DEVICES];
+    pthread_t threads[GR_OPTS_MAX_DEVICES];
+    gr_status st = GR_OK;
+    uint32_t started = 0;
+
+    memset(sum, 0, sizeof(*sum));
+    for (uint32_t d = 0; d < n; d++) {
+        jobs[d] = (ceiling_job){.start = &start, .ordinal = ordinals[d], .bytes = bytes,
+                                .reps = reps};
+        if (pthread_create(&threads[d], NULL, ceiling_main, &jobs[d]) != 0)
+            break;
+        started++;
+    }
+    pthread_mutex_lock(&start.mu);
+    start.go = true;
+    pthread_cond_broadcast(&start.cv);
+    pthread_mutex_unlock(&start.mu);
+    for (uint32_t d = 0; d < started; d++)
+        pthread_join(threads[d], NULL);
+    if (started < n) {
+        if (err) {
+            memset(err, 0, sizeof(*err));
+            err->status = GR_ERR_OUT_OF_MEMORY;
+            err->index = GR_NO_INDEX;
+            snprintf(err->message, sizeof(err->message), "cannot start a thread per device");
+        }
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t d = 0; d < n; d++) {
+        if (jobs[d].st != GR_OK && st == GR_OK) {
+            st = jobs[d].st;
+            if (err)
+                *err = jobs[d].err;
+        }
+        all[d] = jobs[d].ceil;
+        sum->h2d_gbs += jobs[d].ceil.h2d_gbs;
+        sum->d2h_gbs += jobs[d].ceil.d2h_gbs;
+        sum->bidir_gbs += jobs[d].ceil.bidir_gbs;
+    }
+    sum->bytes = bytes;
+    sum->reps = reps;
     return st;
 }
 
@@ -140,21 +260,98 @@ typedef struct report {
     char device[128];
     int sm_count;
     const char *layout;
-    gr_ceilings ceil;
+    gr_ceilings ceil; /* the first listed device's */
+    /* Scaling (two or more devices): each device alone, each alongside the others, and the
+     * sum of those. */
+    uint32_t n_devices;
+    int ordinals[GR_OPTS_MAX_DEVICES];
+    gr_cuda_device_desc desc[GR_OPTS_MAX_DEVICES];
+    gr_ceilings alone[GR_OPTS_MAX_DEVICES], together[GR_OPTS_MAX_DEVICES], at_once;
 } report;
+
+/* The floor per tensor at a both-ways ceiling of bidir_gbs. */
+static double floor_ms_at(double bidir_gbs, const gr_seed_opts *o)
+{
+    return 2.0 * (double)(o->elems * sizeof(float)) / (bidir_gbs * 1e9) * 1e3;
+}
 
 static double floor_ms(const report *rep, const gr_seed_opts *o)
 {
-    return 2.0 * (double)(o->elems * sizeof(float)) / (rep->ceil.bidir_gbs * 1e9) * 1e3;
+    return floor_ms_at(rep->ceil.bidir_gbs, o);
+}
+
+/* Every ceiling the report needs (see report), keeping the higher of this measurement and
+ * any earlier one. */
+static gr_status measure_all(report *rep, uint64_t bytes, int reps, gr_error_info *err)
+{
+    gr_ceilings c, together[GR_OPTS_MAX_DEVICES], at_once;
+    gr_status st;
+
+    for (uint32_t d = 0; d < rep->n_devices; d++) {
+        if ((st = gr_measure_ceilings(rep->ordinals[d], bytes, reps, &c, err)) != GR_OK)
+            return st;
+        if (rep->alone[d].bytes == 0)
+            rep->alone[d] = c;
+        else
+            gr_ceilings_max(&rep->alone[d], &c);
+    }
+    rep->ceil = rep->alone[0];
+    if (rep->n_devices < 2)
+        return GR_OK;
+    st = measure_at_once(rep->ordinals, rep->n_devices, bytes, reps, together, &at_once, err);
+    if (st != GR_OK)
+        return st;
+    /* Higher at-once reading: the more demanding floor for the run on every device. */
+    if (at_once.bidir_gbs > rep->at_once.bidir_gbs) {
+        rep->at_once = at_once;
+        memcpy(rep->together, together, rep->n_devices * sizeof(together[0]));
+    }
+    return GR_OK;
+}
+
+/* Scaling: the run on every device against the run on the first alone. */
+static void print_scaling(const report *rep, const gr_seed_opts *o, const run_result *one,
+                          const run_result *all, bool json)
+{
+    double tps1 = (double)o->count / one->seconds, tpsn = (double)o->count / all->seconds;
+    double link = rep->at_once.bidir_gbs / rep->alone[0].bidir_gbs;
+    bool ok = one->result == GR_OK && all->result == GR_OK && one->wrong == 0 &&
+              all->wrong == 0;
+
+    if (json) {
+        json_t *root = json_object(), *devices = json_array();
+
+        for (uint32_t d = 0; d < rep->n_devices; d++)
+            json_array_append_new(devices, json_integer(rep->ordinals[d]));
+        json_object_set_new(root, "scaling", json_true());
+        json_object_set_new(root, "devices", devices);
+        json_object_set_new(root, "count", json_integer((json_int_t)o->count));
+        json_object_set_new(root, "tensors_per_s_one", json_real(tps1));
+        json_object_set_new(root, "tensors_per_s_all", json_real(tpsn));
+        json_object_set_new(root, "speedup", json_real(tpsn / tps1));
+        json_object_set_new(root, "bidir_gbs_one", json_real(rep->alone[0].bidir_gbs));
+        json_object_set_new(root, "bidir_gbs_all_at_once", json_real(rep->at_once.bidir_gbs));
+        json_object_set_new(root, "ceiling_speedup", json_real(link));
+        json_object_set_new(root, "all_verified", json_boolean(ok && o->verify));
+        json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
+        fputc('\n', stdout);
+        json_decref(root);
+        return;
+    }
+    printf("scaling: %u devices %.1f tensors/s, device %d alone %.1f tensors/s: %.2fx (the "
+           "copy ceiling of all at once is %.2fx one device's); %s\n",
+           rep->n_devices, tpsn, rep->ordinals[0], tps1, tpsn / tps1, link,
+           !ok ? "SOME OUTPUTS FAILED OR WRONG" : o->verify ? "all outputs verified"
+                                                         : "not verified");
 }
 
 static void print_text_header(const report *rep, const gr_seed_opts *o)
 {
     char b1[32];
 
-    printf("graphrun bench: device 0 (%s, %d SMs), %llu tensors x %llu float32 (%s each), %s, "
+    printf("graphrun bench: device %d (%s, %d SMs), %llu tensors x %llu float32 (%s each), %s, "
            "%s, in place, %s contexts\n",
-           rep->device, rep->sm_count, (unsigned long long)o->count,
+           rep->ordinals[0], rep->device, rep->sm_count, (unsigned long long)o->count,
            (unsigned long long)o->elems, gr_cli_bytes(o->elems * sizeof(float), b1, sizeof(b1)),
            gr_mem_kind_name((gr_mem_kind)o->rt.memory), rep->layout,
            o->rt.cfg.context_mode == GR_CONTEXT_PRIVATE ? "private" : "primary");
@@ -162,20 +359,46 @@ static void print_text_header(const report *rep, const gr_seed_opts *o)
            "GB/s, both at once %.1f GB/s; floor %.3f ms per tensor\n",
            gr_cli_bytes(rep->ceil.bytes, b1, sizeof(b1)), rep->ceil.h2d_gbs, rep->ceil.d2h_gbs,
            rep->ceil.bidir_gbs, floor_ms(rep, o));
+    if (rep->n_devices < 2)
+        return;
+    for (uint32_t d = 0; d < rep->n_devices; d++)
+        printf("device %d (%s, PCI %s): alone H2D %.1f, D2H %.1f, both %.1f GB/s; while all "
+               "copy at once: both %.1f GB/s\n",
+               rep->ordinals[d], rep->desc[d].name, rep->desc[d].pci_bus_id,
+               rep->alone[d].h2d_gbs, rep->alone[d].d2h_gbs, rep->alone[d].bidir_gbs,
+               rep->together[d].bidir_gbs);
+    printf("all %u devices at once: H2D %.1f, D2H %.1f, both %.1f GB/s (%.2fx device %d "
+           "alone); floor %.3f ms per tensor on all of them\n",
+           rep->n_devices, rep->at_once.h2d_gbs, rep->at_once.d2h_gbs, rep->at_once.bidir_gbs,
+           rep->at_once.bidir_gbs / rep->alone[0].bidir_gbs, rep->ordinals[0],
+           floor_ms_at(rep->at_once.bidir_gbs, o));
+}
+
+/* The both-ways ceiling of the devices a run used: one device's alone, or all at once. */
+static double run_bidir(const report *rep, const run_result *r)
+{
+    return r->n_devices > 1 ? rep->at_once.bidir_gbs : rep->ceil.bidir_gbs;
 }
 
 static void print_text_run(const report *rep, const gr_seed_opts *o, const run_result *r)
 {
     char b1[32], b2[32], b3[32];
     double per_ms = r->seconds * 1e3 / (double)o->count;
+    double floor = floor_ms_at(run_bidir(rep, r), o);
     uint64_t above = r->mem_peak - r->mem_baseline;
     uint64_t rss_added = r->rss_peak > r->rss_before ? r->rss_peak - r->rss_before : 0;
 
+    if (rep->n_devices > 1) {
+        printf("on %u device(s) (", r->n_devices);
+        for (uint32_t d = 0; d < r->n_devices; d++)
+            printf("%s%d", d ? "," : "", r->ordinals[d]);
+        printf("), ");
+    }
     printf("budget %s, %u workers: %.3f s, %.3f ms per tensor, %.0f tensors/s, ratio %.3f; "
            "device memory peak %s above baseline; runtime host memory %s; graphs %llu "
            "instantiated, %llu updated; start %.1f ms; %s\n",
            gr_cli_bytes(r->budget, b1, sizeof(b1)), r->workers, r->seconds, per_ms,
-           (double)o->count / r->seconds, floor_ms(rep, o) / per_ms,
+           (double)o->count / r->seconds, floor / per_ms,
            gr_cli_bytes(above, b2, sizeof(b2)), gr_cli_bytes(rss_added, b3, sizeof(b3)),
            (unsigned long long)r->stats.graph_instantiations,
            (unsigned long long)r->stats.graph_updates, r->start_ms,
@@ -183,6 +406,11 @@ static void print_text_run(const report *rep, const gr_seed_opts *o, const run_r
            : !o->verify      ? "not verified"
            : r->wrong        ? "WRONG OUTPUTS"
                              : "all outputs verified");
+    if (r->n_devices > 1)
+        for (uint32_t d = 0; d < r->n_devices; d++)
+            printf("  device %d: %llu iterations, device memory peak %s above baseline\n",
+                   r->ordinals[d], (unsigned long long)r->iterations[d],
+                   gr_cli_bytes(r->mem_above[d], b1, sizeof(b1)));
     if (r->result != GR_OK)
         printf("  %llu done, %llu failed, %llu canceled; index %llu: %s: %s\n",
                (unsigned long long)r->prog.done, (unsigned long long)r->prog.failed,
@@ -193,7 +421,9 @@ static void print_text_run(const report *rep, const gr_seed_opts *o, const run_r
 static void print_json_run(const report *rep, const gr_seed_opts *o, const run_result *r)
 {
     double per_ms = r->seconds * 1e3 / (double)o->count;
-    json_t *root = json_object();
+    const gr_ceilings *ceil = r->n_devices > 1 ? &rep->at_once : &rep->ceil;
+    json_t *root = json_object(), *devices = json_array(), *iters = json_array(),
+           *above = json_array();
 
     json_object_set_new(root, "device", json_string(rep->device));
     json_object_set_new(root, "sm_count", json_integer(rep->sm_count));
@@ -208,14 +438,22 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
                                                           ? "private"
                                                           : "primary"));
     json_object_set_new(root, "ceilings",
-                        json_pack("{s:I,s:f,s:f,s:f}", "copy_bytes", (json_int_t)rep->ceil.bytes,
-                                  "h2d_gbs", rep->ceil.h2d_gbs, "d2h_gbs", rep->ceil.d2h_gbs,
-                                  "bidir_gbs", rep->ceil.bidir_gbs));
+                        json_pack("{s:I,s:f,s:f,s:f}", "copy_bytes", (json_int_t)ceil->bytes,
+                                  "h2d_gbs", ceil->h2d_gbs, "d2h_gbs", ceil->d2h_gbs,
+                                  "bidir_gbs", ceil->bidir_gbs));
+    for (uint32_t d = 0; d < r->n_devices; d++) {
+        json_array_append_new(devices, json_integer(r->ordinals[d]));
+        json_array_append_new(iters, json_integer((json_int_t)r->iterations[d]));
+        json_array_append_new(above, json_integer((json_int_t)r->mem_above[d]));
+    }
+    json_object_set_new(root, "devices", devices);
+    json_object_set_new(root, "iterations_per_device", iters);
+    json_object_set_new(root, "device_memory_above_baseline_per_device", above);
     json_object_set_new(root, "seconds", json_real(r->seconds));
     json_object_set_new(root, "ms_per_tensor", json_real(per_ms));
     json_object_set_new(root, "tensors_per_s", json_real((double)o->count / r->seconds));
-    json_object_set_new(root, "floor_ms", json_real(floor_ms(rep, o)));
-    json_object_set_new(root, "ratio", json_real(floor_ms(rep, o) / per_ms));
+    json_object_set_new(root, "floor_ms", json_real(floor_ms_at(ceil->bidir_gbs, o)));
+    json_object_set_new(root, "ratio", json_real(floor_ms_at(ceil->bidir_gbs, o) / per_ms));
     json_object_set_new(root, "device_memory",
                         json_pack("{s:I,s:I,s:I,s:I,s:I}", "baseline", (json_int_t)r->mem_baseline,
                                   "peak", (json_int_t)r->mem_peak, "above_baseline",
@@ -261,10 +499,9 @@ int gr_cmd_bench(int argc, char **argv)
     gr_graph *graph = NULL;
     gr_error_info err;
     gr_backend chosen;
-    gr_ceilings after;
     gr_status st;
     run_result *runs = NULL;
-    size_t n_runs = 0;
+    size_t n_runs = 0, n_planned;
     int rc = GR_EXIT_FAILED, opt, v;
 
     if (!gr_seed_opts_init(&o, "bench", DEFAULT_COUNT))
@@ -308,13 +545,31 @@ int gr_cmd_bench(int argc, char **argv)
         return GR_EXIT_RUNTIME;
     }
     o.rt.cfg.backend = GR_BACKEND_CUDA;
-    gr_device_describe(0, rep.device, sizeof(rep.device), &rep.sm_count);
+    if (o.rt.cfg.device_count == 0) { /* one GPU unless asked for more */
+        o.rt.devices[0] = 0;
+        o.rt.cfg.devices = o.rt.devices;
+        o.rt.cfg.device_count = 1;
+    }
+    rep.n_devices = o.rt.cfg.device_count;
+    memcpy(rep.ordinals, o.rt.devices, rep.n_devices * sizeof(int));
+    if (rep.n_devices > 1 && sweep) {
+        fprintf(stderr, "graphrun bench: --sweep measures one device: list one in --devices\n");
+        return GR_EXIT_USAGE;
+    }
+    for (uint32_t d = 0; d < rep.n_devices; d++) {
+        if ((st = gr_cuda_describe(rep.ordinals[d], &rep.desc[d], &err)) != GR_OK) {
+            fprintf(stderr, "graphrun bench: device %d: %s\n", rep.ordinals[d], err.message);
+            return st == GR_ERR_CUDA ? GR_EXIT_RUNTIME : GR_EXIT_USAGE;
+        }
+    }
+    snprintf(rep.device, sizeof(rep.device), "%s", rep.desc[0].name);
+    rep.sm_count = rep.desc[0].sm_count;
     copy_bytes = o.elems * sizeof(float);
     if (copy_bytes > MAX_CEILING_COPY)
         copy_bytes = MAX_CEILING_COPY;
     if (copy_bytes < (64u << 20) && o.count * o.elems * sizeof(float) >= (64u << 20))
         copy_bytes = 64u << 20; /* small tensors: the link's ceiling for large copies */
-    if ((st = gr_measure_ceilings(0, copy_bytes, (int)reps, &rep.ceil, &err)) != GR_OK) {
+    if ((st = measure_all(&rep, copy_bytes, (int)reps, &err)) != GR_OK) {
         fprintf(stderr, "graphrun bench: measuring copy ceilings: %s\n", err.message);
         return GR_EXIT_RUNTIME;
     }
@@ -329,36 +584,37 @@ int gr_cmd_bench(int argc, char **argv)
     }
     gr_graph_create_seed(&graph);
     gr_graph_footprint(graph, o.elems, &footprint);
-    runs = calloc(sweep ? 25 : 1, sizeof(*runs));
-    for (size_t b = 0; b < (sweep ? 5u : 1u); b++) {
-        for (size_t w = 0; w < (sweep ? 5u : 1u); w++) {
-            gr_config cfg = o.rt.cfg;
-            run_result *r = &runs[n_runs];
+    /* Scaling: the first device alone, then all of them. */
+    n_planned = sweep ? 25 : rep.n_devices > 1 ? 2 : 1;
+    runs = calloc(n_planned, sizeof(*runs));
+    for (size_t k = 0; k < n_planned; k++) {
+        gr_config cfg = o.rt.cfg;
+        run_result *r = &runs[n_runs];
 
-            if (sweep) {
-                /* A budget of k tensors, rounded up to the 2 MiB granule so k fit. */
-                cfg.budget_bytes = (footprint * sweep_budgets[b] + (2u << 20) - 1) /
-                                   (2u << 20) * (2u << 20);
-                cfg.workers_per_device = sweep_workers[w];
-            } else {
-                cfg.budget_bytes = o.rt.budget ? o.rt.budget : DEFAULT_BUDGET;
-            }
-            if ((st = run_once(&o, cfg, graph, &set, r)) != GR_OK) {
-                fprintf(stderr, "graphrun bench: cannot run: %s: %s\n", gr_status_str(st),
-                        r->error.message);
-                rc = GR_EXIT_RUNTIME;
-                goto out;
-            }
-            all_ok &= r->result == GR_OK && r->wrong == 0;
-            n_runs++;
+        if (sweep) {
+            /* A budget of k tensors, rounded up to the 2 MiB granule so k fit. */
+            cfg.budget_bytes = (footprint * sweep_budgets[k / 5] + (2u << 20) - 1) /
+                               (2u << 20) * (2u << 20);
+            cfg.workers_per_device = sweep_workers[k % 5];
+        } else {
+            cfg.budget_bytes = o.rt.budget ? o.rt.budget : DEFAULT_BUDGET;
         }
+        if (rep.n_devices > 1 && k == 0)
+            cfg.device_count = 1;
+        if ((st = run_once(&o, cfg, graph, &set, r)) != GR_OK) {
+            fprintf(stderr, "graphrun bench: cannot run: %s: %s\n", gr_status_str(st),
+                    r->error.message);
+            rc = GR_EXIT_RUNTIME;
+            goto out;
+        }
+        all_ok &= r->result == GR_OK && r->wrong == 0;
+        n_runs++;
     }
-    if ((st = gr_measure_ceilings(0, copy_bytes, (int)reps, &after, &err)) != GR_OK) {
+    if ((st = measure_all(&rep, copy_bytes, (int)reps, &err)) != GR_OK) {
         fprintf(stderr, "graphrun bench: measuring copy ceilings: %s\n", err.message);
         rc = GR_EXIT_RUNTIME;
         goto out;
     }
-    gr_ceilings_max(&rep.ceil, &after);
     if (!json)
         print_text_header(&rep, &o);
     for (size_t i = 0; i < n_runs; i++) {
@@ -367,6 +623,8 @@ int gr_cmd_bench(int argc, char **argv)
         else
             print_text_run(&rep, &o, &runs[i]);
     }
+    if (rep.n_devices > 1)
+        print_scaling(&rep, &o, &runs[0], &runs[1], json);
     rc = all_ok ? GR_EXIT_OK : GR_EXIT_FAILED;
 out:
     free(runs);

@@ -132,8 +132,12 @@ int gr_cmd_demo(int argc, char **argv)
     printf("done in %.3f s: %.1f tensors/s, %.2f GB/s in+out\n", secs, (double)o.count / secs,
            2.0 * (double)o.count * (double)o.elems * sizeof(float) / secs / 1e9);
     for (uint32_t dev = 0; dev < info.device_count; dev++) {
+        int ordinal = 0;
+
         gr_runtime_device_stats(rt, dev, &stats);
-        printf("device %u: peak budget in use %s of %s, %s in use now\n", dev,
+        gr_runtime_device_ordinal(rt, dev, &ordinal);
+        printf("device %d: %llu iterations, peak budget in use %s of %s, %s in use now\n",
+               ordinal, (unsigned long long)stats.iterations_done,
                gr_cli_bytes(stats.budget_peak, b1, sizeof(b1)),
                gr_cli_bytes(stats.budget_bytes, b2, sizeof(b2)),
                gr_cli_bytes(stats.budget_in_use, b3, sizeof(b3)));

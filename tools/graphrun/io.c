@@ -6,7 +6,9 @@
  * every one of them is written are they renamed into place, with SIGINT and SIGTERM held
  * back for that short phase. A failure or a stop before then removes every temporary file:
  * no run leaves a torn or partial output, and existing files are only replaced by complete
- * ones (and only with --force).
+ * ones (and only with --force). The temporary files are created when the outputs are
+ * written, after the job (staging only proves, with a file it removes at once, that they
+ * can be): a process killed while the job runs leaves nothing behind.
  */
 #define _GNU_SOURCE /* strdup, the dirent types */
 #include "tools/graphrun/io.h"
@@ -238,6 +240,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
                             size_t why_len)
 {
     uint32_t ni = opt->n_inputs, no = opt->n_outputs, dirs = 0;
+    uint32_t shards = opt->shards > 1 ? opt->shards : 1;
     char **names = NULL;
     gr_status st = GR_OK;
 
@@ -258,23 +261,32 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
         return fail(why, why_len, "inputs must be all files or all directories");
     plan->directories = dirs != 0;
 
+    if (opt->shard >= shards)
+        return fail(why, why_len, "shard %u of %u does not exist", opt->shard, shards);
     if (plan->directories) {
-        if ((st = list_dir(opt->inputs[0], &names, &plan->count, why, why_len)) != GR_OK)
+        if ((st = list_dir(opt->inputs[0], &names, &plan->total, why, why_len)) != GR_OK)
             goto out;
     } else {
-        plan->count = 1;
+        plan->total = 1;
     }
-    plan->in = calloc(plan->count * ni, sizeof(*plan->in));
-    plan->out = calloc(plan->count * no, sizeof(*plan->out));
-    plan->tmp = calloc(plan->count * no, sizeof(*plan->tmp));
-    if (!plan->in || !plan->out || !plan->tmp) {
+    plan->names = names;
+    plan->count = plan->total / shards + (opt->shard < plan->total % shards ? 1 : 0);
+    /* One element more than needed: calloc(0) may return NULL. */
+    plan->index = calloc(plan->count + 1, sizeof(*plan->index));
+    plan->in = calloc(plan->count * ni + 1, sizeof(*plan->in));
+    plan->out = calloc(plan->count * no + 1, sizeof(*plan->out));
+    plan->tmp = calloc(plan->count * no + 1, sizeof(*plan->tmp));
+    if (!plan->index || !plan->in || !plan->out || !plan->tmp) {
         st = fail(why, why_len, "out of memory planning %llu tensors",
                   (unsigned long long)plan->count);
         goto out;
     }
     for (uint64_t i = 0; i < plan->count; i++) {
+        uint64_t g = i * shards + opt->shard; /* its index among the total */
+
+        plan->index[i] = g;
         for (uint32_t p = 0; p < ni; p++) {
-            char *path = plan->directories ? join(opt->inputs[p], names[i])
+            char *path = plan->directories ? join(opt->inputs[p], names[g])
                                            : strdup(opt->inputs[p]);
             gr_io_file *f = &plan->in[i * ni + p];
 
@@ -286,7 +298,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
                 st = fail(why, why_len,
                           "%s has no file %s (every input directory needs the same file "
                           "names as %s)",
-                          opt->inputs[p], names[i], opt->inputs[0]);
+                          opt->inputs[p], names[g], opt->inputs[0]);
                 free(path);
                 goto out;
             }
@@ -308,7 +320,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
             plan->bytes_in += f->elems * sizeof(float);
         }
         for (uint32_t p = 0; p < no; p++) {
-            char *path = plan->directories ? join(opt->outputs[p], names[i])
+            char *path = plan->directories ? join(opt->outputs[p], names[g])
                                            : strdup(opt->outputs[p]);
 
             plan->out[i * no + p] = path;
@@ -327,12 +339,42 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
         }
     }
 out:
-    for (uint64_t i = 0; names && i < plan->count; i++)
-        free(names[i]);
-    free(names);
-    if (st != GR_OK)
+    if (st != GR_OK) {
+        if (plan->names == NULL) { /* list_dir failed: the list is not the plan's yet */
+            for (uint64_t i = 0; names && i < plan->total; i++)
+                free(names[i]);
+            free(names);
+        }
         gr_io_plan_free(plan);
+    }
     return st;
+}
+
+/* Create output k's temporary file, ".NAME.graphrun-XXXXXX" beside it: hidden, and plainly
+ * ours. */
+static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_len)
+{
+    const char *out = plan->out[k];
+    const char *slash = strrchr(out, '/');
+    size_t dirlen = slash ? (size_t)(slash - out) : 0;
+    size_t n = strlen(out) + 32;
+    char *tmp = malloc(n);
+    int fd;
+
+    if (tmp == NULL)
+        return fail(why, why_len, "out of memory");
+    snprintf(tmp, n, "%.*s%s.%s.graphrun-XXXXXX", (int)dirlen, out, slash ? "/" : "",
+             slash ? slash + 1 : out);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        gr_status st = fail(why, why_len, "output %s: cannot create a file in %.*s: %s", out,
+                            slash ? (int)dirlen : 1, slash ? out : ".", strerror(errno));
+        free(tmp);
+        return st;
+    }
+    close(fd);
+    plan->tmp[k] = tmp;
+    return GR_OK;
 }
 
 gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
@@ -347,34 +389,23 @@ gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
             if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
                 return fail(why, why_len, "output %s: not a directory (inputs are directories)",
                             dir);
-            if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0)
+            /* EEXIST: another process of the run (--mpi) made it meanwhile. */
+            if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0 &&
+                !(errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
                 return fail(why, why_len, "output directory %s: cannot create: %s", dir,
                             strerror(errno));
         }
     }
-    for (uint64_t k = 0; k < plan->count * no; k++) {
-        const char *out = plan->out[k];
-        const char *slash = strrchr(out, '/');
-        size_t dirlen = slash ? (size_t)(slash - out) : 0;
-        size_t n = strlen(out) + 32;
-        char *tmp = malloc(n);
-        int fd;
+    /* Outputs share their directories with the first tensor's (one per port, or the files'
+     * own): one probe per port finds an unwritable one. */
+    for (uint64_t k = 0; k < no && k < plan->count * no; k++) {
+        gr_status st = create_tmp(plan, k, why, why_len);
 
-        if (tmp == NULL)
-            return fail(why, why_len, "out of memory");
-        /* ".NAME.graphrun-XXXXXX" beside the output: hidden, and plainly ours. */
-        snprintf(tmp, n, "%.*s%s.%s.graphrun-XXXXXX", (int)dirlen, out, slash ? "/" : "",
-                 slash ? slash + 1 : out);
-        fd = mkstemp(tmp);
-        if (fd < 0) {
-            gr_status st = fail(why, why_len, "output %s: cannot create a file in %.*s: %s",
-                                out, slash ? (int)dirlen : 1, slash ? out : ".",
-                                strerror(errno));
-            free(tmp);
+        if (st != GR_OK)
             return st;
-        }
-        close(fd);
-        plan->tmp[k] = tmp;
+        unlink(plan->tmp[k]);
+        free(plan->tmp[k]);
+        plan->tmp[k] = NULL;
     }
     return GR_OK;
 }
@@ -401,9 +432,9 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
 {
     uint32_t ni = plan->opt.n_inputs, no = plan->opt.n_outputs;
 
-    plan->in_data = calloc(plan->count * ni, sizeof(float *));
-    plan->out_data = calloc(plan->count * no, sizeof(float *));
-    plan->tensors = calloc(plan->count, sizeof(gr_tensor));
+    plan->in_data = calloc(plan->count * ni + 1, sizeof(float *));
+    plan->out_data = calloc(plan->count * no + 1, sizeof(float *));
+    plan->tensors = calloc(plan->count + 1, sizeof(gr_tensor));
     if (!plan->in_data || !plan->out_data || !plan->tensors)
         return fail(why, why_len, "out of memory");
     for (uint64_t i = 0; i < plan->count; i++) {
@@ -494,22 +525,38 @@ static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *wh
     return GR_OK;
 }
 
-gr_status gr_io_commit(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)
+gr_status gr_io_write(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)
 {
     uint32_t no = plan->opt.n_outputs;
-    sigset_t hold, previous;
-    gr_status st = GR_OK;
+    gr_status st;
 
     for (uint64_t k = 0; k < plan->count * no; k++) {
         if (stop && *stop) {
             gr_io_abort(plan);
             return GR_ERR_CANCELED;
         }
-        if ((st = write_output(plan, k, k / no, why, why_len)) != GR_OK) {
+        if ((plan->tmp[k] == NULL && (st = create_tmp(plan, k, why, why_len)) != GR_OK) ||
+            (st = write_output(plan, k, k / no, why, why_len)) != GR_OK) {
             gr_io_abort(plan);
             return st;
         }
     }
+    return GR_OK;
+}
+
+gr_status gr_io_commit(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)
+{
+    gr_status st = gr_io_write(plan, stop, why, why_len);
+
+    return st != GR_OK ? st : gr_io_publish(plan, why, why_len);
+}
+
+gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len)
+{
+    uint32_t no = plan->opt.n_outputs;
+    sigset_t hold, previous;
+    gr_status st = GR_OK;
+
     sigemptyset(&hold);
     sigaddset(&hold, SIGINT);
     sigaddset(&hold, SIGTERM);
@@ -554,6 +601,10 @@ void gr_io_plan_free(gr_io_plan *plan)
         gr_hostbuf_free(plan->in_data[i]);
     for (uint64_t i = 0; plan->out_data && i < plan->count * no; i++)
         gr_hostbuf_free(plan->out_data[i]);
+    for (uint64_t i = 0; plan->names && i < plan->total; i++)
+        free(plan->names[i]);
+    free(plan->names);
+    free(plan->index);
     free(plan->in);
     free(plan->out);
     free(plan->tmp);

@@ -4,9 +4,16 @@
  * run ever leaves a torn or partial output behind.
  *
  * A run goes: plan (check every path, header, shape and output before anything runs),
- * stage (create a temporary file next to every output: an unwritable output fails here),
- * load (read the inputs into host memory), run the job, then either commit (write every
- * temporary file, then rename them all into place) or abort (remove them all).
+ * stage (create the output directories, and prove that a file can be created beside every
+ * output: an unwritable output fails here), load (read the inputs into host memory), run the
+ * job, then either commit (write every output to a temporary file beside it, then rename
+ * them all into place) or abort (remove the temporary files). Commit is write then publish;
+ * a run of several processes (--mpi) agrees between the two.
+ *
+ * Shards: several processes can share one set of inputs. Process `shard` of `shards` plans
+ * only the tensors whose index i (in the sorted list of names, or 0 for single files) has
+ * i % shards == shard; every process lists the same directory, so the shards are disjoint
+ * and together cover every tensor.
  */
 #ifndef GR_IO_H
 #define GR_IO_H
@@ -32,6 +39,7 @@ typedef struct gr_io_options {
     const gr_io_shape *raw_shape; /* --shape for raw files; NULL: 1-D from the size */
     bool force;              /* overwrite existing outputs */
     gr_mem_kind memory;      /* where tensors live in host memory */
+    uint32_t shard, shards;  /* this process's share (see above); shards 0 or 1: all */
 } gr_io_options;
 
 typedef struct gr_io_file {
@@ -45,7 +53,10 @@ typedef struct gr_io_file {
 typedef struct gr_io_plan {
     gr_io_options opt;
     bool directories;
-    uint64_t count;      /* tensors */
+    uint64_t total;      /* tensors in every shard together */
+    char **names;        /* directories: the total file names, sorted; else NULL */
+    uint64_t *index;     /* count: each planned tensor's index among the total */
+    uint64_t count;      /* tensors of this shard */
     gr_io_file *in;      /* count * n_inputs, index-major */
     char **out;          /* count * n_outputs final paths */
     char **tmp;          /* their temporary files, once staged */
@@ -60,7 +71,8 @@ typedef struct gr_io_plan {
 gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *why,
                             size_t why_len);
 
-/* Create the temporary file of every output (and missing output directories). */
+/* Create missing output directories, and check that a file can be created beside every
+ * output (creating one and removing it at once). */
 gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len);
 
 /* Read every input into host memory and allocate the outputs. `stop` (optional) is polled
@@ -69,8 +81,19 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
 
 /* Write every output into its temporary file, then rename them all into place (with
  * SIGINT and SIGTERM held back while renaming, so the set lands whole). On failure (or a
- * stop while writing) removes them all and writes nothing. */
+ * stop while writing) removes them all and writes nothing. gr_io_write then
+ * gr_io_publish. */
 gr_status gr_io_commit(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len);
+
+/* Write every output into a temporary file of its own beside it (and fsync it). On failure
+ * (or a stop) removes them all: GR_ERR_CANCELED for a stop, else GR_ERR_INVALID_ARGUMENT
+ * with why[]. */
+gr_status gr_io_write(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len);
+
+/* Rename every written temporary file into place, SIGINT and SIGTERM held back meanwhile.
+ * A failed rename (rare: same directory, same file system) stops there, removes the
+ * temporary files left and says how many outputs were already in place. */
+gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len);
 
 /* Remove every temporary file. Idempotent. */
 void gr_io_abort(gr_io_plan *plan);

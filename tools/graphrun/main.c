@@ -29,8 +29,8 @@ static void usage(FILE *f)
                "'graphrun --version' prints the version.\n"
                "\nExit status: 0 success, 1 the work failed or produced wrong results,\n"
                "2 bad command line or input, 3 the runtime could not start, 130 interrupted.\n"
-               "Environment: GR_BUDGET, GR_WORKERS, GR_BACKEND, GR_CONTEXTS, GR_MEMORY give\n"
-               "defaults for the flags of the same names.\n");
+               "Environment: GR_BUDGET, GR_WORKERS, GR_BACKEND, GR_CONTEXTS, GR_MEMORY,\n"
+               "GR_DEVICES, GR_HOST_DEVICES give defaults for the flags of the same names.\n");
 }
 
 int main(int argc, char **argv)

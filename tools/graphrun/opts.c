@@ -16,19 +16,65 @@ static const struct {
     const char *var;
     int opt;
 } env_defaults[] = {
-    {"GR_BUDGET", 'b'}, {"GR_WORKERS", 'w'}, {"GR_BACKEND", 'k'},
-    {"GR_CONTEXTS", 'x'}, {"GR_MEMORY", 'm'},
+    {"GR_BUDGET", 'b'},   {"GR_WORKERS", 'w'}, {"GR_BACKEND", 'k'},
+    {"GR_CONTEXTS", 'x'}, {"GR_MEMORY", 'm'},  {"GR_DEVICES", 'V'},
+    {"GR_HOST_DEVICES", 'H'},
 };
 
 static const char *const flag_name[128] = {
     ['b'] = "--budget", ['w'] = "--workers", ['k'] = "--backend", ['x'] = "--contexts",
     ['m'] = "--memory", ['c'] = "--count", ['e'] = "--elems", ['s'] = "--seed",
+    ['V'] = "--devices", ['H'] = "--host-devices",
 };
+
+/* What a valid value looks like, where the flag's name does not say it. */
+static const char *hint(int opt)
+{
+    return opt == 'V' ? " (want distinct device numbers such as 0,1, or all)"
+           : opt == 'H' ? " (want 1..64)"
+                        : "";
+}
 
 static int bad(const char *cmd, int opt, const char *value)
 {
-    fprintf(stderr, "graphrun %s: invalid value '%s' for %s\n", cmd, value, flag_name[opt]);
+    fprintf(stderr, "graphrun %s: invalid value '%s' for %s%s\n", cmd, value, flag_name[opt],
+            hint(opt));
     return -1;
+}
+
+/* A device list: "all", or distinct numbers separated by commas ("0,1"). */
+static bool parse_devices(const char *arg, gr_runtime_opts *o)
+{
+    const char *p = arg;
+    uint32_t n = 0;
+
+    if (strcmp(arg, "all") == 0) {
+        o->cfg.devices = NULL;
+        o->cfg.device_count = 0;
+        return true;
+    }
+    for (;;) {
+        char num[16];
+        size_t len = strcspn(p, ",");
+        uint64_t v;
+
+        if (len == 0 || len >= sizeof(num) || n == GR_OPTS_MAX_DEVICES)
+            return false;
+        memcpy(num, p, len);
+        num[len] = '\0';
+        if (num[0] < '0' || num[0] > '9' || !gr_cli_parse_u64(num, &v) || v > 65535)
+            return false;
+        for (uint32_t i = 0; i < n; i++)
+            if (o->devices[i] == (int)v)
+                return false; /* listed twice */
+        o->devices[n++] = (int)v;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    o->cfg.devices = o->devices;
+    o->cfg.device_count = n;
+    return true;
 }
 
 /* Apply a runtime option: 1 applied, 0 not a runtime option, -1 bad value (silent: the
@@ -63,6 +109,13 @@ static int apply_runtime(int opt, const char *arg, gr_runtime_opts *o)
         else
             return -1;
         return 1;
+    case 'V':
+        return parse_devices(arg, o) ? 1 : -1;
+    case 'H':
+        if (!gr_cli_parse_u64(arg, &v) || v == 0 || v > 64)
+            return -1;
+        o->cfg.host_devices = (uint32_t)v;
+        return 1;
     case 'm':
         if (strcmp(arg, "pinned") == 0)
             o->memory = GR_MEM_PINNED;
@@ -91,7 +144,8 @@ bool gr_runtime_opts_init(gr_runtime_opts *o, const char *cmd)
         if (v == NULL || *v == '\0')
             continue;
         if (apply_runtime(env_defaults[i].opt, v, o) != 1) {
-            fprintf(stderr, "graphrun %s: %s=%s: invalid value\n", cmd, env_defaults[i].var, v);
+            fprintf(stderr, "graphrun %s: %s=%s: invalid value%s\n", cmd, env_defaults[i].var, v,
+                    hint(env_defaults[i].opt));
             return false;
         }
     }

@@ -2,9 +2,10 @@
  * opts.h - command-line options the driver's subcommands share.
  *
  * Runtime options (every subcommand that starts a runtime): --budget, --workers, --backend,
- * --contexts, --memory, with environment variables as defaults: GR_BUDGET, GR_WORKERS,
- * GR_BACKEND, GR_CONTEXTS, GR_MEMORY. A flag beats the variable; a bad value in either is
- * a usage error that names it.
+ * --contexts, --memory, --devices, --host-devices, with environment variables as defaults:
+ * GR_BUDGET, GR_WORKERS, GR_BACKEND, GR_CONTEXTS, GR_MEMORY, GR_DEVICES, GR_HOST_DEVICES. A
+ * flag beats the variable; a bad value in either is a usage error that names it. Whether
+ * each listed device is present is for gr_runtime_create to say.
  *
  * Seed-workload options (demo, bench): --count, --elems, --seed, --no-verify.
  */
@@ -18,10 +19,14 @@
 #include "runtime/graphrun.h"
 #include "tools/graphrun/tensor_set.h"
 
+#define GR_OPTS_MAX_DEVICES 64
+
 typedef struct gr_runtime_opts {
-    gr_config cfg;   /* backend, workers, contexts; budget_bytes filled by the command */
+    gr_config cfg;   /* backend, workers, contexts, devices (pointing into `devices` below:
+                        do not copy the struct); budget_bytes filled by the command */
     uint64_t budget; /* 0: the command's default */
     int memory;      /* gr_mem_kind, or -1: pinned on CUDA, pageable on the host backend */
+    int devices[GR_OPTS_MAX_DEVICES]; /* --devices; cfg.device_count of them, 0: all */
 } gr_runtime_opts;
 
 typedef struct gr_seed_opts {
@@ -32,12 +37,14 @@ typedef struct gr_seed_opts {
     bool verify;
 } gr_seed_opts;
 
-/* Option letters 'b' 'w' 'k' 'x' 'm'. */
+/* Option letters 'b' 'w' 'k' 'x' 'm' 'V' 'H'. */
 #define GR_RUNTIME_LONGOPTS                                                                 \
     {"budget", required_argument, NULL, 'b'}, {"workers", required_argument, NULL, 'w'},    \
         {"backend", required_argument, NULL, 'k'},                                          \
-        {"contexts", required_argument, NULL, 'x'}, {                                       \
-        "memory", required_argument, NULL, 'm'                                              \
+        {"contexts", required_argument, NULL, 'x'},                                         \
+        {"memory", required_argument, NULL, 'm'},                                           \
+        {"devices", required_argument, NULL, 'V'}, {                                        \
+        "host-devices", required_argument, NULL, 'H'                                        \
     }
 
 #define GR_RUNTIME_OPTIONS_HELP                                                             \
@@ -47,7 +54,10 @@ typedef struct gr_seed_opts {
     "  --contexts C     CUDA worker contexts: primary or private (default primary)\n"     \
     "                   [GR_CONTEXTS]\n"                                                  \
     "  --memory M       host memory for tensors: pinned, pageable or registered (default\n" \
-    "                   pinned on CUDA, pageable on the host backend) [GR_MEMORY]\n"
+    "                   pinned on CUDA, pageable on the host backend) [GR_MEMORY]\n"   \
+    "  --devices LIST   devices to use, e.g. 0,1: CUDA ordinals, or on the host backend\n" \
+    "                   emulated devices; all (the default) for every one [GR_DEVICES]\n" \
+    "  --host-devices N host backend: devices to emulate (default 1) [GR_HOST_DEVICES]\n"
 
 /* Option letters 'c' 'e' 's' 'n'. */
 #define GR_SEED_LONGOPTS                                                                    \

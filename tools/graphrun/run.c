@@ -1,10 +1,25 @@
 /*
  * run.c - `graphrun run`: stream tensors from files through a graph spec and write the
  * results, with live progress on a terminal, clean cancellation on Ctrl-C and an optional
- * JSON summary.
+ * JSON summary; with --mpi, as one rank of an MPI job that shares the tensors.
  *
  * Outputs are all-or-nothing (io.h): written only when every tensor is done, first to
  * temporary files, then renamed into place; a failed or interrupted run writes nothing.
+ *
+ * The steps, the same for one process and for every rank of an MPI job (ranks.h):
+ *   1. check the graph and the backend, and pick this rank's device;
+ *   2. plan this rank's shard of the tensors (tensor i goes to rank i % ranks), create the
+ *      temporary outputs, load the inputs;
+ *   3. start the runtime;
+ *   4. run the job and write the outputs into their temporary files; rank 0 gathers every
+ *      rank's report and writes the manifest's temporary file;
+ *   5. only when every rank got through 4: rename every output (and then the manifest) into
+ *      place.
+ * After each step the ranks agree (ranks.h): when any rank failed, every rank removes its
+ * temporary files and exits with the same status, and rank 0 says which rank failed and why.
+ * Static shards, not dynamic sharing: each rank reads only its own inputs, and on equal
+ * devices equal shards finish together; within a rank, the runtime already shares the work
+ * dynamically among its devices.
  */
 #include <jansson.h>
 #include <signal.h>
@@ -19,8 +34,11 @@
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/opts.h"
 #include "tools/graphrun/progress.h"
+#include "tools/graphrun/ranks.h"
+#include "tools/graphrun/run_report.h"
 
 #define DEFAULT_BUDGET_ITERATIONS 3
+#define DEFAULT_MPI_TIMEOUT_S 600
 #define POLL_NS (200 * 1000000ll)
 
 static volatile sig_atomic_t interrupted;
@@ -52,12 +70,23 @@ static void usage(FILE *f)
             "  --ceilings       CUDA: measure the copy ceilings first and report the ratio\n"
             "  --json           print a JSON summary on stdout\n"
             "  --progress WHEN  auto (on a terminal), always or never (default auto)\n"
+            "  --manifest FILE  write a JSON manifest of the run (with --mpi: which rank wrote\n"
+            "                   which tensor), all or nothing like the outputs (default with\n"
+            "                   --mpi: OUTPUT.manifest.json beside the first --output)\n"
+            "  --mpi            run as one rank of an MPI job (mpirun -np N graphrun run --mpi\n"
+            "                   ...): tensor i goes to rank i %% N, each rank uses one device\n"
+            "                   (its local rank's, among --devices), writes its own outputs,\n"
+            "                   all or nothing over every rank; rank 0 prints the summary\n"
+            "  --mpi-timeout S  --mpi: the longest a rank waits for the others at a step before\n"
+            "                   it aborts the job (default %d; 0: no limit)\n"
             "  --help           this text\n" GR_RUNTIME_OPTIONS_HELP
             "\n"
             "Outputs are all or nothing: written, complete, only when every tensor is done.\n"
             "Exit status: 0 done, 1 some tensors failed (nothing written), 2 bad command\n"
             "line, graph or input, 3 the runtime could not start, 130 interrupted (Ctrl-C or\n"
-            "SIGTERM; in-flight iterations finish, nothing written).\n");
+            "SIGTERM; in-flight iterations finish, nothing written). With --mpi every rank\n"
+            "exits with the highest status of any rank.\n",
+            DEFAULT_MPI_TIMEOUT_S);
 }
 
 typedef struct run_args {
@@ -66,8 +95,10 @@ typedef struct run_args {
     uint32_t n_inputs, n_outputs;
     const char *dtype;
     gr_io_shape shape;
-    bool have_shape, force, json, ceilings;
+    bool have_shape, force, json, ceilings, mpi;
     int progress;
+    double mpi_timeout;
+    const char *manifest;
     gr_runtime_opts rt;
 } run_args;
 
@@ -84,12 +115,17 @@ static int parse_args(int argc, char **argv, run_args *a)
         {"ceilings", no_argument, NULL, 'C'},
         {"json", no_argument, NULL, 'j'},
         {"progress", required_argument, NULL, 'P'},
+        {"manifest", required_argument, NULL, 'M'},
+        {"mpi", no_argument, NULL, 'I'},
+        {"mpi-timeout", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int opt, r;
+    char *end;
 
     optind = 1;
+    a->mpi_timeout = DEFAULT_MPI_TIMEOUT_S;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
         case 'g':
@@ -137,6 +173,20 @@ static int parse_args(int argc, char **argv, run_args *a)
                 return GR_EXIT_USAGE;
             }
             break;
+        case 'M':
+            a->manifest = optarg;
+            break;
+        case 'I':
+            a->mpi = true;
+            break;
+        case 'T':
+            a->mpi_timeout = strtod(optarg, &end);
+            if (*optarg == '\0' || *end != '\0' || !(a->mpi_timeout >= 0)) {
+                fprintf(stderr, "graphrun run: invalid value '%s' for --mpi-timeout (seconds)\n",
+                        optarg);
+                return GR_EXIT_USAGE;
+            }
+            break;
         case 'h':
             usage(stdout);
             return GR_EXIT_OK;
@@ -165,264 +215,514 @@ too_many:
     return GR_EXIT_USAGE;
 }
 
-typedef struct summary {
-    const char *status;
-    gr_job_progress prog;
-    uint64_t count, bytes_in, bytes_out, outputs_written;
-    double seconds;
-    gr_runtime_info info;
-    uint64_t budget_peak;
-    uint64_t errors[GR_STATUS_COUNT_];
-    gr_error_info first;
-    bool have_ceilings;
-    gr_ceilings ceil;
-    bool have_devmem;
-    uint64_t devmem_above;
-} summary;
-
-static void print_json(const summary *s)
-{
-    json_t *root = json_object(), *errors = json_object();
-
-    json_object_set_new(root, "status", json_string(s->status));
-    json_object_set_new(root, "tensors", json_integer((json_int_t)s->count));
-    json_object_set_new(root, "done", json_integer((json_int_t)s->prog.done));
-    json_object_set_new(root, "failed", json_integer((json_int_t)s->prog.failed));
-    json_object_set_new(root, "canceled", json_integer((json_int_t)s->prog.canceled));
-    json_object_set_new(root, "outputs_written", json_integer((json_int_t)s->outputs_written));
-    json_object_set_new(root, "bytes_in", json_integer((json_int_t)s->bytes_in));
-    json_object_set_new(root, "bytes_out", json_integer((json_int_t)s->bytes_out));
-    json_object_set_new(root, "seconds", json_real(s->seconds));
-    json_object_set_new(root, "gb_per_s", json_real(s->seconds > 0 ? (double)(s->bytes_in + s->bytes_out) / s->seconds / 1e9 : 0));
-    json_object_set_new(root, "backend", json_string(gr_backend_name(s->info.backend)));
-    json_object_set_new(root, "devices", json_integer(s->info.device_count));
-    json_object_set_new(root, "workers_per_device", json_integer(s->info.workers_per_device));
-    json_object_set_new(root, "budget_bytes", json_integer((json_int_t)s->info.budget_bytes));
-    json_object_set_new(root, "budget_peak_bytes", json_integer((json_int_t)s->budget_peak));
-    if (s->have_devmem)
-        json_object_set_new(root, "device_memory_peak_above_baseline",
-                            json_integer((json_int_t)s->devmem_above));
-    if (s->have_ceilings) {
-        double floor_s = (double)(s->bytes_in + s->bytes_out) / (s->ceil.bidir_gbs * 1e9);
-
-        json_object_set_new(root, "ceiling_bidir_gbs", json_real(s->ceil.bidir_gbs));
-        json_object_set_new(root, "floor_seconds", json_real(floor_s));
-        json_object_set_new(root, "ratio", json_real(s->seconds > 0 ? floor_s / s->seconds : 0));
-    }
-    for (int st = 1; st < GR_STATUS_COUNT_; st++)
-        if (s->errors[st])
-            json_object_set_new(errors, gr_status_str((gr_status)st),
-                                json_integer((json_int_t)s->errors[st]));
-    json_object_set_new(root, "errors", errors);
-    if (s->first.status != GR_OK) {
-        json_t *e = json_object();
-
-        json_object_set_new(e, "status", json_string(gr_status_str(s->first.status)));
-        json_object_set_new(e, "index", json_integer((json_int_t)s->first.index));
-        json_object_set_new(e, "node", json_string(s->first.node));
-        json_object_set_new(e, "message", json_string(s->first.message));
-        json_object_set_new(root, "first_error", e);
-    }
-    json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
-    fputc('\n', stdout);
-    json_decref(root);
-}
-
-static void print_text(const summary *s)
-{
-    char b1[32], b2[32];
-
-    printf("%s: %llu of %llu tensors done, %llu failed, %llu canceled; %llu outputs written\n",
-           s->status, (unsigned long long)s->prog.done, (unsigned long long)s->count,
-           (unsigned long long)s->prog.failed, (unsigned long long)s->prog.canceled,
-           (unsigned long long)s->outputs_written);
-    printf("%.3f s, %.2f GB/s in+out; backend %s; budget %s, peak %s\n", s->seconds,
-           s->seconds > 0 ? (double)(s->bytes_in + s->bytes_out) / s->seconds / 1e9 : 0,
-           gr_backend_name(s->info.backend), gr_cli_bytes(s->info.budget_bytes, b1, sizeof(b1)),
-           gr_cli_bytes(s->budget_peak, b2, sizeof(b2)));
-    if (s->have_ceilings) {
-        double floor_s = (double)(s->bytes_in + s->bytes_out) / (s->ceil.bidir_gbs * 1e9);
-        printf("floor %.3f s at the both-ways ceiling of %.1f GB/s: ratio %.3f\n", floor_s,
-               s->ceil.bidir_gbs, floor_s / s->seconds);
-    }
-    if (s->first.status != GR_OK)
-        printf("first error: index %llu%s%s: %s: %s\n", (unsigned long long)s->first.index,
-               s->first.node[0] ? ", node " : "", s->first.node, gr_status_str(s->first.status),
-               s->first.message);
-}
-
-int gr_cmd_run(int argc, char **argv)
-{
-    const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS];
-    run_args a = {.inputs = inputs, .outputs = outputs};
-    gr_io_options io = {0};
-    gr_io_plan plan = {0};
-    gr_runtime *rt = NULL;
-    gr_graph *g = NULL;
-    gr_job *job = NULL;
-    gr_devmem_sampler *sampler = NULL;
-    gr_progress progress;
-    struct sigaction sa;
-    gr_error_info err;
+/* Everything one run holds, so that any step can clean up after the others. */
+typedef struct run_state {
+    run_args a;
+    gr_ranks ranks;
+    gr_graph *g;
     gr_backend chosen;
-    summary s;
+    gr_io_plan plan;
+    gr_manifest manifest;
+    char *manifest_path; /* when one is written */
+    gr_runtime *rt;
+    gr_devmem_sampler *sampler;
+    gr_run_report report; /* this rank's */
     char why[512];
-    uint64_t largest = 0, footprint = 0, devmem_base = 0, devmem_peak = 0, devmem_total = 0;
-    gr_status st, result = GR_OK;
-    int64_t t0;
-    int rc;
+} run_state;
 
-    memset(&s, 0, sizeof(s));
-    if (!gr_runtime_opts_init(&a.rt, "run"))
+/* On leaving early (ranks.h): nothing of this rank may stay behind. */
+static void remove_temporaries(void *arg)
+{
+    run_state *s = arg;
+
+    gr_io_abort(&s->plan);
+    gr_manifest_abort(&s->manifest);
+}
+
+/* FNV-1a over the strings, each with its terminating NUL. */
+static uint64_t hash_strings(uint64_t h, const char *const *v, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        for (const char *p = v[i] ? v[i] : "";; p++) {
+            h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+            if (*p == '\0')
+                break;
+        }
+    return h;
+}
+
+/* Whether every rank sees the same value: false on any rank when one differs. */
+static bool same_everywhere(gr_ranks *r, const char *step, int64_t v)
+{
+    int64_t hi = v, lo = v;
+
+    gr_ranks_reduce(r, step, &hi, 1, GR_MPI_MAX);
+    gr_ranks_reduce(r, step, &lo, 1, GR_MPI_MIN);
+    return hi == lo;
+}
+
+/* Step 1: the graph, the backend, and with --mpi this rank's device: the local rank's,
+ * among --devices (default all). */
+static int check_setup(run_state *s)
+{
+    run_args *a = &s->a;
+    gr_error_info err;
+    uint32_t count = 0;
+
+    if (gr_graph_load(a->graph, &s->g, &err) != GR_OK) {
+        snprintf(s->why, sizeof(s->why), "%s", err.message);
         return GR_EXIT_USAGE;
-    if ((rc = parse_args(argc, argv, &a)) >= 0)
-        return rc;
-
-    if ((st = gr_graph_load(a.graph, &g, &err)) != GR_OK) {
-        fprintf(stderr, "graphrun run: %s\n", err.message);
+    }
+    if (a->n_inputs != gr_graph_input_count(s->g) ||
+        a->n_outputs != gr_graph_output_count(s->g)) {
+        snprintf(s->why, sizeof(s->why),
+                 "%s takes %u input(s) and %u output(s); got %u --input and %u --output",
+                 a->graph, gr_graph_input_count(s->g), gr_graph_output_count(s->g), a->n_inputs,
+                 a->n_outputs);
         return GR_EXIT_USAGE;
     }
-    if (a.n_inputs != gr_graph_input_count(g) || a.n_outputs != gr_graph_output_count(g)) {
-        fprintf(stderr,
-                "graphrun run: %s takes %u input(s) and %u output(s); got %u --input and %u "
-                "--output\n",
-                a.graph, gr_graph_input_count(g), gr_graph_output_count(g), a.n_inputs,
-                a.n_outputs);
-        rc = GR_EXIT_USAGE;
-        goto out;
+    if (gr_runtime_opts_resolve(&a->rt, &s->chosen, &err) != GR_OK ||
+        gr_backend_probe(s->chosen, &count, NULL, &err) != GR_OK) {
+        snprintf(s->why, sizeof(s->why), "backend %s: %s", gr_backend_name(a->rt.cfg.backend),
+                 err.message);
+        return GR_EXIT_RUNTIME;
     }
-    if ((st = gr_runtime_opts_resolve(&a.rt, &chosen, &err)) != GR_OK) {
-        fprintf(stderr, "graphrun run: backend %s: %s\n", gr_backend_name(a.rt.cfg.backend),
-                err.message);
-        rc = GR_EXIT_RUNTIME;
-        goto out;
-    }
+    if (gr_ranks_multi(&s->ranks)) {
+        int pool = a->rt.cfg.device_count
+                       ? (int)a->rt.cfg.device_count
+                       : (int)(s->chosen == GR_BACKEND_HOST ? a->rt.cfg.host_devices : count);
+        int mine = a->rt.cfg.device_count ? a->rt.devices[s->ranks.world.local_rank % pool]
+                                          : s->ranks.world.local_rank % pool;
 
-    io.inputs = inputs;
-    io.n_inputs = a.n_inputs;
-    io.outputs = outputs;
-    io.n_outputs = a.n_outputs;
-    io.raw_dtype = a.dtype;
-    io.raw_shape = a.have_shape ? &a.shape : NULL;
-    io.force = a.force;
-    io.memory = (gr_mem_kind)a.rt.memory;
-    if (gr_io_plan_create(&io, &plan, why, sizeof(why)) != GR_OK ||
-        gr_io_stage(&plan, why, sizeof(why)) != GR_OK) {
-        fprintf(stderr, "graphrun run: %s\n", why);
-        rc = GR_EXIT_USAGE;
-        goto out;
+        a->rt.devices[0] = mine;
+        a->rt.cfg.devices = a->rt.devices;
+        a->rt.cfg.device_count = 1;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: waits return to look at the flag */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    st = gr_io_load(&plan, &interrupted, why, sizeof(why));
-    if (st != GR_OK) {
-        if (st == GR_ERR_CANCELED)
-            goto interrupted_early;
-        fprintf(stderr, "graphrun run: %s\n", why);
-        rc = st == GR_ERR_OUT_OF_MEMORY ? GR_EXIT_RUNTIME : GR_EXIT_USAGE;
-        goto out;
+    s->report.backend = s->chosen;
+    s->report.ordinal = a->rt.cfg.device_count ? a->rt.devices[0] : 0;
+    return GR_EXIT_OK;
+}
+
+/* The manifest's path: --manifest, or with --mpi OUTPUT.manifest.json beside the first
+ * output (a file, or a directory: never inside it, where it would pass for a tensor). */
+static char *manifest_path(const run_args *a, bool multi)
+{
+    const char *out = a->outputs[0];
+    size_t n = strlen(out);
+    char *p;
+
+    if (a->manifest)
+        return strdup(a->manifest);
+    if (!multi)
+        return NULL;
+    while (n > 1 && out[n - 1] == '/')
+        n--;
+    if ((p = malloc(n + sizeof(".manifest.json"))) != NULL)
+        snprintf(p, n + sizeof(".manifest.json"), "%.*s.manifest.json", (int)n, out);
+    return p;
+}
+
+/* Step 2: plan this rank's shard, create its temporary outputs (and rank 0 the manifest's),
+ * load its inputs. */
+static int load_inputs(run_state *s)
+{
+    run_args *a = &s->a;
+    gr_io_options io = {0};
+    gr_status st;
+
+    io.inputs = a->inputs;
+    io.n_inputs = a->n_inputs;
+    io.outputs = a->outputs;
+    io.n_outputs = a->n_outputs;
+    io.raw_dtype = a->dtype;
+    io.raw_shape = a->have_shape ? &a->shape : NULL;
+    io.force = a->force;
+    io.memory = (gr_mem_kind)a->rt.memory;
+    io.shard = (uint32_t)s->ranks.world.rank;
+    io.shards = (uint32_t)s->ranks.world.size;
+    if (gr_io_plan_create(&io, &s->plan, s->why, sizeof(s->why)) != GR_OK ||
+        gr_io_stage(&s->plan, s->why, sizeof(s->why)) != GR_OK)
+        return GR_EXIT_USAGE;
+    s->manifest_path = manifest_path(a, gr_ranks_multi(&s->ranks));
+    if (s->manifest_path != NULL && s->ranks.world.rank == 0 &&
+        gr_manifest_stage(&s->manifest, s->manifest_path, a->force, s->why, sizeof(s->why)) !=
+            GR_OK)
+        return GR_EXIT_USAGE;
+    st = gr_io_load(&s->plan, &interrupted, s->why, sizeof(s->why));
+    if (st == GR_ERR_CANCELED) {
+        snprintf(s->why, sizeof(s->why), "interrupted while loading inputs: no output written");
+        return GR_EXIT_CANCELED;
     }
-    for (uint64_t i = 0; i < plan.count; i++)
-        if (plan.tensors[i].elems > largest)
-            largest = plan.tensors[i].elems;
-    gr_graph_footprint(g, largest, &footprint);
-    a.rt.cfg.budget_bytes = a.rt.budget ? a.rt.budget : footprint * DEFAULT_BUDGET_ITERATIONS;
-    if (chosen == GR_BACKEND_CUDA && a.ceilings) {
-        s.have_ceilings = gr_measure_ceilings(0, largest * sizeof(float), 8, &s.ceil, &err) ==
-                          GR_OK;
-        if (!s.have_ceilings)
+    if (st != GR_OK)
+        return st == GR_ERR_OUT_OF_MEMORY ? GR_EXIT_RUNTIME : GR_EXIT_USAGE;
+    s->report.tensors = (int64_t)s->plan.count;
+    s->report.outputs = (int64_t)(s->plan.count * a->n_outputs);
+    s->report.bytes_in = (int64_t)s->plan.bytes_in;
+    s->report.bytes_out = (int64_t)s->plan.bytes_out;
+    return GR_EXIT_OK;
+}
+
+/* Step 3 (nothing to start for an empty shard: more ranks than tensors). */
+static int start_runtime(run_state *s)
+{
+    run_args *a = &s->a;
+    uint64_t largest = 0, footprint = 0;
+    gr_runtime_info info;
+    gr_device_stats ds;
+    gr_error_info err;
+    gr_status st;
+    gr_ceilings ceil;
+
+    if (s->plan.count == 0)
+        return GR_EXIT_OK;
+    for (uint64_t i = 0; i < s->plan.count; i++)
+        if (s->plan.tensors[i].elems > largest)
+            largest = s->plan.tensors[i].elems;
+    gr_graph_footprint(s->g, largest, &footprint);
+    a->rt.cfg.budget_bytes = a->rt.budget ? a->rt.budget : footprint * DEFAULT_BUDGET_ITERATIONS;
+    if (s->chosen == GR_BACKEND_CUDA && a->ceilings) {
+        s->report.have_ceilings = gr_measure_ceilings((int)s->report.ordinal,
+                                                      largest * sizeof(float), 8, &ceil,
+                                                      &err) == GR_OK;
+        if (s->report.have_ceilings)
+            s->report.bidir_gbs = ceil.bidir_gbs;
+        else
             fprintf(stderr, "graphrun run: cannot measure ceilings: %s\n", err.message);
     }
-    if (chosen == GR_BACKEND_CUDA)
-        s.have_devmem = gr_devmem_start(0, 1000, &sampler, &err) == GR_OK;
-    if ((st = gr_runtime_create(&a.rt.cfg, &rt, &err)) != GR_OK) {
-        fprintf(stderr, "graphrun run: cannot start the runtime: %s: %s\n", gr_status_str(st),
-                err.message);
-        rc = GR_EXIT_RUNTIME;
-        goto out;
+    if (s->chosen == GR_BACKEND_CUDA)
+        s->report.have_devmem =
+            gr_devmem_start((int)s->report.ordinal, 1000, &s->sampler, &err) == GR_OK;
+    if ((st = gr_runtime_create(&a->rt.cfg, &s->rt, &err)) != GR_OK) {
+        snprintf(s->why, sizeof(s->why), "cannot start the runtime: %s: %s", gr_status_str(st),
+                 err.message);
+        return GR_EXIT_RUNTIME;
     }
-    gr_runtime_info_get(rt, &s.info);
+    gr_runtime_info_get(s->rt, &info);
+    s->report.backend = info.backend;
+    s->report.devices = info.device_count;
+    s->report.workers_per_device = info.workers_per_device;
+    s->report.budget_bytes = (int64_t)info.budget_bytes;
+    if (gr_runtime_device_stats(s->rt, 0, &ds) == GR_OK) {
+        int ordinal = 0;
 
-    t0 = gr_now_ns();
-    if ((st = gr_job_submit(rt, g, plan.tensors, plan.count, NULL, &job, &err)) != GR_OK) {
-        fprintf(stderr, "graphrun run: refused: %s: %s\n", gr_status_str(st), err.message);
-        rc = GR_EXIT_USAGE;
-        goto out;
+        gr_runtime_device_ordinal(s->rt, 0, &ordinal);
+        s->report.ordinal = ordinal;
     }
-    gr_progress_start(&progress, a.progress,
-                      (plan.bytes_in + plan.bytes_out) / (plan.count ? plan.count : 1));
+    return GR_EXIT_OK;
+}
+
+/* Step 4: the job, then the outputs into their temporary files. */
+static int run_job(run_state *s)
+{
+    run_args *a = &s->a;
+    gr_run_report *r = &s->report;
+    gr_job *job = NULL;
+    gr_progress progress;
+    gr_error_info err, first;
+    gr_runtime_info info;
+    gr_status st, result = GR_OK;
+    uint64_t base = 0, peak = 0, total = 0;
+    int64_t t0;
+    int rc = GR_EXIT_OK;
+
+    if (s->plan.count == 0)
+        return interrupted ? GR_EXIT_CANCELED : GR_EXIT_OK;
+    t0 = gr_now_ns();
+    if ((st = gr_job_submit(s->rt, s->g, s->plan.tensors, s->plan.count, NULL, &job, &err)) !=
+        GR_OK) {
+        snprintf(s->why, sizeof(s->why), "refused: %s: %s", gr_status_str(st), err.message);
+        return GR_EXIT_USAGE;
+    }
+    gr_progress_start(&progress, s->ranks.world.rank == 0 ? a->progress : -1,
+                      (s->plan.bytes_in + s->plan.bytes_out) / s->plan.count);
     while (gr_job_wait(job, POLL_NS, &result) == GR_ERR_TIMEOUT) {
         gr_job_progress jp;
 
         if (interrupted)
             gr_job_cancel(job); /* idempotent; in-flight iterations finish */
         gr_job_progress_get(job, &jp);
-        gr_progress_draw(&progress, &jp, rt);
+        gr_progress_draw(&progress, &jp, s->rt);
     }
     gr_progress_end(&progress);
-    s.seconds = (double)(gr_now_ns() - t0) / 1e9;
-    gr_job_progress_get(job, &s.prog);
-    gr_job_error_get(job, &s.first);
-    for (uint64_t i = 0; i < plan.count; i++) {
-        gr_status ist = GR_OK;
-        gr_job_index_get(job, i, NULL, &ist);
-        s.errors[ist]++;
+    r->job_ns = gr_now_ns() - t0;
+    {
+        gr_job_progress p;
+
+        gr_job_progress_get(job, &p);
+        r->done = (int64_t)p.done;
+        r->failed = (int64_t)p.failed;
+        r->canceled = (int64_t)p.canceled;
     }
-    for (uint32_t d = 0; d < s.info.device_count; d++) {
+    gr_job_error_get(job, &first);
+    r->first_status = first.status;
+    if (first.status != GR_OK) {
+        r->first_index = first.index < s->plan.count ? (int64_t)s->plan.index[first.index]
+                                                     : (int64_t)first.index;
+        snprintf(r->first_node, sizeof(r->first_node), "%s", first.node);
+        snprintf(r->first_message, sizeof(r->first_message), "%s", first.message);
+    }
+    for (uint64_t i = 0; i < s->plan.count; i++) {
+        gr_status ist = GR_OK;
+
+        gr_job_index_get(job, i, NULL, &ist);
+        r->errors[ist]++;
+    }
+    gr_runtime_info_get(s->rt, &info);
+    for (uint32_t d = 0; d < info.device_count; d++) {
         gr_device_stats ds;
-        if (gr_runtime_device_stats(rt, d, &ds) == GR_OK && ds.budget_peak > s.budget_peak)
-            s.budget_peak = ds.budget_peak;
+
+        if (gr_runtime_device_stats(s->rt, d, &ds) == GR_OK &&
+            (int64_t)ds.budget_peak > r->budget_peak)
+            r->budget_peak = (int64_t)ds.budget_peak;
     }
     gr_job_destroy(job);
-    job = NULL;
-    gr_runtime_destroy(rt);
-    rt = NULL;
-    if (sampler) {
-        gr_devmem_stop(sampler, &devmem_base, &devmem_peak, &devmem_total);
-        sampler = NULL;
-        s.devmem_above = devmem_peak - devmem_base;
+    gr_runtime_destroy(s->rt);
+    s->rt = NULL;
+    if (s->sampler) {
+        gr_devmem_stop(s->sampler, &base, &peak, &total);
+        s->sampler = NULL;
+        r->devmem_above = (int64_t)(peak - base);
     }
-    s.count = plan.count;
-    s.bytes_in = plan.bytes_in;
-    s.bytes_out = plan.bytes_out;
 
     if (interrupted) {
-        s.status = "interrupted";
         rc = GR_EXIT_CANCELED;
     } else if (result != GR_OK) {
-        s.status = "failed";
         rc = GR_EXIT_FAILED;
-    } else if ((st = gr_io_commit(&plan, &interrupted, why, sizeof(why))) != GR_OK) {
-        s.status = st == GR_ERR_CANCELED ? "interrupted" : "failed";
+        snprintf(s->why, sizeof(s->why), "%llu of %llu tensors failed; first: index %llu: %s: %s",
+                 (unsigned long long)(r->failed + r->canceled), (unsigned long long)r->tensors,
+                 (unsigned long long)r->first_index, gr_status_str(first.status),
+                 first.message);
+    } else if ((st = gr_io_write(&s->plan, &interrupted, s->why, sizeof(s->why))) != GR_OK) {
         rc = st == GR_ERR_CANCELED ? GR_EXIT_CANCELED : GR_EXIT_FAILED;
-        if (st != GR_ERR_CANCELED)
-            fprintf(stderr, "graphrun run: %s\n", why);
-    } else {
-        s.status = "ok";
-        s.outputs_written = plan.count * plan.opt.n_outputs;
-        rc = GR_EXIT_OK;
+        if (st == GR_ERR_CANCELED)
+            s->why[0] = '\0';
+    }
+    return rc;
+}
+
+static const char *status_name(int rc)
+{
+    return rc == GR_EXIT_OK ? "ok" : rc == GR_EXIT_CANCELED ? "interrupted" : "failed";
+}
+
+/* The manifest: the summary, and which rank wrote which tensor (tensor i: rank i % ranks). */
+static json_t *manifest_json(const run_state *s, const gr_run_report *all,
+                             const gr_run_facts *f)
+{
+    const run_args *a = &s->a;
+    json_t *doc = gr_run_report_json(all, f), *files = json_array(), *v;
+    char version[32];
+
+    snprintf(version, sizeof(version), "%d.%d.%d", GR_VERSION_MAJOR, GR_VERSION_MINOR,
+             GR_VERSION_PATCH);
+    json_object_set_new(doc, "graphrun", json_string(version));
+    if (s->ranks.mpi)
+        json_object_set_new(doc, "mpi", json_string(s->ranks.mpi->library));
+    json_object_set_new(doc, "graph", json_string(a->graph));
+    v = json_array();
+    for (uint32_t p = 0; p < a->n_inputs; p++)
+        json_array_append_new(v, json_string(a->inputs[p]));
+    json_object_set_new(doc, "inputs", v);
+    v = json_array();
+    for (uint32_t p = 0; p < a->n_outputs; p++)
+        json_array_append_new(v, json_string(a->outputs[p]));
+    json_object_set_new(doc, "outputs", v);
+    for (uint64_t i = 0; i < s->plan.total; i++) {
+        json_t *t = json_object(), *outs = json_array();
+        const char *name = s->plan.names ? s->plan.names[i] : NULL;
+
+        json_object_set_new(t, "index", json_integer((json_int_t)i));
+        json_object_set_new(t, "rank", json_integer((json_int_t)(i % (uint64_t)f->ranks)));
+        if (name)
+            json_object_set_new(t, "name", json_string(name));
+        for (uint32_t p = 0; p < a->n_outputs; p++) {
+            char path[4096];
+
+            snprintf(path, sizeof(path), "%s%s%s", a->outputs[p], name ? "/" : "",
+                     name ? name : "");
+            json_array_append_new(outs, json_string(path));
+        }
+        json_object_set_new(t, "outputs", outs);
+        json_array_append_new(files, t);
+    }
+    json_object_set_new(doc, "files", files);
+    return doc;
+}
+
+/* Step 4's end and step 5: gather the reports, agree, publish or remove, report. */
+static int finish(run_state *s, int rc)
+{
+    gr_ranks *r = &s->ranks;
+    bool lead = r->world.rank == 0;
+    gr_run_report *all = NULL;
+    gr_run_facts f = {.ranks = r->world.size, .mpi = gr_ranks_multi(r)};
+    int64_t outputs = s->report.outputs, wrote_rc = rc;
+    char why[512];
+
+    snprintf(s->report.host, sizeof(s->report.host), "%s", r->world.host);
+    if (lead && (all = calloc((size_t)r->world.size, sizeof(*all))) == NULL) {
+        fprintf(stderr, "graphrun run: no memory for the ranks' reports\n");
+        if (r->mpi)
+            r->mpi->abort(GR_EXIT_RUNTIME);
+        return GR_EXIT_RUNTIME;
+    }
+    gr_ranks_gather(r, "reporting", &s->report, sizeof(s->report), all);
+    /* Every rank's outcome so far, and every rank's output count, known to all. */
+    gr_ranks_reduce(r, "reporting", &wrote_rc, 1, GR_MPI_MAX);
+    gr_ranks_reduce(r, "reporting", &outputs, 1, GR_MPI_SUM);
+    f.manifest = s->manifest.path;
+    f.status = "ok";
+    f.outputs_written = outputs;
+    if (lead && wrote_rc == GR_EXIT_OK && f.manifest != NULL) {
+        json_t *doc = manifest_json(s, all, &f);
+
+        if (gr_manifest_write(&s->manifest, doc, s->why, sizeof(s->why)) != GR_OK)
+            rc = GR_EXIT_FAILED;
+        json_decref(doc);
+    }
+    rc = gr_ranks_agree(r, "writing outputs", rc, s->why);
+    if (rc == GR_EXIT_OK) {
+        int prc = gr_io_publish(&s->plan, why, sizeof(why)) == GR_OK ? 0 : GR_EXIT_FAILED;
+
+        rc = gr_ranks_agree(r, "publishing outputs", prc, why);
+        if (rc != GR_EXIT_OK && lead && r->mpi)
+            fprintf(stderr, "graphrun run: renaming outputs into place failed: the outputs of "
+                            "the ranks that did not fail are in place; no manifest\n");
+        if (rc == GR_EXIT_OK && lead && f.manifest &&
+            gr_manifest_publish(&s->manifest, why, sizeof(why)) != GR_OK) {
+            fprintf(stderr, "graphrun run: %s (the outputs are in place)\n", why);
+            rc = GR_EXIT_FAILED;
+        }
     }
     if (rc != GR_EXIT_OK) {
-        gr_io_abort(&plan);
-        fprintf(stderr, "graphrun run: %s: no output written\n", s.status);
+        remove_temporaries(s);
+        f.outputs_written = 0;
+        f.manifest = NULL;
+        if (lead)
+            fprintf(stderr, "graphrun run: %s: no output written\n", status_name(rc));
     }
-    if (a.json)
-        print_json(&s);
-    else
-        print_text(&s);
-    goto out;
+    f.status = status_name(rc);
+    if (lead) {
+        if (s->a.json) {
+            json_t *doc = gr_run_report_json(all, &f);
 
-interrupted_early:
-    fprintf(stderr, "graphrun run: interrupted while loading inputs: no output written\n");
-    rc = GR_EXIT_CANCELED;
+            json_dumpf(doc, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
+            fputc('\n', stdout);
+            json_decref(doc);
+        } else {
+            gr_run_report_print(all, &f);
+        }
+        fflush(stdout);
+    }
+    free(all);
+    return rc;
+}
+
+int gr_cmd_run(int argc, char **argv)
+{
+    const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS], *var = NULL;
+    run_state *s = calloc(1, sizeof(*s));
+    struct sigaction sa;
+    int launched, rc;
+
+    if (s == NULL) {
+        fprintf(stderr, "graphrun run: out of memory\n");
+        return GR_EXIT_RUNTIME;
+    }
+    s->a.inputs = inputs;
+    s->a.outputs = outputs;
+    if (!gr_runtime_opts_init(&s->a.rt, "run")) {
+        rc = GR_EXIT_USAGE;
+        goto out_free;
+    }
+    if ((rc = parse_args(argc, argv, &s->a)) >= 0)
+        goto out_free;
+    launched = gr_ranks_launched(&var);
+    if (!s->a.mpi && launched > 1) {
+        fprintf(stderr,
+                "graphrun run: started as one of %d MPI ranks (%s is set) but without --mpi: "
+                "each rank would run every tensor and write the same outputs; add --mpi to "
+                "share the tensors among the ranks\n",
+                launched, var);
+        rc = GR_EXIT_USAGE;
+        goto out_free;
+    }
+    if (s->a.mpi) {
+        if (gr_ranks_start_mpi(&s->ranks, s->a.mpi_timeout, &interrupted, s->why,
+                               sizeof(s->why)) != 0) {
+            fprintf(stderr, "graphrun run: %s\n", s->why);
+            rc = GR_EXIT_RUNTIME;
+            goto out_free;
+        }
+    } else {
+        gr_ranks_single(&s->ranks);
+    }
+    s->ranks.cleanup = remove_temporaries;
+    s->ranks.cleanup_arg = s;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: waits return to look at the flag */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    rc = check_setup(s);
+    if ((rc = gr_ranks_agree(&s->ranks, "checking the graph and the backend", rc, s->why)) != 0)
+        goto out;
+    if (gr_ranks_multi(&s->ranks)) {
+        /* What decides the shards and the outputs must be the same on every rank. */
+        const char *what[] = {s->a.graph, s->a.dtype, s->a.force ? "force" : "",
+                              s->a.have_shape ? "shape" : ""};
+        uint64_t h = hash_strings(0xcbf29ce484222325ull, what, 4);
+
+        h = hash_strings(h, inputs, s->a.n_inputs);
+        h = hash_strings(h, outputs, s->a.n_outputs);
+        for (uint32_t d = 0; s->a.have_shape && d < s->a.shape.ndim; d++)
+            h = (h ^ s->a.shape.dims[d]) * 0x100000001b3ull;
+        rc = same_everywhere(&s->ranks, "checking the command line", (int64_t)h)
+                 ? GR_EXIT_OK
+                 : GR_EXIT_USAGE;
+        if (rc != GR_EXIT_OK) {
+            if (s->ranks.world.rank == 0)
+                fprintf(stderr, "graphrun run: the ranks were not all given the same --graph, "
+                                "--input, --output, --dtype, --shape and --force\n");
+            goto out;
+        }
+    }
+
+    rc = load_inputs(s);
+    if ((rc = gr_ranks_agree(&s->ranks, "loading inputs", rc, s->why)) != 0)
+        goto out;
+    if (gr_ranks_multi(&s->ranks)) {
+        /* Every rank must see the same tensors (a file system shared by every node). */
+        uint64_t h = hash_strings(s->plan.total, (const char *const *)s->plan.names,
+                                  s->plan.names ? s->plan.total : 0);
+
+        if (!same_everywhere(&s->ranks, "listing inputs", (int64_t)h)) {
+            if (s->ranks.world.rank == 0)
+                fprintf(stderr, "graphrun run: the ranks do not see the same input files (is "
+                                "%s on a file system every node shares?)\n",
+                        inputs[0]);
+            rc = GR_EXIT_USAGE;
+            goto out;
+        }
+    }
+    rc = start_runtime(s);
+    if ((rc = gr_ranks_agree(&s->ranks, "starting the runtime", rc, s->why)) != 0)
+        goto out;
+    rc = run_job(s);
+    rc = finish(s, rc);
 out:
-    gr_job_destroy(job);
-    gr_runtime_destroy(rt);
-    if (sampler)
-        gr_devmem_stop(sampler, &devmem_base, &devmem_peak, &devmem_total);
-    gr_io_plan_free(&plan);
-    gr_graph_destroy(g);
+    remove_temporaries(s);
+    gr_runtime_destroy(s->rt);
+    if (s->sampler) {
+        uint64_t base, peak, total;
+        gr_devmem_stop(s->sampler, &base, &peak, &total);
+    }
+    gr_ranks_finish(&s->ranks);
+    gr_io_plan_free(&s->plan);
+    gr_manifest_free(&s->manifest);
+    free(s->manifest_path);
+    gr_graph_destroy(s->g);
+out_free:
+    free(s);
     return rc;
 }

@@ -26,9 +26,9 @@ static void usage(FILE *f)
             "  --seed X             seed of the random choices (default 1)\n"
             "  --max-elems N        largest tensor (default 16384 on the host, 1M on CUDA)\n"
             "  --budget-tensors N   budget in largest iterations (default 3)\n"
-            "  --devices N          host backend: devices to emulate (default 2)\n"
             "  --help               this text\n" GR_RUNTIME_OPTIONS_HELP
-            "(--workers defaults to 8 here; --budget is ignored: see --budget-tensors)\n"
+            "(--workers defaults to 8 here, --host-devices to 2; --budget is ignored: see\n"
+            "--budget-tensors)\n"
             "\n"
             "Exit status: 0 no breach, 1 breaches (or a hang: a job that never completes),\n"
             "2 bad command line, 3 the runtime could not start.\n");
@@ -43,7 +43,6 @@ int gr_cmd_stress(int argc, char **argv)
         {"seed", required_argument, NULL, 's'},
         {"max-elems", required_argument, NULL, 'E'},
         {"budget-tensors", required_argument, NULL, 'T'},
-        {"devices", required_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -52,7 +51,7 @@ int gr_cmd_stress(int argc, char **argv)
     gr_runtime_opts rt;
     gr_error_info err;
     gr_backend chosen;
-    uint64_t devices = 2, threads = 32, budget_tensors = 3;
+    uint64_t threads = 32, budget_tensors = 3;
     double duration = 10;
     int opt, res;
     char *end;
@@ -62,6 +61,8 @@ int gr_cmd_stress(int argc, char **argv)
     if (!gr_runtime_opts_init(&rt, "stress"))
         return GR_EXIT_USAGE;
     rt.cfg.workers_per_device = 8;
+    if (getenv("GR_HOST_DEVICES") == NULL)
+        rt.cfg.host_devices = 2;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
@@ -87,10 +88,6 @@ int gr_cmd_stress(int argc, char **argv)
                 budget_tensors > 1000)
                 goto bad;
             break;
-        case 'v':
-            if (!gr_cli_parse_u64(optarg, &devices) || devices == 0 || devices > 64)
-                goto bad;
-            break;
         case 'h':
             usage(stdout);
             return GR_EXIT_OK;
@@ -114,7 +111,6 @@ int gr_cmd_stress(int argc, char **argv)
     }
     c.cfg = rt.cfg;
     c.cfg.backend = chosen;
-    c.cfg.host_devices = (uint32_t)devices;
     c.cfg.ring_capacity = 64; /* small: submitters often sleep on backpressure */
     c.threads = (unsigned)threads;
     c.duration_s = duration;
