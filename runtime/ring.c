@@ -13,8 +13,18 @@
  * CAS. Either the consumer's load sees the waiter (then it takes mu, which it can only get
  * once the producer sleeps or has not yet re-tried, and signals), or the producer's retry
  * comes after the CAS and sees the free slot. A woken thread that leaves without using the
- * slot (deadline, cancel, shutdown) passes the signal on, so one signal per freed slot is
- * enough and no waiter is stranded next to a free slot.
+ * slot (deadline, cancel, shutdown) passes the signal on, so no waiter is stranded next to
+ * a free slot.
+ *
+ * Producers are woken with hysteresis: a consumer wakes them (all of them) only once its pop
+ * has left the ring at most half full, not after every pop. A job of more tasks than the ring
+ * holds keeps its submitter on the full ring for most of its life; waking it for every freed
+ * slot cost each worker's pop a futex wake and the submitter a context switch per task
+ * (thousands per 10,000 tasks), and a half-empty ring still gives the workers plenty to do
+ * while it refills. Nothing is lost: after a producer's retry found the ring full, every pop
+ * sees its waiter count (as above), and the pops cannot stop above half without pushes from
+ * someone else, so the pop that crosses the mark (or a later one) wakes it. Consumers are
+ * woken for every push, as before: an idle worker must start at once.
  *
  * Lock order: only r->mu; nothing else is taken while it is held.
  *
@@ -108,15 +118,33 @@ GR_NO_TSAN static bool ring_dequeue(gr_ring *r, gr_task *out)
     return ck_ring_dequeue_mpmc_gr_task(&r->ring, r->slots, out);
 }
 
-/* Wake one sleeper of the other side, if there is one. The fence orders our ck operation
- * before the load of the waiter count (see the protocol at the top). */
-static void wake_one(gr_ring *r, atomic_uint *waiters, pthread_cond_t *cond)
+GR_NO_TSAN static uint32_t ring_size(gr_ring *r)
+{
+    return ck_ring_size(&r->ring);
+}
+
+/* Wake one sleeping consumer, if there is one, after a push. The fence orders our ck
+ * operation before the load of the waiter count (see the protocol at the top). */
+static void wake_consumer(gr_ring *r)
 {
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(waiters, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(&r->cons_waiters, memory_order_relaxed) == 0)
         return;
     pthread_mutex_lock(&r->mu);
-    pthread_cond_signal(cond);
+    pthread_cond_signal(&r->not_empty);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* After a pop: wake every sleeping producer once the ring is at most half full (the
+ * hysteresis above). */
+static void wake_producers(gr_ring *r)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&r->prod_waiters, memory_order_relaxed) == 0 ||
+        ring_size(r) > r->capacity / 2)
+        return;
+    pthread_mutex_lock(&r->mu);
+    pthread_cond_broadcast(&r->not_full);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -125,7 +153,7 @@ bool gr_ring_try_push(gr_ring *r, const gr_task *t)
     GR_TSAN_RELEASE(&r->tsan_sync);
     if (!ring_enqueue(r, t))
         return false;
-    wake_one(r, &r->cons_waiters, &r->not_empty);
+    wake_consumer(r);
     return true;
 }
 
@@ -134,7 +162,7 @@ bool gr_ring_try_pop(gr_ring *r, gr_task *out)
     if (!ring_dequeue(r, out))
         return false;
     GR_TSAN_ACQUIRE(&r->tsan_sync);
-    wake_one(r, &r->prod_waiters, &r->not_full);
+    wake_producers(r);
     return true;
 }
 
@@ -177,7 +205,7 @@ gr_status gr_ring_push(gr_ring *r, const gr_task *t, int64_t deadline_ns,
         pthread_cond_signal(&r->not_full);
     pthread_mutex_unlock(&r->mu);
     if (st == GR_OK)
-        wake_one(r, &r->cons_waiters, &r->not_empty);
+        wake_consumer(r);
     return st;
 }
 
@@ -214,7 +242,7 @@ gr_status gr_ring_pop(gr_ring *r, gr_task *out, int64_t deadline_ns)
         pthread_cond_signal(&r->not_empty);
     pthread_mutex_unlock(&r->mu);
     if (st == GR_OK)
-        wake_one(r, &r->prod_waiters, &r->not_full);
+        wake_producers(r);
     return st;
 }
 
@@ -234,9 +262,9 @@ void gr_ring_shutdown(gr_ring *r)
     pthread_mutex_unlock(&r->mu);
 }
 
-GR_NO_TSAN uint32_t gr_ring_count(gr_ring *r)
+uint32_t gr_ring_count(gr_ring *r)
 {
-    return ck_ring_size(&r->ring);
+    return ring_size(r);
 }
 
 uint32_t gr_ring_capacity(const gr_ring *r)

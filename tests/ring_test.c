@@ -236,8 +236,61 @@ static void producer_that_leaves_passes_the_wakeup_on(void)
     gr_ring_destroy(r);
 }
 
+/* Hysteresis: a producer asleep on a full ring is not woken for each freed slot, only once
+ * the ring is at most half full (16 slots: 15 tasks; half is 8). */
+static void producer_sleeps_until_the_ring_is_half_empty(void)
+{
+    push_arg a = {.t = task(99), .deadline = GR_NO_DEADLINE};
+    pthread_t th;
+    gr_task t;
+
+    ASSERT_STATUS(gr_ring_create(16, &a.r), GR_OK);
+    fill(a.r);
+    ASSERT_EQ(gr_ring_count(a.r), 15);
+    pthread_create(&th, NULL, push_thread, &a);
+    sleep_ms(30);
+    for (int i = 0; i < 6; i++)
+        ASSERT_TRUE(gr_ring_try_pop(a.r, &t)); /* 9 left: above half */
+    sleep_ms(50);
+    ASSERT_EQ(atomic_load(&a.done), 0); /* not woken for those slots */
+    ASSERT_TRUE(gr_ring_try_pop(a.r, &t)); /* 8 left: half, wakes it */
+    pthread_join(th, NULL);
+    ASSERT_STATUS(a.st, GR_OK);
+    ASSERT_EQ(gr_ring_count(a.r), 9);
+    gr_ring_destroy(a.r);
+}
+
+/* Every producer asleep on the full ring wakes when it reaches half, and none is left
+ * asleep beside free slots. */
+static void every_sleeping_producer_wakes_at_half(void)
+{
+    enum { N = 4 };
+    push_arg a[N];
+    pthread_t th[N];
+    gr_ring *r;
+    gr_task t;
+
+    ASSERT_STATUS(gr_ring_create(16, &r), GR_OK);
+    fill(r);
+    for (int i = 0; i < N; i++) {
+        a[i] = (push_arg){.r = r, .t = task(100 + i), .deadline = GR_NO_DEADLINE};
+        pthread_create(&th[i], NULL, push_thread, &a[i]);
+    }
+    sleep_ms(30);
+    for (int i = 0; i < 7; i++)
+        ASSERT_TRUE(gr_ring_try_pop(r, &t)); /* 8 left */
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        ASSERT_STATUS(a[i].st, GR_OK);
+    }
+    ASSERT_EQ(gr_ring_count(r), 8 + N);
+    gr_ring_destroy(r);
+}
+
 GR_TEST_MAIN(GR_TEST(create_refuses_bad_capacity), GR_TEST(fifo_order_and_capacity),
              GR_TEST(push_sleeps_while_full_until_pop), GR_TEST(push_deadline_on_full_ring),
              GR_TEST(pop_deadline_on_empty_ring), GR_TEST(push_wakes_on_cancel),
              GR_TEST(shutdown_wakes_both_sides_and_drains),
-             GR_TEST(producer_that_leaves_passes_the_wakeup_on))
+             GR_TEST(producer_that_leaves_passes_the_wakeup_on),
+             GR_TEST(producer_sleeps_until_the_ring_is_half_empty),
+             GR_TEST(every_sleeping_producer_wakes_at_half))
