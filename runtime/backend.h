@@ -56,6 +56,7 @@ typedef struct gr_worker {
     bool staging_pageable;   /* pinned memory could not be had: malloc'd (worker.c) */
     uint8_t *live;           /* GR_UNIT_MAX_TENSORS */
     struct gr_copy *copies;  /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS */
+    uint64_t *copy_ends;     /* as many: gr_copier_copy's scratch */
 } gr_worker;
 
 typedef struct gr_backend_ops {

@@ -26,11 +26,13 @@ gr_status gr_copier_create(unsigned threads, gr_copier **out);
 void gr_copier_destroy(gr_copier *c);
 
 /*
- * Do every copy of `ops`, splitting large ones into pieces so that the pool's threads and
- * the caller share the work; returns when all are done. Any thread; concurrent calls share
- * the pool fairly (oldest first). The caller always works too, so a call completes even if
- * every helper is busy elsewhere.
+ * Do every copy of `ops`, in pieces of about a megabyte (a large copy cut up, small ones
+ * grouped) so that the pool's threads and the caller share the work; returns when all are
+ * done. `ends` is the caller's scratch space of n entries (the copies' end offsets in the
+ * stream of all their bytes, so pieces are found by binary search). Any thread; concurrent
+ * calls share the pool fairly (oldest first). The caller always works too, so a call
+ * completes even if every helper is busy elsewhere.
  */
-void gr_copier_copy(gr_copier *c, const gr_copy *ops, size_t n);
+void gr_copier_copy(gr_copier *c, const gr_copy *ops, size_t n, uint64_t *ends);
 
 #endif /* GR_COPIER_H */

@@ -139,7 +139,7 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
         }
         pos += elems;
     }
-    gr_copier_copy(w->rt->copier, w->copies, n);
+    gr_copier_copy(w->rt->copier, w->copies, n, w->copy_ends);
 }
 
 static bool device_out(const gr_worker *w);
@@ -329,7 +329,9 @@ void *gr__worker_main(void *arg)
     memset(&err, 0, sizeof(err));
     w->live = gr__calloc(GR_UNIT_MAX_TENSORS, sizeof(*w->live));
     w->copies = gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copies));
-    if (w->live == NULL || w->copies == NULL)
+    w->copy_ends =
+        gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copy_ends));
+    if (w->live == NULL || w->copies == NULL || w->copy_ends == NULL)
         st = gr_error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     else
         st = rt->backend->worker_open(w, &err);
@@ -355,6 +357,7 @@ void *gr__worker_main(void *arg)
     rt->backend->worker_close(w);
 out_free:
     free_staging(w);
+    free(w->copy_ends);
     free(w->copies);
     free(w->live);
     return NULL;

@@ -19,6 +19,7 @@ static void copy_and_check(gr_copier *c, uint64_t seed, size_t n, uint64_t max_b
 {
     uint64_t rng = seed, total = 0;
     gr_copy *ops = calloc(n, sizeof(*ops));
+    uint64_t *ends = calloc(n, sizeof(*ends));
     uint64_t *sizes = calloc(n, sizeof(*sizes));
     unsigned char *src, *dst;
 
@@ -33,12 +34,13 @@ static void copy_and_check(gr_copier *c, uint64_t seed, size_t n, uint64_t max_b
         ops[i].src = src + off;
         ops[i].bytes = sizes[i];
     }
-    gr_copier_copy(c, ops, n);
+    gr_copier_copy(c, ops, n, ends);
     ASSERT_TRUE(memcmp(dst, src, total) == 0);
     ASSERT_EQ(dst[total], 0xa5); /* nothing past the end */
     free(src);
     free(dst);
     free(ops);
+    free(ends);
     free(sizes);
 }
 
@@ -51,9 +53,34 @@ static void copies_every_byte(void)
     copy_and_check(c, 2, 4096, 20000);    /* many small ones */
     copy_and_check(c, 3, 17, 3 << 20);    /* a mix */
     copy_and_check(c, 4, 10, 0);          /* all empty */
-    gr_copier_copy(c, NULL, 0);
+    gr_copier_copy(c, NULL, 0, NULL);
     gr_copier_destroy(c);
     gr_copier_destroy(NULL);
+}
+
+/* Empty copies, NULL pointers and all, between real ones that straddle piece boundaries:
+ * skipped, and the others land where asked. */
+static void empty_copies_among_others(void)
+{
+    enum { N = 9, SIZE = 700000 };
+    unsigned char *src = malloc(N * SIZE), *dst = malloc(N * SIZE);
+    gr_copy ops[2 * N];
+    uint64_t ends[2 * N], seed = 77;
+    gr_copier *c;
+
+    fill(src, N * SIZE, seed);
+    memset(dst, 0, N * SIZE);
+    for (int i = 0; i < N; i++) {
+        ops[2 * i] = (gr_copy){.dst = NULL, .src = NULL, .bytes = 0};
+        ops[2 * i + 1] = (gr_copy){.dst = dst + i * SIZE, .src = src + i * SIZE, .bytes = SIZE};
+    }
+    ASSERT_STATUS(gr_copier_create(2, &c), GR_OK);
+    gr_copier_copy(c, ops, 2 * N, ends);
+    ASSERT_TRUE(memcmp(dst, src, N * SIZE) == 0);
+    ASSERT_EQ_U64(ends[2 * N - 1], (uint64_t)N * SIZE);
+    gr_copier_destroy(c);
+    free(src);
+    free(dst);
 }
 
 static void no_helpers(void)
@@ -96,4 +123,4 @@ static void many_callers_at_once(void)
     gr_copier_destroy(c);
 }
 
-GR_TEST_MAIN(GR_TEST(copies_every_byte), GR_TEST(no_helpers), GR_TEST(many_callers_at_once))
+GR_TEST_MAIN(GR_TEST(copies_every_byte), GR_TEST(empty_copies_among_others), GR_TEST(no_helpers), GR_TEST(many_callers_at_once))
