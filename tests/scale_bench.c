@@ -1,0 +1,161 @@
+/*
+ * scale_bench.c - issue 5's scale target on any backend: does a job of many tensors run at
+ * the throughput of a small one? In one run, on one runtime, alternately: all --count
+ * tensors in jobs of --small tensors (consecutive slices, one job after another), and all of
+ * them in one job. The same tensors, the same memory; only the size of the job differs.
+ * Every tensor is checked bit for bit against the seed reference after each pass (they are
+ * refilled before each).
+ *
+ *   scale_bench [--count N] [--small N] [--elems N] [--backend host|cuda] [--budget BYTES]
+ *               [--ring N] [--batch-below BYTES] [--trials N]
+ *
+ * Prints, per trial, microseconds per tensor of both and the large job's throughput over the
+ * small one's (1.0: the same; the target is at least 0.97), and the submitting thread's
+ * voluntary context switches during the large job (sleeps on the full task ring). Defaults:
+ * host backend, 10,000 and 100 tensors of 1024 floats, batching off (every tensor its own
+ * iteration, like the 1 MiB tensors of the GPU measurement), a 64 MiB budget.
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "runtime/graphrun.h"
+#include "tools/graphrun/tensor_set.h"
+
+static uint64_t parse(const char *name, const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+
+    if (*s == '\0' || *end != '\0') {
+        fprintf(stderr, "scale_bench: invalid value '%s' for --%s\n", s, name);
+        exit(2);
+    }
+    return v;
+}
+
+static long switches(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_nvcsw;
+}
+
+/* Run every tensor of the set once, in jobs of `n` tensors (consecutive slices), one after
+ * another, each waited for before the next; seconds, or -1 when a job failed or an output is
+ * wrong. */
+static double run_jobs(gr_runtime *rt, gr_graph *g, gr_tensor_set *set, uint64_t n)
+{
+    int64_t t0;
+    double s;
+
+    gr_tensor_set_fill(set);
+    t0 = gr_now_ns();
+    for (uint64_t first = 0; first < set->count; first += n) {
+        gr_error_info err;
+        gr_status res;
+        gr_job *job;
+
+        if (gr_job_submit(rt, g, set->tensors + first, n, NULL, &job, &err) != GR_OK) {
+            fprintf(stderr, "scale_bench: submit: %s\n", err.message);
+            return -1;
+        }
+        gr_job_wait(job, GR_WAIT_FOREVER, &res);
+        gr_job_destroy(job);
+        if (res != GR_OK) {
+            fprintf(stderr, "scale_bench: job failed: %s\n", gr_status_str(res));
+            return -1;
+        }
+    }
+    s = (double)(gr_now_ns() - t0) / 1e9;
+    return gr_tensor_set_check(set, NULL) == 0 ? s : -1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"count", required_argument, NULL, 'n'},  {"small", required_argument, NULL, 's'},
+        {"elems", required_argument, NULL, 'e'},  {"backend", required_argument, NULL, 'B'},
+        {"budget", required_argument, NULL, 'b'}, {"ring", required_argument, NULL, 'r'},
+        {"batch-below", required_argument, NULL, 'a'},
+        {"trials", required_argument, NULL, 't'}, {NULL, 0, NULL, 0},
+    };
+    uint64_t count = 10000, small = 100, elems = 1024, trials = 3;
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_tensor_set set = {0};
+    gr_runtime *rt = NULL;
+    gr_graph *g = NULL;
+    gr_error_info err;
+    int opt, rc = 0;
+
+    cfg.backend = GR_BACKEND_HOST;
+    cfg.budget_bytes = 64ull << 20;
+    cfg.batch_below_bytes = 0;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'n': count = parse("count", optarg); break;
+        case 's': small = parse("small", optarg); break;
+        case 'e': elems = parse("elems", optarg); break;
+        case 'b': cfg.budget_bytes = parse("budget", optarg); break;
+        case 'r': cfg.ring_capacity = (uint32_t)parse("ring", optarg); break;
+        case 'a': cfg.batch_below_bytes = parse("batch-below", optarg); break;
+        case 't': trials = parse("trials", optarg); break;
+        case 'B':
+            if (strcmp(optarg, "host") != 0 && strcmp(optarg, "cuda") != 0) {
+                fprintf(stderr, "scale_bench: --backend is host or cuda\n");
+                return 2;
+            }
+            cfg.backend = optarg[0] == 'h' ? GR_BACKEND_HOST : GR_BACKEND_CUDA;
+            break;
+        default: return 2;
+        }
+    }
+    if (small == 0 || small > count || count % small != 0 || elems == 0 || trials == 0) {
+        fprintf(stderr, "scale_bench: --small must divide --count; counts and --elems > 0\n");
+        return 2;
+    }
+    if (gr_runtime_create(&cfg, &rt, &err) != GR_OK) {
+        fprintf(stderr, "scale_bench: %s\n", err.message);
+        return 3;
+    }
+    if (gr_graph_create_seed(&g) != GR_OK ||
+        gr_tensor_set_alloc(&set, count, elems,
+                            cfg.backend == GR_BACKEND_CUDA ? GR_MEM_PINNED : GR_MEM_PAGEABLE,
+                            1) != GR_OK) {
+        fprintf(stderr, "scale_bench: out of memory\n");
+        gr_graph_destroy(g);
+        gr_runtime_destroy(rt);
+        return 3;
+    }
+    printf("scale_bench: %s backend, %llu tensors of %llu floats against %llu, budget %llu "
+           "bytes, ring %u, batch below %llu bytes\n",
+           gr_backend_name(cfg.backend), (unsigned long long)count, (unsigned long long)elems,
+           (unsigned long long)small, (unsigned long long)cfg.budget_bytes, cfg.ring_capacity,
+           (unsigned long long)cfg.batch_below_bytes);
+    for (uint64_t t = 0; t < trials && rc == 0; t++) {
+        double a = run_jobs(rt, g, &set, small), b;
+        long sw = switches();
+
+        b = run_jobs(rt, g, &set, count);
+        sw = switches() - sw;
+        if (a < 0 || b < 0) {
+            printf("FAIL scale_bench: a job failed or its outputs are wrong\n");
+            rc = 1;
+            break;
+        }
+        printf("trial %llu: %llu x %llu tensors %.3f us per tensor; %llu tensors %.3f us per "
+               "tensor; throughput ratio %.3f; %ld voluntary switches of the submitter; all "
+               "outputs verified\n",
+               (unsigned long long)t + 1, (unsigned long long)(count / small),
+               (unsigned long long)small, a * 1e6 / (double)count, (unsigned long long)count,
+               b * 1e6 / (double)count, a / b, sw);
+    }
+    gr_tensor_set_free(&set);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    return rc;
+}
