@@ -5,6 +5,10 @@
  * `word` is its generation times two, plus one while it is live; new and release change it
  * under `mu` (they also keep the free list), lookups read it with acquire so that a
  * matching word guarantees the object pointer and kind stored before it are visible.
+ *
+ * fork(): `mu` is held across the fork (pthread_atfork, registered with the first handle),
+ * so the child never inherits it locked by a parent thread that does not exist there: a
+ * child may create a runtime of its own, which takes a handle.
  */
 #include "runtime/handle.h"
 
@@ -30,6 +34,22 @@ static slot *_Atomic chunks[MAX_CHUNKS];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t free_head; /* slot + 1, 0: none */
 static uint32_t n_slots;   /* slots ever handed out */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void lock_for_fork(void)
+{
+    pthread_mutex_lock(&mu);
+}
+
+static void unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&mu);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
+}
 
 static slot *slot_at(uint32_t i)
 {
@@ -45,6 +65,7 @@ gr_status gr__handle_new(void *obj, gr_handle_kind kind, uintptr_t *out)
     uint32_t i;
     slot *s;
 
+    pthread_once(&atfork_once, register_atfork); /* before the first handle: see the top */
     pthread_mutex_lock(&mu);
     if (free_head != 0) {
         i = free_head - 1;

@@ -499,6 +499,7 @@ out_destroy_mu:
 out_free:
     free(job->units);
     free(job->pending);
+    free(job->piece_failed);
     free(job->slot);
     free(job->tensors);
     free(job);

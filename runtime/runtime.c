@@ -553,7 +553,16 @@ static void runtime_teardown(gr_runtime *rt)
         if (rt->workers[i].started)
             pthread_join(rt->workers[i].thread, NULL);
     while (gr_ring_try_pop(rt->ring, &t)) {
-        gr__job_end_index(t.job, t.index, GR_INDEX_QUEUED, GR_ERR_SHUTDOWN, NULL);
+        gr_unit u;
+
+        /* A task is a unit (units.h), not an index: its parts end as those of a hand back
+         * the ring refused (worker.c), so an index that another unit started still ends. */
+        gr__job_unit(t.job, t.index, &u);
+        if (t.job->units == NULL)
+            gr__job_end_index(t.job, u.index, GR_INDEX_QUEUED, GR_ERR_SHUTDOWN, NULL);
+        else
+            for (uint32_t k = 0; k < u.tensors; k++)
+                gr__job_finish_piece(t.job, u.index + k, true, GR_ERR_SHUTDOWN, NULL);
         gr__job_unref(t.job);
     }
     /* Every index has ended; wait for the callbacks still running on other threads (a

@@ -354,9 +354,11 @@ void *gr__worker_main(void *arg)
         gr__job_unref(t.job); /* the task's reference */
     }
     gr__stats_unbind();
+    /* Before worker_close: pinned staging was allocated while the worker's context was
+     * current, and a private context takes its allocations with it when it is destroyed. */
+    free_staging(w);
     rt->backend->worker_close(w);
 out_free:
-    free_staging(w);
     free(w->copy_ends);
     free(w->copies);
     free(w->live);

@@ -14,6 +14,7 @@
 
 #include "graph/graph.h"
 #include "runtime/job.h"
+#include "runtime/runtime.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/cuda_measure.h"
@@ -508,6 +509,30 @@ static void private_contexts(void)
     gr_runtime_destroy(rt);
 }
 
+/* Private contexts with staged units (pageable tensors are gathered into each worker's
+ * pinned staging buffer, allocated on the worker's thread while its private context is
+ * current). Destroy gives those buffers back; several runtimes in turn, every output
+ * checked, so a crash or a double free at destroy fails here. */
+static void private_contexts_with_staging(void)
+{
+    REQUIRE_GPU();
+    for (int round = 0; round < 3; round++) {
+        gr_tensor_set set;
+        gr_runtime *rt = cuda_runtime(2, 64 * MiB, GR_CONTEXT_PRIVATE);
+        gr_runtime *in = gr__runtime_get(rt, &(gr_status){GR_OK});
+        uint32_t staged = 0;
+
+        ASSERT_STATUS(gr_tensor_set_alloc(&set, 8, 1000003, GR_MEM_PAGEABLE, 40 + round),
+                      GR_OK);
+        run_set(rt, &set);
+        for (uint32_t i = 0; i < in->n_workers; i++)
+            staged += in->workers[i].staging != NULL && !in->workers[i].staging_pageable;
+        ASSERT_GT(staged, 0); /* the case is about pinned staging buffers */
+        gr_tensor_set_free(&set);
+        gr_runtime_destroy(rt);
+    }
+}
+
 /* The caller's current device is left as it was by runtime create and destroy. */
 static void caller_device_untouched(void)
 {
@@ -531,4 +556,5 @@ GR_TEST_MAIN(GR_TEST(kernels_match_cpu), GR_TEST(seed_odd_and_prime_sizes),
              GR_TEST(one_worker_and_sixteen), GR_TEST(budget_fits_exactly_one_iteration),
              GR_TEST(cancel_mid_job), GR_TEST(thirty_two_submitting_threads),
              GR_TEST(two_templates_at_once), GR_TEST(device_memory_stays_within_budget),
-             GR_TEST(private_contexts), GR_TEST(caller_device_untouched))
+             GR_TEST(private_contexts), GR_TEST(private_contexts_with_staging),
+             GR_TEST(caller_device_untouched))

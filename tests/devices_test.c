@@ -12,9 +12,11 @@
  * what the CUDA backend calls on a sticky error); the host backend then stops the
  * iterations running on it at their next node, as a ruined CUDA context would.
  */
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/runtime.h"
 #include "tests/fixtures.h"
@@ -315,6 +317,108 @@ static void lost_device_mid_job_in_chunks(void)
     lost_device_mid_job(true);
 }
 
+static void on_alarm(int sig)
+{
+    static const char msg[] = "FAIL shutdown_ends_chunks_left_in_the_ring: destroy hung (alarm)\n";
+
+    (void)sig;
+    if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+        _exit(2);
+    _exit(1);
+}
+
+static void wait_until(bool (*cond)(gr_runtime *), gr_runtime *rt, const char *what)
+{
+    for (int ms = 0; !cond(rt); ms++) {
+        if (ms == 30000)
+            GR_TEST_FAIL("waited 30 s for %s", what);
+        sleep_ms(1);
+    }
+}
+
+static bool both_wait_for_budget(gr_runtime *rt)
+{
+    return gr_budget_waiters(RT(rt)->devices[0].budget) == 1 &&
+           gr_budget_waiters(RT(rt)->devices[1].budget) == 1;
+}
+
+static bool three_in_the_ring(gr_runtime *rt)
+{
+    return gr_ring_count(RT(rt)->ring) == 3;
+}
+
+static bool device0_did_one(gr_runtime *rt)
+{
+    return atomic_load(&RT(rt)->devices[0].iterations_done) == 1;
+}
+
+/*
+ * Tasks left in the ring after every worker has left (a hand back or a submit whose push
+ * passed the ring's shutdown check just before the shutdown, and landed after the last
+ * worker saw the ring empty): gr_runtime_destroy empties the ring itself. A task is a unit,
+ * not an index; here one tensor is cut into four chunks, one of which ran, so the index is
+ * RUNNING and ends only when each of its other three units has finished. Destroy must end
+ * it (canceled, GR_ERR_SHUTDOWN), and return.
+ *
+ * A worker cannot be stopped at that instant, so the test builds the state the race
+ * leaves: device 1's worker hands its chunk back (device 1 lost) and parks; device 0's
+ * worker does one chunk and is then parked too (marked retired, which keeps it from taking
+ * tasks just as a worker that has left). Three units stay in the ring, index 0 RUNNING.
+ */
+static void shutdown_ends_chunks_left_in_the_ring(void)
+{
+    enum { E = 65536 };
+    gr_config cfg = host_config(2, 1, E); /* a quarter of a tensor's iteration */
+    float *data = malloc(E * sizeof(float));
+    gr_tensor *t = seed_tensors(data, 1, E, 10);
+    gr_budget *b0, *b1;
+    gr_index_state s;
+    gr_error_info err;
+    gr_status ist, result;
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+
+    cfg.batch_below_bytes = 0;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+    b0 = RT(rt)->devices[0].budget;
+    b1 = RT(rt)->devices[1].budget;
+    ASSERT_EQ_U64(gr_budget_capacity(b0), E);
+    /* Both workers take a chunk and wait for budget the test holds. */
+    ASSERT_STATUS(gr_budget_acquire(b0, E, GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr_budget_acquire(b1, E, GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 1, NULL, &job, &err), GR_OK);
+    ASSERT_EQ_U64(gr__job_from_handle(job)->n_units, 4);
+    wait_until(both_wait_for_budget, rt, "both workers to wait for budget");
+    /* Device 1 is lost: its worker's chunk, not started on it, goes back to the ring. */
+    gr__runtime_device_lost(RT(rt), &RT(rt)->devices[1]);
+    gr_budget_release(b1, E);
+    wait_until(three_in_the_ring, rt, "device 1's worker to hand its chunk back");
+    /* Device 0's worker does its chunk, then takes nothing more. */
+    atomic_store(&RT(rt)->workers[0].retired, true);
+    gr_budget_release(b0, E);
+    wait_until(device0_did_one, rt, "device 0's worker to do its chunk");
+    ASSERT_STATUS(gr_job_index_get(job, 0, &s, NULL), GR_OK);
+    ASSERT_EQ(s, GR_INDEX_RUNNING);
+
+    signal(SIGALRM, on_alarm);
+    alarm(30);
+    gr_runtime_destroy(rt);
+    alarm(0);
+    ASSERT_STATUS(gr_job_wait(job, 0, &result), GR_OK);
+    ASSERT_STATUS(result, GR_ERR_SHUTDOWN);
+    ASSERT_STATUS(gr_job_index_get(job, 0, &s, &ist), GR_OK);
+    ASSERT_EQ(s, GR_INDEX_CANCELED);
+    ASSERT_STATUS(ist, GR_ERR_SHUTDOWN);
+    ASSERT_EQ_U64(gr__job_anomalies(job), 0);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    free(t);
+    free(data);
+}
+
 GR_TEST_MAIN(GR_TEST(bad_device_lists_are_refused), GR_TEST(device_list_is_honoured),
              GR_TEST(work_is_shared_by_every_device),
-             GR_TEST(lost_device_mid_job_whole_tensors), GR_TEST(lost_device_mid_job_in_chunks))
+             GR_TEST(lost_device_mid_job_whole_tensors), GR_TEST(lost_device_mid_job_in_chunks),
+             GR_TEST(shutdown_ends_chunks_left_in_the_ring))

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "runtime/fault.h"
+#include "runtime/handle.h"
 #include "runtime/job.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
@@ -350,5 +351,77 @@ static void fault_plan_from_environment(void)
     ASSERT_EQ(unsetenv("GR_FAULT"), 0);
 }
 
+/*
+ * The handle table (runtime/handle.h) grows by a chunk of 4096 slots when a handle needs a
+ * slot past the last chunk. A submit whose handle cannot be had (that chunk's allocation
+ * fails: the "alloc" site, or a table of 2^24 live handles) is refused with
+ * GR_ERR_OUT_OF_MEMORY and gives back everything it allocated. The sweep never gets there:
+ * its submits find a slot in a chunk that exists. Here the test takes handles until the
+ * table's last slot is taken, then fails the submit's allocation of the next chunk; the
+ * asan config checks that nothing leaked.
+ */
+static void submit_refused_when_the_handle_table_cannot_grow(void)
+{
+    enum { CHUNK = 4096, MAX_HELD = 3 * CHUNK };
+    uintptr_t *held = malloc(MAX_HELD * sizeof(*held));
+    gr_config cfg = config(NULL);
+    uint64_t token, per_submit, before;
+    size_t n = 0, first_of_chunk = MAX_HELD;
+    gr_error_info err;
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+    uintptr_t h;
+
+    ASSERT_TRUE(held != NULL);
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    fill();
+    /* The allocations of one submit of the workload, with a free slot at hand. */
+    ASSERT_STATUS(gr__handle_new(held, GR_HANDLE_JOB, &h), GR_OK);
+    gr__handle_release(h);
+    ASSERT_STATUS(gr__fault_arm("", &token, &err), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, tensors, COUNT, NULL, &job, &err), GR_OK);
+    per_submit = gr__fault_calls(GR_FAULT_ALLOC);
+    ASSERT_TRUE(gr__job_from_handle(job)->units != NULL); /* the plan the leak was in */
+    ASSERT_STATUS(gr_job_wait(job, JOB_TIMEOUT_NS, NULL), GR_OK);
+    gr_job_destroy(job);
+    /* Take handles until a whole chunk, allocated by one of them, is taken. */
+    while (n - first_of_chunk != CHUNK || first_of_chunk == MAX_HELD) {
+        ASSERT_LT(n, MAX_HELD);
+        before = gr__fault_calls(GR_FAULT_ALLOC);
+        ASSERT_STATUS(gr__handle_new(held, GR_HANDLE_JOB, &held[n]), GR_OK);
+        if (gr__fault_calls(GR_FAULT_ALLOC) != before) {
+            ASSERT_EQ_U64(((uint32_t)held[n] - 1) % CHUNK, 0);
+            first_of_chunk = n;
+        }
+        n++;
+    }
+    /* The next handle needs a new chunk: its allocation comes right after the submit's. */
+    {
+        char plan[32];
+
+        snprintf(plan, sizeof(plan), "alloc:%llu", (unsigned long long)per_submit + 1);
+        ASSERT_STATUS(gr__fault_arm(plan, &token, &err), GR_OK);
+    }
+    fill();
+    ASSERT_STATUS(gr_job_submit(rt, g, tensors, COUNT, NULL, &job, &err),
+                  GR_ERR_OUT_OF_MEMORY);
+    ASSERT_PTR_EQ(job, NULL);
+    ASSERT_STR_CONTAINS(err.message, "no memory for a job");
+    ASSERT_EQ_U64(gr__fault_calls(GR_FAULT_ALLOC), per_submit + 1);
+    gr__fault_disarm(token);
+    while (n > 0)
+        gr__handle_release(held[--n]);
+    /* The table grows on the next try. */
+    ASSERT_STATUS(gr_job_submit(rt, g, tensors, COUNT, NULL, &job, &err), GR_OK);
+    ASSERT_STATUS(gr_job_wait(job, JOB_TIMEOUT_NS, NULL), GR_OK);
+    gr_job_destroy(job);
+    gr_runtime_destroy(rt);
+    gr_graph_destroy(g);
+    free(held);
+}
+
 GR_TEST_MAIN(GR_TEST(fault_plan_parsing), GR_TEST(fault_plan_from_environment),
-             GR_TEST(fault_sweep), GR_TEST(cuda_fault_sweep))
+             GR_TEST(fault_sweep), GR_TEST(cuda_fault_sweep),
+             GR_TEST(submit_refused_when_the_handle_table_cannot_grow))

@@ -5,6 +5,7 @@
  * the whole table, with the tests (here and elsewhere) that cover each row. Run under asan
  * by tools/test, so a use of freed memory fails here even where a status looked right.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/handle.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
@@ -218,6 +220,88 @@ static void forked_child_is_refused(void)
     gr_graph_destroy(g);
 }
 
+/* A thread that takes handles from the process-wide handle table and gives them back, as
+ * every gr_job_submit and every completed job's gr_job_destroy do, without the rest of
+ * their work: the table's lock is held most of the time, as in a very busy server. */
+typedef struct churn {
+    atomic_bool stop;
+    atomic_ulong handles;
+} churn;
+
+static void *churn_main(void *arg)
+{
+    churn *c = arg;
+
+    while (!atomic_load(&c->stop)) {
+        uintptr_t h;
+
+        if (gr__handle_new(c, GR_HANDLE_JOB, &h) != GR_OK)
+            break;
+        gr__handle_release(h);
+        atomic_fetch_add(&c->handles, 1);
+    }
+    return NULL;
+}
+
+/* A child may create and use a runtime of its own (on the host backend), however busy the
+ * parent's threads were at the fork: nothing they held at that moment (the handle table's
+ * lock, say) may stay locked in the child, where they do not exist to unlock it. Each child
+ * runs a job on a runtime of its own under an alarm, forked while two parent threads churn
+ * through handles. */
+static void forked_child_can_create_a_runtime(void)
+{
+    enum { FORKS = 50, CHURNERS = 2 };
+    static churn c[CHURNERS];
+    pthread_t threads[CHURNERS];
+    gr_graph *g;
+
+#if defined(__SANITIZE_THREAD__)
+    SKIP("tsan does not support starting threads in a child of a threaded process");
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    SKIP("tsan does not support starting threads in a child of a threaded process");
+#endif
+#endif
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    for (int i = 0; i < CHURNERS; i++) {
+        atomic_store(&c[i].stop, false);
+        ASSERT_EQ(pthread_create(&threads[i], NULL, churn_main, &c[i]), 0);
+    }
+    for (int k = 0; k < FORKS; k++) {
+        int status;
+        pid_t pid = fork();
+
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+            gr_runtime *own;
+            gr_job *job;
+
+            alarm(5); /* a child stuck on a lock dies of SIGALRM, which fails the test */
+            own = make_rt();
+            job = submit(own, g, NULL);
+            if (gr_test_wait(job, GR_WAIT_FOREVER) != GR_OK)
+                _exit(1);
+            check_done();
+            gr_job_destroy(job);
+            gr_runtime_destroy(own);
+            _exit(0);
+        }
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            GR_TEST_FAIL("child of fork %d: %s %d%s", k, WIFEXITED(status) ? "exit" : "signal",
+                         WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                         WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM
+                             ? " (hung: a lock held by a parent thread at the fork)"
+                             : "");
+    }
+    for (int i = 0; i < CHURNERS; i++) {
+        atomic_store(&c[i].stop, true);
+        ASSERT_EQ(pthread_join(threads[i], NULL), 0);
+        ASSERT_GT(atomic_load(&c[i].handles), 0);
+    }
+    gr_graph_destroy(g);
+}
+
 /* NULL where a handle or an out-pointer belongs: GR_ERR_INVALID_ARGUMENT, or a no-op for
  * the destroys. */
 static void null_arguments(void)
@@ -296,5 +380,6 @@ static void out_of_range_and_foreign_handles(void)
 
 GR_TEST_MAIN(GR_TEST(destroyed_runtime_handle_is_refused), GR_TEST(freed_job_handle_is_refused),
              GR_TEST(job_outlives_its_runtime), GR_TEST(destroy_from_a_callback_shuts_down),
-             GR_TEST(forked_child_is_refused), GR_TEST(null_arguments),
+             GR_TEST(forked_child_is_refused), GR_TEST(forked_child_can_create_a_runtime),
+             GR_TEST(null_arguments),
              GR_TEST(out_of_range_and_foreign_handles))
