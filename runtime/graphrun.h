@@ -330,6 +330,12 @@ typedef struct gr_stats {
     uint64_t budget_peak;   /* high-water mark of budget_in_use since create */
     gr_histogram budget_wait; /* per budget request (granted or not): time until answered */
     gr_histogram iteration;   /* per iteration run: inputs staged to outputs written */
+
+    /* Appended in 0.1 (after the histograms): the whole runtime again. Staging buffers that
+     * had to be ordinary memory because pinned memory could not be had (RLIMIT_MEMLOCK, the
+     * system out of pinned memory): results are the same, copies slower. The first one is
+     * also logged, once, as a warning. */
+    uint64_t staging_pageable;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */

@@ -118,6 +118,10 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
     family(&t, "graphrun_devices_lost", "gauge", "Devices lost to a sticky device error.");
     put(&t, "graphrun_devices_lost %u\n", s[0].devices_lost);
 
+    family(&t, "graphrun_staging_pageable_total", "counter",
+           "Staging buffers that had to be ordinary memory: pinned memory could not be had.");
+    put(&t, "graphrun_staging_pageable_total %llu\n", (unsigned long long)s[0].staging_pageable);
+
     family(&t, "graphrun_jobs_submitted_total", "counter", "Jobs accepted by gr_job_submit.");
     put(&t, "graphrun_jobs_submitted_total %llu\n", (unsigned long long)s[0].jobs_submitted);
     family(&t, "graphrun_jobs_completed_total", "counter",

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "runtime/copier.h"
@@ -267,8 +268,22 @@ bool gr__forked(const gr_runtime *rt)
 
 void gr__runtime_pinned_fallback(gr_runtime *rt, uint64_t bytes)
 {
-    (void)bytes;
-    atomic_fetch_add_explicit(&rt->pinned_fallbacks, 1, memory_order_relaxed);
+    struct rlimit lim;
+    char limit[48] = "unknown";
+
+    if (atomic_fetch_add_explicit(&rt->pinned_fallbacks, 1, memory_order_relaxed) != 0)
+        return;
+    if (getrlimit(RLIMIT_MEMLOCK, &lim) == 0) {
+        if (lim.rlim_cur == RLIM_INFINITY)
+            snprintf(limit, sizeof(limit), "unlimited");
+        else
+            snprintf(limit, sizeof(limit), "%llu bytes", (unsigned long long)lim.rlim_cur);
+    }
+    GR_LOG(&rt->log, GR_LOG_WARN,
+           "cannot pin %llu bytes for a staging buffer (RLIMIT_MEMLOCK: %s): staging uses "
+           "ordinary memory instead; results are the same, copies slower (said once; "
+           "gr_stats.staging_pageable counts them)",
+           (unsigned long long)bytes, limit);
 }
 
 /* ------------------------------------------------------------------------------------- */

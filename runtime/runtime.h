@@ -95,7 +95,7 @@ bool gr__in_callback(void);
 bool gr__forked(const struct gr_runtime *rt);
 
 /* A staging buffer of `bytes` had to be ordinary memory: pinned memory could not be had.
- * Counted; reported once per runtime. Any thread. */
+ * Counted (gr_stats.staging_pageable); the first one is logged as a warning. Any thread. */
 void gr__runtime_pinned_fallback(struct gr_runtime *rt, uint64_t bytes);
 
 /* Wake every sleeper that may be waiting on behalf of a stopped job. Any thread. */

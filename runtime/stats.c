@@ -176,6 +176,7 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
     s.jobs_failed = load(&st->jobs_failed);
     s.nodevice_failed = load(&st->shared.tensors_failed);
     s.nodevice_canceled = load(&st->shared.tensors_canceled);
+    s.staging_pageable = load(&rt->pinned_fallbacks);
 
     s.device = device;
     s.lost = atomic_load_explicit(&dev->lost, memory_order_relaxed) ? 1 : 0;

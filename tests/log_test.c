@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 
+#include "kernels/kernels.h"
 #include "runtime/runtime.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
@@ -378,6 +379,60 @@ static void faults_logged(void)
     sink_free(s);
 }
 
+/* Pinned memory cannot be had (every pinned allocation fails): staged units use ordinary
+ * memory, the first such staging buffer is logged once as a warning naming RLIMIT_MEMLOCK,
+ * the statistics and the Prometheus text count them, and the job still succeeds with the
+ * seed pipeline's results. */
+static void staging_fallback_logged_once(void)
+{
+    enum { N = 40, ELEMS = 64, STRIDE = 128 }; /* gaps between tensors: batches are staged */
+    gr_config cfg = host_config(1 << 20);
+    gr_stats st = GR_STATS_INIT;
+    float *data = calloc(N, STRIDE * sizeof(float)), *want = calloc(N, STRIDE * sizeof(float));
+    gr_tensor t[N];
+    gr_status result;
+    sink *s = sink_new();
+    char text[16384];
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_TRUE(data != NULL && want != NULL);
+    unsetenv("GR_LOG");
+    cfg.log_callback = collect;
+    cfg.log_user = s;
+    cfg.fault_plan = "pin:1+";
+    rt = create(&cfg);
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < ELEMS; j++) {
+            data[i * STRIDE + j] = (float)(i + j) * 0.25f;
+            want[i * STRIDE + j] = gr_seed_ref(data[i * STRIDE + j]);
+        }
+        t[i] = (gr_tensor){.in = {data + i * STRIDE}, .out = {data + i * STRIDE}, .elems = ELEMS};
+    }
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    for (int round = 0; round < 3; round++) { /* later staging buffers are counted, not logged */
+        ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
+        result = gr_test_wait(job, 60000 * MS);
+        gr_job_destroy(job);
+        ASSERT_STATUS(result, GR_OK);
+        if (round == 0)
+            ASSERT_TRUE(memcmp(data, want, N * STRIDE * sizeof(float)) == 0);
+    }
+    EXPECT_COUNT(s, GR_LOG_WARN, "cannot pin ", 1);
+    EXPECT_COUNT(s, GR_LOG_WARN, "RLIMIT_MEMLOCK", 1);
+    ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
+    ASSERT_GE(st.staging_pageable, 1);
+    ASSERT_LE(st.staging_pageable, cfg.workers_per_device); /* one buffer per worker, kept */
+    ASSERT_TRUE(gr_runtime_stats_prometheus(rt, text, sizeof(text)) < sizeof(text));
+    ASSERT_TRUE(strstr(text, "\ngraphrun_staging_pageable_total ") != NULL);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    sink_free(s);
+    free(data);
+    free(want);
+}
+
 static void level_names(void)
 {
     ASSERT_TRUE(strcmp(gr_log_level_name(GR_LOG_DEBUG), "debug") == 0);
@@ -391,4 +446,5 @@ static void level_names(void)
 GR_TEST_MAIN(GR_TEST(silent_by_default), GR_TEST(callback_events),
              GR_TEST(debug_per_job_not_per_tensor), GR_TEST(threshold_filters),
              GR_TEST(auto_fallback), GR_TEST(create_failure), GR_TEST(env_to_stderr),
-             GR_TEST(env_overrides_callback), GR_TEST(faults_logged), GR_TEST(level_names))
+             GR_TEST(env_overrides_callback), GR_TEST(faults_logged),
+             GR_TEST(staging_fallback_logged_once), GR_TEST(level_names))

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "runtime/runtime.h"
 #include "runtime/stats.h"
@@ -336,6 +337,16 @@ static void struct_size_rule(void)
     ASSERT_EQ_U64(big.s.budget_bytes, 1 << 20);
     for (size_t i = 0; i < sizeof(big.tail); i++)
         ASSERT_EQ(big.tail[i], 0xab);
+
+    /* A caller built against the first gr_stats, which ended with the histograms: still
+     * served, and nothing written past what it knows. */
+    memset(&big, 0xab, sizeof(big));
+    big.s.struct_size = (uint32_t)offsetof(gr_stats, staging_pageable);
+    big.s.magic = GR_STATS_MAGIC;
+    ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &big.s), GR_OK);
+    ASSERT_EQ_U64(big.s.budget_bytes, 1 << 20);
+    for (size_t i = offsetof(gr_stats, staging_pageable); i < sizeof(big); i++)
+        ASSERT_EQ(((unsigned char *)&big)[i], 0xab);
     gr_runtime_destroy(rt);
 }
 
