@@ -114,18 +114,36 @@ void *gr__handle_get(uintptr_t handle, gr_handle_kind kind)
     return atomic_load_explicit(&s->obj, memory_order_relaxed);
 }
 
-void gr__handle_release(uintptr_t handle)
+void *gr__handle_get_ref(uintptr_t handle, gr_handle_kind kind, void (*ref)(void *obj))
+{
+    void *obj;
+
+    pthread_mutex_lock(&mu);
+    obj = gr__handle_get(handle, kind);
+    if (obj != NULL)
+        ref(obj);
+    pthread_mutex_unlock(&mu);
+    return obj;
+}
+
+bool gr__handle_release(uintptr_t handle)
 {
     uint32_t i = (uint32_t)handle - 1;
+    uint64_t word;
     slot *s = slot_at(i);
 
     pthread_mutex_lock(&mu);
+    word = atomic_load_explicit(&s->word, memory_order_relaxed);
+    if ((word & 1) == 0 || ((word >> 1) & 0xffffffffu) != (uint64_t)handle >> 32) {
+        pthread_mutex_unlock(&mu); /* released already: the slot is free, or reused */
+        return false;
+    }
     /* The next generation, not live: no old handle of this slot matches again (until its
      * 32-bit generation wraps). */
-    atomic_store_explicit(&s->word, atomic_load_explicit(&s->word, memory_order_relaxed) + 1,
-                          memory_order_release);
+    atomic_store_explicit(&s->word, word + 1, memory_order_release);
     atomic_store_explicit(&s->obj, NULL, memory_order_relaxed);
     s->next_free = free_head;
     free_head = i + 1;
     pthread_mutex_unlock(&mu);
+    return true;
 }

@@ -6,13 +6,17 @@
  * A handle packs a slot number and the slot's generation; freeing the object bumps the
  * generation, so the stale handle no longer matches even when the slot is reused. Slots live
  * in chunks that are never freed, so looking a handle up never touches freed memory.
- * Lookups take no lock. What a handle cannot catch: a use that races with the object's
- * release on another thread (the caller's own race, undefined as with any C object), and a
- * slot reused 2^32 times between a handle's release and its stale use.
+ * Plain lookups take no lock. What a plain lookup cannot catch: a use that races with the
+ * object's release on another thread, and a slot reused 2^32 times between a handle's release
+ * and its stale use. Where a call must survive that race (gr_job_submit against
+ * gr_runtime_destroy), gr__handle_get_ref takes the object's reference under the table's lock,
+ * which every release also takes: either the reference is taken before the release (and
+ * keeps the object's memory alive), or the lookup fails.
  */
 #ifndef GR_HANDLE_H
 #define GR_HANDLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "runtime/graphrun.h"
@@ -31,7 +35,14 @@ gr_status gr__handle_new(void *obj, gr_handle_kind kind, uintptr_t *out);
  * of the other kind. Any thread. */
 void *gr__handle_get(uintptr_t handle, gr_handle_kind kind);
 
-/* Release a live handle: from now on gr__handle_get(handle) is NULL. Any thread. */
-void gr__handle_release(uintptr_t handle);
+/* The same, and while the handle is known live, ref(obj) is called: under the table's lock,
+ * so no release can come between the check and the reference. Keep ref short (an atomic
+ * increment). Any thread. */
+void *gr__handle_get_ref(uintptr_t handle, gr_handle_kind kind, void (*ref)(void *obj));
+
+/* Release a live handle: from now on gr__handle_get(handle) is NULL. Returns false, doing
+ * nothing, when it was already released (by a racing call on another thread, say), so that
+ * exactly one of two racing releases goes on to free the object. Any thread. */
+bool gr__handle_release(uintptr_t handle);
 
 #endif /* GR_HANDLE_H */

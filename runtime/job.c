@@ -577,17 +577,16 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
     if (handle == NULL || g == NULL || tensors == NULL)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "runtime, graph and tensors must not be NULL");
-    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+    /* Before touching anything else: the reference, taken with the lookup, keeps the
+     * runtime's memory alive however gr_runtime_destroy races with this call, and the count
+     * (seq_cst, paired with the shutdown store) makes destroy wait for this submitter, or
+     * this submitter see the shutdown. */
+    if ((rt = gr__runtime_acquire(handle, &st)) == NULL)
         return gr_error_set(err, st, GR_NO_INDEX, NULL,
                             gr__handle_get((uintptr_t)handle, GR_HANDLE_RUNTIME) != NULL
                                 ? "the runtime was created by the parent of this forked "
                                   "process: a child cannot use it (create one of its own)"
                                 : "not a live runtime: it was destroyed (or never created)");
-    /* Before touching anything else: the reference keeps the runtime's memory alive however
-     * gr_runtime_destroy races with this call, and the count (seq_cst, paired with the
-     * shutdown store) makes destroy wait for this submitter, or this submitter see the
-     * shutdown. */
-    gr__runtime_ref(rt);
     atomic_fetch_add(&rt->active_submits, 1);
     if ((st = check_request(rt, g, tensors, count, opts ? opts : &defaults, err)) != GR_OK)
         goto out_leave;

@@ -260,6 +260,31 @@ gr_runtime *gr__runtime_get(const gr_runtime *handle, gr_status *st)
     return rt;
 }
 
+static void ref_runtime(void *rt)
+{
+    gr__runtime_ref(rt);
+}
+
+gr_runtime *gr__runtime_acquire(const gr_runtime *handle, gr_status *st)
+{
+    gr_runtime *rt;
+
+    if (handle == NULL) {
+        *st = GR_ERR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    rt = gr__handle_get_ref((uintptr_t)handle, GR_HANDLE_RUNTIME, ref_runtime);
+    if (rt != NULL && gr__forked(rt)) {
+        /* The parent's: nothing of it may be touched, its reference count included (the
+         * child's copy of it is the child's alone, so this is only bookkeeping). */
+        atomic_fetch_sub_explicit(&rt->refs, 1, memory_order_relaxed);
+        rt = NULL;
+    }
+    if (rt == NULL)
+        *st = GR_ERR_INVALID_USAGE;
+    return rt;
+}
+
 bool gr__forked(const gr_runtime *rt)
 {
     /* Relaxed: the child's increment runs on its only thread, before any call of its. */
@@ -545,11 +570,12 @@ static void log_shutdown(gr_runtime *rt)
 void gr_runtime_shutdown(gr_runtime *handle)
 {
     gr_status st;
-    gr_runtime *rt = gr__runtime_get(handle, &st);
+    gr_runtime *rt = gr__runtime_acquire(handle, &st);
 
     if (rt != NULL) {
         log_shutdown(rt);
         runtime_shutdown(rt);
+        gr__runtime_unref(rt);
     }
 }
 
@@ -742,16 +768,23 @@ void gr_runtime_destroy(gr_runtime *handle)
     /* NULL, a second destroy, or a forked child (where the runtime's threads do not exist
      * and its locks may be held forever: the parent owns it, and the child's exit returns
      * the memory): nothing to do. */
-    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+    if ((rt = gr__runtime_acquire(handle, &st)) == NULL)
         return;
     if (gr__in_callback()) {
         /* Destroy waits for every callback to return, this one included: it would never
          * return. Shut down instead, and leave the handle to a destroy from elsewhere. */
         log_shutdown(rt);
         runtime_shutdown(rt);
+        gr__runtime_unref(rt);
         return;
     }
-    gr__handle_release(rt->handle);
+    /* Two destroys racing on different threads: only the one that releases the handle goes
+     * on; the other returns, as a second destroy does. */
+    if (!gr__handle_release(rt->handle)) {
+        gr__runtime_unref(rt);
+        return;
+    }
+    gr__runtime_unref(rt); /* the creator's reference, below, keeps it until the end */
     fault_token = rt->fault_token;
     log_shutdown(rt);
     runtime_teardown(rt);

@@ -85,6 +85,13 @@ void gr__runtime_worker_retired(struct gr_runtime *rt, gr_worker *w);
  * child. Any thread. */
 struct gr_runtime *gr__runtime_get(const struct gr_runtime *handle, gr_status *st);
 
+/* The same, with a reference taken (give it back with gr__runtime_unref) under the handle
+ * table's lock: safe against a gr_runtime_destroy racing on another thread, which either
+ * comes after (and the reference keeps the memory alive) or before (and this returns NULL).
+ * For the calls that many threads make while one may destroy: gr_job_submit,
+ * gr_runtime_shutdown. Any thread. */
+struct gr_runtime *gr__runtime_acquire(const struct gr_runtime *handle, gr_status *st);
+
 /* Whether the calling thread is running a job's completion callback. */
 bool gr__in_callback(void);
 

@@ -378,8 +378,135 @@ static void out_of_range_and_foreign_handles(void)
     gr_graph_destroy(g);
 }
 
+/* Releasing a handle twice: the second does nothing and says so, and the table's free list
+ * holds the slot once (two new handles get two different slots, each its own object). */
+static void handle_released_once(void)
+{
+    int x, y, z;
+    uintptr_t h, a, b;
+
+    ASSERT_STATUS(gr__handle_new(&x, GR_HANDLE_JOB, &h), GR_OK);
+    ASSERT_TRUE(gr__handle_release(h));
+    ASSERT_TRUE(!gr__handle_release(h));
+    ASSERT_STATUS(gr__handle_new(&y, GR_HANDLE_JOB, &a), GR_OK);
+    ASSERT_STATUS(gr__handle_new(&z, GR_HANDLE_JOB, &b), GR_OK);
+    ASSERT_TRUE((uint32_t)a != (uint32_t)b);
+    ASSERT_TRUE(gr__handle_get(a, GR_HANDLE_JOB) == &y);
+    ASSERT_TRUE(gr__handle_get(b, GR_HANDLE_JOB) == &z);
+    ASSERT_TRUE(!gr__handle_release(h)); /* a stale handle of a reused slot: still refused */
+    ASSERT_TRUE(gr__handle_get(a, GR_HANDLE_JOB) == &y);
+    ASSERT_TRUE(gr__handle_release(a));
+    ASSERT_TRUE(gr__handle_release(b));
+}
+
+/* Many threads destroy one runtime at once: one does it, the others return (under asan:
+ * nothing freed twice, nothing used after the free). */
+#define RACERS 6
+
+typedef struct racer {
+    gr_runtime *rt;
+    gr_graph *g;
+    pthread_barrier_t *start;
+    int accepted, refused;
+    float (*mine)[ELEMS]; /* this thread's tensors */
+} racer;
+
+static void *destroy_main(void *arg)
+{
+    racer *r = arg;
+
+    pthread_barrier_wait(r->start);
+    gr_runtime_destroy(r->rt);
+    return NULL;
+}
+
+static void concurrent_destroys(void)
+{
+    for (int round = 0; round < 40; round++) {
+        pthread_barrier_t start;
+        pthread_t th[RACERS];
+        racer r[RACERS];
+        gr_runtime *rt = make_rt();
+
+        pthread_barrier_init(&start, NULL, RACERS);
+        for (int i = 0; i < RACERS; i++) {
+            r[i] = (racer){.rt = rt, .start = &start};
+            pthread_create(&th[i], NULL, destroy_main, &r[i]);
+        }
+        for (int i = 0; i < RACERS; i++)
+            pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&start);
+        ASSERT_STATUS(gr_runtime_info_get(rt, &(gr_runtime_info){0}), GR_ERR_INVALID_USAGE);
+    }
+}
+
+/* Threads submit without pause while another thread destroys the runtime: every submit is
+ * accepted (and its job completes: done, or canceled by the shutdown) or refused with
+ * GR_ERR_SHUTDOWN, until the handle is gone (GR_ERR_INVALID_USAGE), which ends each thread;
+ * under asan, no use of the freed runtime. */
+static void *submit_racing_main(void *arg)
+{
+    racer *r = arg;
+    gr_tensor t[2];
+
+    for (int i = 0; i < 2; i++)
+        t[i] = (gr_tensor){{r->mine[i]}, {r->mine[i]}, ELEMS};
+    pthread_barrier_wait(r->start);
+    for (;;) {
+        gr_job *job = NULL;
+        gr_status st = gr_job_submit(r->rt, r->g, t, 2, NULL, &job, NULL), result;
+
+        if (st == GR_OK) {
+            r->accepted++;
+            ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, &result), GR_OK);
+            ASSERT_TRUE(result == GR_OK || result == GR_ERR_SHUTDOWN);
+            gr_job_destroy(job);
+        } else {
+            ASSERT_TRUE(st == GR_ERR_SHUTDOWN || st == GR_ERR_INVALID_USAGE);
+            r->refused++;
+            if (st == GR_ERR_INVALID_USAGE)
+                break; /* the handle is gone: nothing more to race with */
+        }
+    }
+    return NULL;
+}
+
+static void submit_racing_destroy(void)
+{
+    static float buf[RACERS][2][ELEMS];
+    int accepted = 0, refused = 0;
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    for (int round = 0; round < 20; round++) {
+        pthread_barrier_t start;
+        pthread_t th[RACERS];
+        racer r[RACERS];
+        gr_runtime *rt = make_rt();
+
+        pthread_barrier_init(&start, NULL, RACERS + 1);
+        for (int i = 0; i < RACERS; i++) {
+            r[i] = (racer){.rt = rt, .g = g, .start = &start, .mine = buf[i]};
+            pthread_create(&th[i], NULL, submit_racing_main, &r[i]);
+        }
+        pthread_barrier_wait(&start);
+        usleep((useconds_t)(round % 5) * 200);
+        gr_runtime_destroy(rt);
+        for (int i = 0; i < RACERS; i++) {
+            pthread_join(th[i], NULL);
+            accepted += r[i].accepted;
+            refused += r[i].refused;
+        }
+        pthread_barrier_destroy(&start);
+    }
+    gr_graph_destroy(g);
+    printf("    %d submits accepted, %d refused around 20 destroys\n", accepted, refused);
+    ASSERT_GE(refused, 20 * RACERS); /* each thread ends on the released handle */
+}
+
 GR_TEST_MAIN(GR_TEST(destroyed_runtime_handle_is_refused), GR_TEST(freed_job_handle_is_refused),
              GR_TEST(job_outlives_its_runtime), GR_TEST(destroy_from_a_callback_shuts_down),
              GR_TEST(forked_child_is_refused), GR_TEST(forked_child_can_create_a_runtime),
              GR_TEST(null_arguments),
-             GR_TEST(out_of_range_and_foreign_handles))
+             GR_TEST(out_of_range_and_foreign_handles), GR_TEST(handle_released_once),
+             GR_TEST(concurrent_destroys), GR_TEST(submit_racing_destroy))
