@@ -83,8 +83,8 @@ static gr_status sticky_error(gr_worker *w, cudaError_t e, const char *call, gr_
 {
     cuda_worker *cw = w->backend_state;
 
-    GR_LOG(&w->rt->log, GR_LOG_ERROR, "device %d, worker %u: sticky CUDA error in %s: %s: %s",
-           w->dev->ordinal, w->id, call, cudaGetErrorName(e), cudaGetErrorString(e));
+    GR_LOG(&w->rt->log, GR_LOG_ERROR,
+           "device %d, worker %u: unrecoverable CUDA error in %s: %s: %s", w->dev->ordinal, w->id, call, cudaGetErrorName(e), cudaGetErrorString(e));
     if (cw->ctx != NULL) {
         gr__runtime_worker_retired(w->rt, w);
         return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
@@ -413,12 +413,14 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
     if (e != cudaSuccess && !is_sticky(e)) {
         /* The graph is launched and may still be copying: the caller gives its arena block
          * back (and a later iteration may reuse it) as soon as this returns, so wait for the
-         * stream to drain first. */
+         * stream to drain first. If even that fails, nobody can say when the copies stop:
+         * handle it as a sticky error (the worker or the device goes out of service), so
+         * that no later iteration of this context writes into a block still being copied. */
         cudaError_t drained;
 
         cudaGetLastError();
         drained = cudaStreamSynchronize(cw->stream);
-        if (drained != cudaSuccess && is_sticky(drained))
+        if (drained != cudaSuccess)
             return sticky_error(w, drained, "cudaStreamSynchronize", err);
     }
     if (e != cudaSuccess)
