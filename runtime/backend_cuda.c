@@ -84,7 +84,8 @@ static gr_status sticky_error(gr_worker *w, cudaError_t e, const char *call, gr_
     cuda_worker *cw = w->backend_state;
 
     GR_LOG(&w->rt->log, GR_LOG_ERROR,
-           "device %d, worker %u: unrecoverable CUDA error in %s: %s: %s", w->dev->ordinal, w->id, call, cudaGetErrorName(e), cudaGetErrorString(e));
+           "device %d, worker %u: unrecoverable CUDA error in %s: %s: %s", w->dev->ordinal,
+           w->id, call, cudaGetErrorName(e), cudaGetErrorString(e));
     if (cw->ctx != NULL) {
         gr__runtime_worker_retired(w->rt, w);
         return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
