@@ -234,12 +234,12 @@ void gr_runtime_shutdown(gr_runtime *rt);
 
 /*
  * Shut down (as gr_runtime_shutdown), wait for running iterations, for threads still inside
- * gr_job_submit and for completion callbacks still running, join the workers, free the
- * devices' memory, and drop the handle. On return every job is complete and no callback is
- * running. Jobs still held by the caller stay valid until gr_job_destroy. A second call
- * does nothing. From a completion callback (where waiting for every callback would wait
- * for itself) it only shuts down, as gr_runtime_shutdown, and the handle stays valid for a
- * destroy from another thread. NULL is a no-op.
+ * gr_job_submit or gr_runtime_shutdown and for completion callbacks still running, join the
+ * workers, free the devices' memory, and drop the handle. On return every job is complete
+ * and no callback is running. Jobs still held by the caller stay valid until
+ * gr_job_destroy. A second call does nothing. From a completion callback (where waiting for
+ * every callback would wait for itself) it only shuts down, as gr_runtime_shutdown, and the
+ * handle stays valid for a destroy from another thread. NULL is a no-op.
  */
 void gr_runtime_destroy(gr_runtime *rt);
 

@@ -8,7 +8,8 @@
  *   2. shut the ring, budgets and arenas: every sleeper wakes with GR_ERR_SHUTDOWN;
  *   3. stop every live job: their indices that have not started end as canceled now;
  *   4. wait for submitters still inside gr_job_submit to leave (a job they are still
- *      queuing may have been accepted after step 3; they stop it when the ring refuses);
+ *      queuing may have been accepted after step 3; they stop it when the ring refuses),
+ *      and for threads inside gr_runtime_shutdown (whose log line must come first);
  *   5. join the workers: running iterations finish, and tasks left in the ring are popped
  *      and dropped (their indices already ended, or end now as canceled);
  *   6. drain the ring once more: a push racing with step 2 may have landed after the last
@@ -572,11 +573,20 @@ void gr_runtime_shutdown(gr_runtime *handle)
     gr_status st;
     gr_runtime *rt = gr__runtime_acquire(handle, &st);
 
-    if (rt != NULL) {
-        log_shutdown(rt);
-        runtime_shutdown(rt);
-        gr__runtime_unref(rt);
-    }
+    if (rt == NULL)
+        return;
+    /* Counted as a submitter is. seq_cst: a destroy racing on another thread claims the
+     * log line (log_shutdown), then waits for this count to be zero; so either it waits for
+     * this call, log line included, or it claimed the line before this call tries to, and
+     * no log call of this runtime comes after the destroy returns (graphrun.h). */
+    atomic_fetch_add(&rt->active_submits, 1);
+    log_shutdown(rt);
+    runtime_shutdown(rt);
+    pthread_mutex_lock(&rt->mu);
+    if (atomic_fetch_sub(&rt->active_submits, 1) == 1)
+        pthread_cond_broadcast(&rt->cond);
+    pthread_mutex_unlock(&rt->mu);
+    gr__runtime_unref(rt);
 }
 
 /* The whole shutdown order (see the top of this file); also undoes a partial create. */

@@ -37,7 +37,7 @@ struct gr_runtime {
     struct gr_copier *copier; /* gathers and scatters staged units */
 
     atomic_bool shutdown;
-    atomic_uint active_submits;  /* threads inside gr_job_submit */
+    atomic_uint active_submits;  /* threads inside gr_job_submit or gr_runtime_shutdown */
     atomic_uint devices_lost;    /* devices marked lost (sticky device error) */
     _Atomic uint64_t pinned_fallbacks; /* staging buffers that had to be pageable */
 

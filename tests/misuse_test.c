@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/handle.h"
@@ -504,9 +505,99 @@ static void submit_racing_destroy(void)
     ASSERT_GE(refused, 20 * RACERS); /* each thread ends on the released handle */
 }
 
+/* gr_runtime_shutdown on one thread while another destroys the runtime: graphrun.h promises
+ * that a runtime's last log call happens before gr_runtime_destroy returns, so a server may
+ * free its log_user then. The shutdown's own line ("runtime shutting down") is held in the
+ * callback until the destroy has had time to return: the destroy must wait for it. */
+typedef struct held_log {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool entered, release;
+    atomic_int running; /* callbacks for the shutdown line in progress */
+} held_log;
+
+static void holding_log(gr_log_level level, const char *message, void *user)
+{
+    held_log *h = user;
+    struct timespec until;
+
+    (void)level;
+    if (strncmp(message, "runtime shutting down", 21) != 0)
+        return;
+    atomic_fetch_add(&h->running, 1);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10; /* never hang the test */
+    pthread_mutex_lock(&h->mu);
+    h->entered = true;
+    pthread_cond_broadcast(&h->cond);
+    while (!h->release && pthread_cond_timedwait(&h->cond, &h->mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&h->mu);
+    atomic_fetch_sub(&h->running, 1);
+}
+
+typedef struct racing_destroy {
+    gr_runtime *rt;
+    atomic_bool returned;
+    int running_at_return; /* log callbacks still in progress when destroy returned */
+    held_log *log;
+} racing_destroy;
+
+static void *shutdown_main(void *arg)
+{
+    gr_runtime_shutdown(arg);
+    return NULL;
+}
+
+static void *racing_destroy_main(void *arg)
+{
+    racing_destroy *d = arg;
+
+    gr_runtime_destroy(d->rt);
+    d->running_at_return = atomic_load(&d->log->running);
+    atomic_store(&d->returned, true);
+    return NULL;
+}
+
+static void no_log_call_after_a_racing_destroy_returns(void)
+{
+    static held_log h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+    gr_config cfg = GR_CONFIG_INIT;
+    racing_destroy d = {.log = &h};
+    pthread_t sth, dth;
+    gr_error_info err;
+
+    unsetenv("GR_LOG"); /* the callback, at info */
+    cfg.backend = GR_BACKEND_HOST;
+    cfg.budget_bytes = 1 << 20;
+    cfg.log_level = GR_LOG_INFO;
+    cfg.log_callback = holding_log;
+    cfg.log_user = &h;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &d.rt, &err), GR_OK);
+    ASSERT_EQ(pthread_create(&sth, NULL, shutdown_main, d.rt), 0);
+    pthread_mutex_lock(&h.mu);
+    while (!h.entered)
+        pthread_cond_wait(&h.cond, &h.mu);
+    pthread_mutex_unlock(&h.mu);
+    /* The shutdown is inside its log call: destroy now, and give it time to return. */
+    ASSERT_EQ(pthread_create(&dth, NULL, racing_destroy_main, &d), 0);
+    for (int ms = 0; ms < 300 && !atomic_load(&d.returned); ms++)
+        usleep(1000);
+    pthread_mutex_lock(&h.mu);
+    h.release = true;
+    pthread_cond_broadcast(&h.cond);
+    pthread_mutex_unlock(&h.mu);
+    ASSERT_EQ(pthread_join(dth, NULL), 0);
+    ASSERT_EQ(pthread_join(sth, NULL), 0);
+    if (d.running_at_return != 0)
+        GR_TEST_FAIL("gr_runtime_destroy returned while gr_runtime_shutdown's log call (on "
+                     "another thread) was still running: %d call(s)", d.running_at_return);
+}
+
 GR_TEST_MAIN(GR_TEST(destroyed_runtime_handle_is_refused), GR_TEST(freed_job_handle_is_refused),
              GR_TEST(job_outlives_its_runtime), GR_TEST(destroy_from_a_callback_shuts_down),
              GR_TEST(forked_child_is_refused), GR_TEST(forked_child_can_create_a_runtime),
              GR_TEST(null_arguments),
              GR_TEST(out_of_range_and_foreign_handles), GR_TEST(handle_released_once),
-             GR_TEST(concurrent_destroys), GR_TEST(submit_racing_destroy))
+             GR_TEST(concurrent_destroys), GR_TEST(submit_racing_destroy),
+             GR_TEST(no_log_call_after_a_racing_destroy_returns))
