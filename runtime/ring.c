@@ -6,15 +6,15 @@
  *   producer (slow path)                consumer (after a successful pop)
  *   lock(mu)                            ck pop (a CAS on c_head)
  *   prod_waiters += 1   (seq_cst)       seq_cst fence
- *   try push again  -> fails            if prod_waiters > 0:
- *   cond_wait(not_full)  [unlocks mu]       lock(mu); signal(not_full); unlock(mu)
+ *   try push again  -> fails            if prod_waiters > 0 (and, for producers, the ring
+ *   cond_wait(not_full)  [unlocks mu]   is at most half full: below): lock(mu); wake; unlock
  *
  * No lost wakeup: the two seq_cst operations order "waiters += 1" against the consumer's
  * CAS. Either the consumer's load sees the waiter (then it takes mu, which it can only get
  * once the producer sleeps or has not yet re-tried, and signals), or the producer's retry
  * comes after the CAS and sees the free slot. A woken thread that leaves without using the
- * slot (deadline, cancel, shutdown) passes the signal on, so no waiter is stranded next to
- * a free slot.
+ * slot (deadline, cancel, shutdown) passes the signal on, so no waiter is stranded by a
+ * wakeup that another one used up.
  *
  * Producers are woken with hysteresis: a consumer wakes them (all of them) only once its pop
  * has left the ring at most half full, not after every pop. A job of more tasks than the ring
@@ -22,9 +22,12 @@
  * slot cost each worker's pop a futex wake and the submitter a context switch per task
  * (thousands per 10,000 tasks), and a half-empty ring still gives the workers plenty to do
  * while it refills. Nothing is lost: after a producer's retry found the ring full, every pop
- * sees its waiter count (as above), and the pops cannot stop above half without pushes from
- * someone else, so the pop that crosses the mark (or a later one) wakes it. Consumers are
- * woken for every push, as before: an idle worker must start at once.
+ * sees its waiter count (as above), and consumers that go on popping while tasks are left
+ * (the workers sleep only on an empty ring) cannot stop above half without pushes from
+ * someone else, so the pop that crosses the mark (or a later one) wakes it. The price: a
+ * producer sleeps beside free slots until then, and until its deadline, cancel or shutdown
+ * if the consumers stop popping above half (ring.h). Consumers are woken for every push, as before: an idle worker must
+ * start at once.
  *
  * Lock order: only r->mu; nothing else is taken while it is held.
  *

@@ -35,9 +35,13 @@ gr_status gr_ring_create(uint32_t capacity, gr_ring **out);
 void gr_ring_destroy(gr_ring *r);
 
 /*
- * Push one task, sleeping while the ring is full. Any thread. Returns GR_OK, GR_ERR_TIMEOUT
- * (deadline passed), the flag's status once *cancel is nonzero (cancel may be NULL), or
- * GR_ERR_SHUTDOWN. Whoever sets a cancel flag calls gr_ring_wake_producers afterwards.
+ * Push one task, sleeping while the ring is full. Once it has found the ring full it is
+ * woken only when a pop leaves the ring at most half full (ring.c), so it may sleep beside
+ * free slots while consumers stop popping with more than half the ring left: it relies on
+ * consumers that go on popping while tasks are left, as the workers do. Any thread. Returns
+ * GR_OK, GR_ERR_TIMEOUT (deadline passed), the flag's status once *cancel is nonzero (cancel
+ * may be NULL), or GR_ERR_SHUTDOWN. Whoever sets a cancel flag calls gr_ring_wake_producers
+ * afterwards.
  */
 gr_status gr_ring_push(gr_ring *r, const gr_task *t, int64_t deadline_ns,
                        const gr_cancel_flag *cancel);
