@@ -270,6 +270,11 @@ uint32_t gr_ring_count(gr_ring *r)
     return ring_size(r);
 }
 
+uint32_t gr_ring_producers_waiting(gr_ring *r)
+{
+    return atomic_load_explicit(&r->prod_waiters, memory_order_relaxed);
+}
+
 uint32_t gr_ring_capacity(const gr_ring *r)
 {
     return r->capacity;

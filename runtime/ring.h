@@ -67,6 +67,8 @@ void gr_ring_shutdown(gr_ring *r);
 
 /* Tasks in the ring now (a snapshot). */
 uint32_t gr_ring_count(gr_ring *r);
+/* Producers asleep (or about to sleep) on a full ring now (a snapshot; for tests). */
+uint32_t gr_ring_producers_waiting(gr_ring *r);
 uint32_t gr_ring_capacity(const gr_ring *r);
 
 #endif /* GR_RING_H */

@@ -79,6 +79,17 @@ static void *push_thread(void *p)
     return NULL;
 }
 
+/* Wait until n producers are asleep on the full ring (at most 10 s). */
+static void wait_for_producers(gr_ring *r, uint32_t n)
+{
+    for (int ms = 0; gr_ring_producers_waiting(r) != n; ms++) {
+        if (ms == 10000)
+            GR_TEST_FAIL("waited 10 s for %u producer(s) to sleep, %u do", n,
+                         gr_ring_producers_waiting(r));
+        sleep_ms(1);
+    }
+}
+
 static void fill(gr_ring *r)
 {
     for (uint64_t i = 0;; i++) {
@@ -206,8 +217,9 @@ static void shutdown_wakes_both_sides_and_drains(void)
     gr_ring_destroy(a.r);
 }
 
-/* One slot frees while two producers sleep; the one that gets the signal has been canceled
- * and leaves: it must pass the wakeup on to the other, which takes the slot. */
+/* One slot frees while two producers sleep, and one of them has been canceled: it leaves
+ * without the slot, and the other takes it (woken with it, or by the wakeup the leaver
+ * passes on). */
 static void producer_that_leaves_passes_the_wakeup_on(void)
 {
     gr_cancel_flag flag = 0;
@@ -221,11 +233,11 @@ static void producer_that_leaves_passes_the_wakeup_on(void)
     a = (push_arg){.r = r, .t = task(1), .deadline = GR_NO_DEADLINE, .cancel = &flag};
     b = (push_arg){.r = r, .t = task(2), .deadline = GR_NO_DEADLINE};
     pthread_create(&ta, NULL, push_thread, &a);
-    sleep_ms(30); /* a sleeps first, so a gets the first signal */
+    wait_for_producers(r, 1);
     pthread_create(&tb, NULL, push_thread, &b);
-    sleep_ms(30);
+    wait_for_producers(r, 2);
     atomic_store(&flag, GR_ERR_CANCELED); /* no wake: a notices only when signaled */
-    ASSERT_TRUE(gr_ring_try_pop(r, &t));  /* frees one slot, signals one producer */
+    ASSERT_TRUE(gr_ring_try_pop(r, &t));  /* frees the one slot: the ring is half empty */
     pthread_join(ta, NULL);
     ASSERT_STATUS(a.st, GR_ERR_CANCELED);
     for (int i = 0; i < 2000 && !atomic_load(&b.done); i++)
@@ -248,7 +260,7 @@ static void producer_sleeps_until_the_ring_is_half_empty(void)
     fill(a.r);
     ASSERT_EQ(gr_ring_count(a.r), 15);
     pthread_create(&th, NULL, push_thread, &a);
-    sleep_ms(30);
+    wait_for_producers(a.r, 1);
     for (int i = 0; i < 6; i++)
         ASSERT_TRUE(gr_ring_try_pop(a.r, &t)); /* 9 left: above half */
     sleep_ms(50);
@@ -276,7 +288,7 @@ static void every_sleeping_producer_wakes_at_half(void)
         a[i] = (push_arg){.r = r, .t = task(100 + i), .deadline = GR_NO_DEADLINE};
         pthread_create(&th[i], NULL, push_thread, &a[i]);
     }
-    sleep_ms(30);
+    wait_for_producers(r, N);
     for (int i = 0; i < 7; i++)
         ASSERT_TRUE(gr_ring_try_pop(r, &t)); /* 8 left */
     for (int i = 0; i < N; i++) {
