@@ -136,28 +136,67 @@ static void deadline_expires(void)
     gr_budget_destroy(b);
 }
 
-static void head_giving_up_lets_followers_in(void)
+/* Wait (bounded) until the budget has `n` queued requests, or `a` has returned; true when
+ * the requests were seen. */
+static bool wait_waiters_or_done(gr_budget *b, uint32_t n, const acq_arg *a)
+{
+    for (int i = 0; i < 10000; i++) {
+        if (gr_budget_waiters(b) == n)
+            return true;
+        if (atomic_load(&a->done))
+            return false;
+        sleep_ms(1);
+    }
+    GR_TEST_FAIL("expected %u queued request(s), got %u", n, gr_budget_waiters(b));
+}
+
+/* The large request at the head of the queue times out `ms` after it is made, and the small
+ * one queued behind it must then be granted, though nothing was released. Returns whether
+ * the small one was seen queued behind the large one: that needs both threads to start, and
+ * this one to look, within the deadline. */
+static bool head_giving_up_attempt(int64_t ms)
 {
     acq_arg large = {.bytes = 80};
     acq_arg small = {.bytes = 10, .deadline = GR_NO_DEADLINE};
     pthread_t lt, st;
+    bool started, behind = false;
     gr_budget *b;
 
     ASSERT_STATUS(gr_budget_create(100, &b), GR_OK);
     large.b = small.b = b;
     ASSERT_STATUS(gr_budget_acquire(b, 60, GR_NO_DEADLINE, NULL), GR_OK);
-    large.deadline = gr_now_ns() + 100 * 1000000;
+    large.deadline = gr_now_ns() + ms * 1000000;
     pthread_create(&lt, NULL, acq_thread, &large);
-    wait_waiters(b, 1);
-    pthread_create(&st, NULL, acq_thread, &small);
+    started = wait_waiters_or_done(b, 1, &large);
+    if (started) {
+        pthread_create(&st, NULL, acq_thread, &small);
+        behind = wait_waiters_or_done(b, 2, &large);
+    }
     pthread_join(lt, NULL);
     ASSERT_STATUS(large.st, GR_ERR_TIMEOUT);
-    /* No release happened: the small request is granted because the head left. */
-    pthread_join(st, NULL);
-    ASSERT_STATUS(small.st, GR_OK);
-    ASSERT_EQ_U64(gr_budget_in_use(b), 70);
-    gr_budget_release(b, 70);
+    if (started) {
+        /* No release happened: the small request is granted because the head left. */
+        pthread_join(st, NULL);
+        ASSERT_STATUS(small.st, GR_OK);
+        ASSERT_EQ_U64(gr_budget_in_use(b), 70);
+        gr_budget_release(b, 10);
+    }
+    ASSERT_EQ(gr_budget_waiters(b), 0);
+    gr_budget_release(b, 60);
     gr_budget_destroy(b);
+    return behind;
+}
+
+/* Tried with a longer deadline when the machine was too slow to show it with a short one. */
+static void head_giving_up_lets_followers_in(void)
+{
+    for (int64_t ms = 100; ms <= 6400; ms *= 4) {
+        if (head_giving_up_attempt(ms))
+            return;
+        printf("    deadline %lld ms: passed before the small request was seen queued behind "
+               "the large one: again\n", (long long)ms);
+    }
+    GR_TEST_FAIL("the small request was never seen queued behind the large one");
 }
 
 static void cancel_wakes_waiter(void)

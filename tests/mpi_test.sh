@@ -35,6 +35,17 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
 if ((EUID == 0)); then # mpirun refuses root unless told twice
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
+# A directory of this run's own for Open MPI's session directory and shared-memory segments.
+# By default they are /tmp/ompi.HOST.UID/pid.PID and /dev/shm/vader_segment.HOST.UID.JOBID.*,
+# the job id made from mpirun's PID; Bazel's sandbox gives each test a PID namespace, so two
+# runs at once (--runs_per_test, two workspaces on one machine) have the same PIDs and the
+# same names: one mpirun's cleanup removed the other's session directory (MPI_Init failed,
+# or mpirun hung until the timeout). Short, under /tmp: PMIx puts Unix sockets in it, and
+# $TEST_TMPDIR is too long a path for those.
+ompi_tmp=$(mktemp -d /tmp/graphrun_mpi.XXXXXX) || { echo "FAIL mpi_test: mktemp"; exit 1; }
+trap 'rm -rf "$ompi_tmp"' EXIT
+export OMPI_MCA_orte_tmpdir_base=$ompi_tmp OMPI_MCA_btl_vader_backing_directory=$ompi_tmp \
+  OMPI_MCA_osc_sm_backing_directory=$ompi_tmp OMPI_MCA_osc_rdma_backing_directory=$ompi_tmp
 # Sanitizer builds (tools/test --config asan): Open MPI's own allocations that it never frees
 # would fail every rank at exit. tests/openmpi.supp names Open MPI's libraries only (and the
 # full unwind it needs to see them); graphrun's own leaks are still reported.

@@ -6,8 +6,9 @@
  * bytes to an independent counter kept by the test and checks it never exceeds the budget
  * (the semaphore's own counters are not trusted). One more thread repeatedly asks for the
  * whole budget amid the flood: FIFO order means it waits only for the holders ahead of it,
- * so each of its grants must come within --large-bound-ms (default 1000 ms); an unfair
- * semaphore starves it for the whole run. At the end nothing is held or queued.
+ * so each of its grants must come within LARGE_BOUND_NS (1 s); an unfair semaphore starves
+ * it for the whole run, which must therefore last well over that bound for the check to
+ * mean anything (tests/BUILD runs 3 s). At the end nothing is held or queued.
  *
  *   stress_budget [--threads N] [--duration SECONDS] [--seed X]
  */
