@@ -1,19 +1,19 @@
 /*
  * copier.c - the copy pool (see copier.h).
  *
- * A call becomes a "batch": its copies, laid end to end as one stream of bytes, cut into
- * pieces of PIECE bytes (the last one shorter), handed out by an atomic cursor. A piece may
- * span many small copies (a batch of 16 KiB tensors: 64 of them per piece) or be part of one
- * large copy; either way each handout is about PIECE bytes of work. The piece's first copy
- * is found by binary search over the copies' end offsets, so a batch of n copies costs
- * O(n log n) to hand out, not O(n^2) (finding piece k by walking the copies from the first
- * took a millisecond per gather of 2048 tensors). The batch is queued for the helpers and the caller takes pieces too.
- * Helpers take pieces from the oldest queued batch that has any left, so concurrent callers
- * are served in order and none starves. When the caller finds the cursor exhausted it takes
- * the batch off the queue (so no helper can join any more) and waits, under the mutex, for
- * the helpers that joined (`active`) to finish their last pieces: every piece is then
- * copied, and the mutex orders those copies before the caller's return. The batch lives on
- * the caller's stack, which is why the caller must wait for them.
+ * A call becomes a "batch": its copies, laid end to end as one stream of bytes, cut into pieces of
+ * PIECE bytes (the last one shorter), handed out by an atomic cursor. A piece may span many small
+ * copies (a batch of 16 KiB tensors: 64 of them per piece) or be part of one large copy; either way
+ * each handout is about PIECE bytes of work. The piece's first copy is found by binary search over
+ * the copies' end offsets, so a batch of n copies costs O(n log n) to hand out, not O(n^2) (finding
+ * piece k by walking the copies from the first took a millisecond per gather of 2048 tensors). The
+ * batch is queued for the helpers and the caller takes pieces too. Helpers take pieces from the
+ * oldest queued batch that has any left, so concurrent callers are served in order and none
+ * starves. When the caller finds the cursor exhausted it takes the batch off the queue (so no
+ * helper can join any more) and waits, under the mutex, for the helpers that joined (`active`) to
+ * finish their last pieces: every piece is then copied, and the mutex orders those copies before
+ * the caller's return. The batch lives on the caller's stack, which is why the caller must wait for
+ * them.
  *
  * Lock order: only c->mu.
  */

@@ -26,8 +26,8 @@
  * (the workers sleep only on an empty ring) cannot stop above half without pushes from
  * someone else, so the pop that crosses the mark (or a later one) wakes it. The price: a
  * producer sleeps beside free slots until then, and until its deadline, cancel or shutdown
- * if the consumers stop popping above half (ring.h). Consumers are woken for every push, as before: an idle worker must
- * start at once.
+ * if the consumers stop popping above half (ring.h). Consumers are woken for every push, as
+ * before: an idle worker must start at once.
  *
  * Lock order: only r->mu; nothing else is taken while it is held.
  *

@@ -123,4 +123,5 @@ static void many_callers_at_once(void)
     gr_copier_destroy(c);
 }
 
-GR_TEST_MAIN(GR_TEST(copies_every_byte), GR_TEST(empty_copies_among_others), GR_TEST(no_helpers), GR_TEST(many_callers_at_once))
+GR_TEST_MAIN(GR_TEST(copies_every_byte), GR_TEST(empty_copies_among_others),
+             GR_TEST(no_helpers), GR_TEST(many_callers_at_once))
