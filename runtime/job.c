@@ -581,13 +581,12 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
      * runtime's memory alive however gr_runtime_destroy races with this call, and the count
      * (seq_cst, paired with the shutdown store) makes destroy wait for this submitter, or
      * this submitter see the shutdown. */
-    if ((rt = gr__runtime_acquire(handle, &st)) == NULL)
+    if ((rt = gr__runtime_enter(handle, &st)) == NULL)
         return gr_error_set(err, st, GR_NO_INDEX, NULL,
                             gr__handle_get((uintptr_t)handle, GR_HANDLE_RUNTIME) != NULL
                                 ? "the runtime was created by the parent of this forked "
                                   "process: a child cannot use it (create one of its own)"
                                 : "not a live runtime: it was destroyed (or never created)");
-    atomic_fetch_add(&rt->active_submits, 1);
     if ((st = check_request(rt, g, tensors, count, opts ? opts : &defaults, err)) != GR_OK)
         goto out_leave;
     if ((st = job_alloc(rt, g, tensors, count, opts ? opts : &defaults, &job)) != GR_OK) {
@@ -619,12 +618,7 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
     }
 
 out_leave:
-    /* Under the lock, so gr_runtime_destroy's wait cannot miss the last submitter. */
-    pthread_mutex_lock(&rt->mu);
-    if (atomic_fetch_sub(&rt->active_submits, 1) == 1)
-        pthread_cond_broadcast(&rt->cond);
-    pthread_mutex_unlock(&rt->mu);
-    gr__runtime_unref(rt);
+    gr__runtime_leave(rt);
     return st;
 }
 

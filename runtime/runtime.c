@@ -286,6 +286,38 @@ gr_runtime *gr__runtime_acquire(const gr_runtime *handle, gr_status *st)
     return rt;
 }
 
+gr_runtime *gr__runtime_enter(const gr_runtime *handle, gr_status *st)
+{
+    gr_runtime *rt = gr__runtime_acquire(handle, st);
+
+    if (rt != NULL)
+        atomic_fetch_add(&rt->active_calls, 1);
+    return rt;
+}
+
+void gr__runtime_leave(gr_runtime *rt)
+{
+    /* Under the lock, so gr_runtime_destroy's wait cannot miss the last call. */
+    pthread_mutex_lock(&rt->mu);
+    if (atomic_fetch_sub(&rt->active_calls, 1) == 1)
+        pthread_cond_broadcast(&rt->cond);
+    pthread_mutex_unlock(&rt->mu);
+    gr__runtime_unref(rt);
+}
+
+gr_device *gr__runtime_device(const gr_runtime *handle, uint32_t device, gr_status *st)
+{
+    gr_runtime *rt = gr__runtime_get(handle, st);
+
+    if (rt == NULL)
+        return NULL;
+    if (device >= rt->n_devices) {
+        *st = GR_ERR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    return &rt->devices[device];
+}
+
 bool gr__forked(const gr_runtime *rt)
 {
     /* Relaxed: the child's increment runs on its only thread, before any call of its. */
@@ -571,22 +603,17 @@ static void log_shutdown(gr_runtime *rt)
 void gr_runtime_shutdown(gr_runtime *handle)
 {
     gr_status st;
-    gr_runtime *rt = gr__runtime_acquire(handle, &st);
+    /* Counted as a submitter is: a destroy racing on another thread claims the log line
+     * (log_shutdown), then waits for the count to be zero; so either it waits for this
+     * call, log line included, or it claimed the line before this call tries to, and no log
+     * call of this runtime comes after the destroy returns (graphrun.h). */
+    gr_runtime *rt = gr__runtime_enter(handle, &st);
 
     if (rt == NULL)
         return;
-    /* Counted as a submitter is. seq_cst: a destroy racing on another thread claims the
-     * log line (log_shutdown), then waits for this count to be zero; so either it waits for
-     * this call, log line included, or it claimed the line before this call tries to, and
-     * no log call of this runtime comes after the destroy returns (graphrun.h). */
-    atomic_fetch_add(&rt->active_submits, 1);
     log_shutdown(rt);
     runtime_shutdown(rt);
-    pthread_mutex_lock(&rt->mu);
-    if (atomic_fetch_sub(&rt->active_submits, 1) == 1)
-        pthread_cond_broadcast(&rt->cond);
-    pthread_mutex_unlock(&rt->mu);
-    gr__runtime_unref(rt);
+    gr__runtime_leave(rt);
 }
 
 /* The whole shutdown order (see the top of this file); also undoes a partial create. */
@@ -596,7 +623,7 @@ static void runtime_teardown(gr_runtime *rt)
 
     runtime_shutdown(rt);
     pthread_mutex_lock(&rt->mu);
-    while (atomic_load(&rt->active_submits) > 0)
+    while (atomic_load(&rt->active_calls) > 0)
         pthread_cond_wait(&rt->cond, &rt->mu);
     pthread_mutex_unlock(&rt->mu);
 
@@ -831,16 +858,14 @@ gr_status gr_runtime_info_get(const gr_runtime *handle, gr_runtime_info *out)
 
 gr_status gr_runtime_device_ordinal(const gr_runtime *handle, uint32_t device, int *ordinal)
 {
+    const gr_device *dev;
     gr_status st;
-    gr_runtime *rt;
 
     if (ordinal == NULL)
         return GR_ERR_INVALID_ARGUMENT;
-    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+    if ((dev = gr__runtime_device(handle, device, &st)) == NULL)
         return st;
-    if (device >= rt->n_devices)
-        return GR_ERR_INVALID_ARGUMENT;
-    *ordinal = rt->devices[device].ordinal;
+    *ordinal = dev->ordinal;
     return GR_OK;
 }
 
@@ -849,15 +874,11 @@ gr_status gr_runtime_device_stats(const gr_runtime *handle, uint32_t device,
 {
     const gr_device *dev;
     gr_status st;
-    gr_runtime *rt;
 
     if (out == NULL)
         return GR_ERR_INVALID_ARGUMENT;
-    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+    if ((dev = gr__runtime_device(handle, device, &st)) == NULL)
         return st;
-    if (device >= rt->n_devices)
-        return GR_ERR_INVALID_ARGUMENT;
-    dev = &rt->devices[device];
     out->budget_bytes = gr_budget_capacity(dev->budget);
     out->budget_in_use = gr_budget_in_use(dev->budget);
     out->budget_peak = gr_budget_peak(dev->budget);

@@ -37,7 +37,7 @@ struct gr_runtime {
     struct gr_copier *copier; /* gathers and scatters staged units */
 
     atomic_bool shutdown;
-    atomic_uint active_submits;  /* threads inside gr_job_submit or gr_runtime_shutdown */
+    atomic_uint active_calls;    /* threads inside gr_job_submit or gr_runtime_shutdown */
     atomic_uint devices_lost;    /* devices marked lost (sticky device error) */
     _Atomic uint64_t pinned_fallbacks; /* staging buffers that had to be pageable */
 
@@ -91,6 +91,18 @@ struct gr_runtime *gr__runtime_get(const struct gr_runtime *handle, gr_status *s
  * For the calls that many threads make while one may destroy: gr_job_submit,
  * gr_runtime_shutdown. Any thread. */
 struct gr_runtime *gr__runtime_acquire(const struct gr_runtime *handle, gr_status *st);
+
+/* gr__runtime_acquire for a call that gr_runtime_destroy must wait for (gr_job_submit,
+ * gr_runtime_shutdown): also counted in active_calls. seq_cst, paired with the shutdown
+ * store: either the destroy waits for this call, or the call sees the shutdown. End it with
+ * gr__runtime_leave, which gives the reference back too. Any thread. */
+struct gr_runtime *gr__runtime_enter(const struct gr_runtime *handle, gr_status *st);
+void gr__runtime_leave(struct gr_runtime *rt);
+
+/* Device `device` of the runtime behind a caller's handle, or NULL with *st set: as
+ * gr__runtime_get, and GR_ERR_INVALID_ARGUMENT for a device out of range. Any thread. */
+struct gr_device *gr__runtime_device(const struct gr_runtime *handle, uint32_t device,
+                                     gr_status *st);
 
 /* Whether the calling thread is running a job's completion callback. */
 bool gr__in_callback(void);
