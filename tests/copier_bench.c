@@ -17,13 +17,13 @@
 
 #include "runtime/copier.h"
 #include "runtime/graphrun.h"
+#include "tools/graphrun/cli.h"
 
 static uint64_t parse(const char *s)
 {
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
+    uint64_t v;
 
-    if (*s == '\0' || *end != '\0' || v == 0) {
+    if (!gr_cli_parse_u64(s, &v) || v == 0) {
         fprintf(stderr, "copier_bench: invalid number '%s'\n", s);
         exit(2);
     }

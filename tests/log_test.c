@@ -91,6 +91,18 @@ static gr_config host_config(uint64_t budget)
     return cfg;
 }
 
+/* host_config(budget) whose messages go to sink `s`, with GR_LOG cleared so that nothing
+ * in the environment overrides the callback or its level. */
+static gr_config collecting_config(uint64_t budget, sink *s)
+{
+    gr_config cfg = host_config(budget);
+
+    unsetenv("GR_LOG");
+    cfg.log_callback = collect;
+    cfg.log_user = s;
+    return cfg;
+}
+
 static gr_runtime *create(const gr_config *cfg)
 {
     gr_runtime *rt;
@@ -178,13 +190,10 @@ static void silent_by_default(void)
 
 static void callback_events(void)
 {
-    gr_config cfg = host_config(1 << 20);
     sink *s = sink_new();
+    gr_config cfg = collecting_config(1 << 20, s);
     gr_runtime *rt;
 
-    unsetenv("GR_LOG");
-    cfg.log_callback = collect;
-    cfg.log_user = s;
     rt = create(&cfg);
     EXPECT_COUNT(s, GR_LOG_INFO,
                  "runtime started: host backend (host backend, as configured), 1 device(s), 2 "
@@ -211,13 +220,10 @@ static void callback_events(void)
  * still nothing per tensor. */
 static void debug_per_job_not_per_tensor(void)
 {
-    gr_config cfg = host_config(1 << 20);
     sink *s = sink_new();
+    gr_config cfg = collecting_config(1 << 20, s);
     gr_runtime *rt;
 
-    unsetenv("GR_LOG");
-    cfg.log_callback = collect;
-    cfg.log_user = s;
     cfg.log_level = GR_LOG_DEBUG;
     rt = create(&cfg);
     ASSERT_STATUS(run_job(rt, 3000, false), GR_OK);
@@ -237,13 +243,10 @@ static void debug_per_job_not_per_tensor(void)
 
 static void threshold_filters(void)
 {
-    gr_config cfg = host_config(1 << 20);
     sink *s = sink_new();
+    gr_config cfg = collecting_config(1 << 20, s);
     gr_runtime *rt;
 
-    unsetenv("GR_LOG");
-    cfg.log_callback = collect;
-    cfg.log_user = s;
     cfg.log_level = GR_LOG_WARN;
     rt = create(&cfg);
     ASSERT_STATUS(run_job(rt, 5, false), GR_OK);
@@ -262,15 +265,12 @@ static void threshold_filters(void)
  * with a GPU it chose CUDA and says nothing of the kind. */
 static void auto_fallback(void)
 {
-    gr_config cfg = host_config(4 << 20);
     gr_runtime_info info;
     sink *s = sink_new();
+    gr_config cfg = collecting_config(4 << 20, s);
     gr_runtime *rt;
 
-    unsetenv("GR_LOG");
     cfg.backend = GR_BACKEND_AUTO;
-    cfg.log_callback = collect;
-    cfg.log_user = s;
     rt = create(&cfg);
     ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_OK);
     if (info.backend == GR_BACKEND_HOST)
@@ -283,13 +283,10 @@ static void auto_fallback(void)
 
 static void create_failure(void)
 {
-    gr_config cfg = host_config(1 << 20);
     sink *s = sink_new();
+    gr_config cfg = collecting_config(1 << 20, s);
     gr_runtime *rt;
 
-    unsetenv("GR_LOG");
-    cfg.log_callback = collect;
-    cfg.log_user = s;
     cfg.host_devices = 0; /* passes the config checks, refused by the backend */
     ASSERT_STATUS(gr_runtime_create(&cfg, &rt, NULL), GR_ERR_INVALID_ARGUMENT);
     EXPECT_COUNT(s, GR_LOG_ERROR, "runtime could not start: invalid argument: host_devices", 1);
@@ -351,13 +348,10 @@ static void env_overrides_callback(void)
  * backend reports it, through the runtime's own calls on the host backend. */
 static void faults_logged(void)
 {
-    gr_config cfg = host_config(1 << 20);
     sink *s = sink_new();
+    gr_config cfg = collecting_config(1 << 20, s);
     gr_runtime *rt;
 
-    unsetenv("GR_LOG");
-    cfg.log_callback = collect;
-    cfg.log_user = s;
     rt = create(&cfg);
     gr__runtime_worker_retired(RT(rt), &RT(rt)->workers[0]);
     EXPECT_COUNT(s, GR_LOG_WARN,
@@ -386,21 +380,18 @@ static void faults_logged(void)
 static void staging_fallback_logged_once(void)
 {
     enum { N = 40, ELEMS = 64, STRIDE = 128 }; /* gaps between tensors: batches are staged */
-    gr_config cfg = host_config(1 << 20);
     gr_stats st = GR_STATS_INIT;
     float *data = calloc(N, STRIDE * sizeof(float)), *want = calloc(N, STRIDE * sizeof(float));
     gr_tensor t[N];
     gr_status result;
     sink *s = sink_new();
+    gr_config cfg = collecting_config(1 << 20, s);
     char text[16384];
     gr_runtime *rt;
     gr_graph *g;
     gr_job *job;
 
     ASSERT_TRUE(data != NULL && want != NULL);
-    unsetenv("GR_LOG");
-    cfg.log_callback = collect;
-    cfg.log_user = s;
     cfg.fault_plan = "pin:1+";
     rt = create(&cfg);
     for (int i = 0; i < N; i++) {

@@ -23,14 +23,14 @@
 #include <sys/resource.h>
 
 #include "runtime/graphrun.h"
+#include "tools/graphrun/cli.h"
 #include "tools/graphrun/tensor_set.h"
 
 static uint64_t parse(const char *name, const char *s)
 {
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
+    uint64_t v;
 
-    if (*s == '\0' || *end != '\0') {
+    if (!gr_cli_parse_u64(s, &v)) {
         fprintf(stderr, "scale_bench: invalid value '%s' for --%s\n", s, name);
         exit(2);
     }
