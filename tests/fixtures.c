@@ -4,6 +4,7 @@
 #include "tests/fixtures.h"
 
 #include "tests/testing.h"
+#include "tools/graphrun/workload.h"
 
 gr_runtime *gr_test_runtime(gr_test_shape shape)
 {
@@ -31,4 +32,55 @@ gr_status gr_test_wait(gr_job *job, int64_t timeout_ns)
 
     ASSERT_STATUS(gr_job_wait(job, timeout_ns, &result), GR_OK);
     return result;
+}
+
+gr_test_tensors gr_test_tensors_make(uint64_t seed, uint64_t count, uint64_t elems)
+{
+    gr_test_tensors s = {calloc(count, sizeof(float *)), calloc(count, sizeof(gr_tensor)), count,
+                         elems, seed};
+
+    ASSERT_TRUE(s.data != NULL && s.t != NULL);
+    for (uint64_t i = 0; i < count; i++) {
+        s.data[i] = malloc(elems * sizeof(float));
+        ASSERT_TRUE(s.data[i] != NULL);
+        gr_workload_fill(s.data[i], 0, elems, seed, i);
+        s.t[i].in[0] = s.data[i];
+        s.t[i].out[0] = s.data[i];
+        s.t[i].elems = elems;
+    }
+    return s;
+}
+
+void gr_test_tensors_free(gr_test_tensors *s)
+{
+    for (uint64_t i = 0; i < s->count; i++)
+        free(s->data[i]);
+    free(s->data);
+    free(s->t);
+}
+
+void gr_test_expect_processed(const gr_test_tensors *s, uint64_t i)
+{
+    uint64_t where;
+    uint64_t bad = gr_workload_check_seed(s->data[i], 0, s->elems, s->seed, i, &where);
+
+    if (bad != 0)
+        GR_TEST_FAIL("index %llu: %llu wrong elements, first %llu", (unsigned long long)i,
+                     (unsigned long long)bad, (unsigned long long)where);
+}
+
+void gr_test_expect_all_processed(const gr_test_tensors *s)
+{
+    for (uint64_t i = 0; i < s->count; i++)
+        gr_test_expect_processed(s, i);
+}
+
+void gr_test_expect_untouched(const gr_test_tensors *s, uint64_t i)
+{
+    uint64_t where;
+    uint64_t bad = gr_workload_check_input(s->data[i], 0, s->elems, s->seed, i, &where);
+
+    if (bad != 0)
+        GR_TEST_FAIL("index %llu was written: %llu changed elements, first %llu",
+                     (unsigned long long)i, (unsigned long long)bad, (unsigned long long)where);
 }

@@ -1,11 +1,13 @@
 /*
  * fixtures.h - helpers the runtime's tests share: a runtime with a given shape, waiting for
- * a job's result. Each fails the current test on error (testing.h).
+ * a job's result, in-place seed-workload tensors and their checks. Each fails the current
+ * test on error (testing.h).
  */
 #ifndef GR_FIXTURES_H
 #define GR_FIXTURES_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "runtime/graphrun.h"
 
@@ -25,5 +27,23 @@ gr_runtime *gr_test_runtime(gr_test_shape shape);
 /* Wait (at most `timeout_ns`) for the job to complete, failing the test if it does not;
  * returns the job's result. */
 gr_status gr_test_wait(gr_job *job, int64_t timeout_ns);
+
+/* `count` in-place tensors of `elems` elements, each its own allocation, filled with the
+ * seed workload's inputs for `seed` (tools/graphrun/workload.h). */
+typedef struct gr_test_tensors {
+    float **data;
+    gr_tensor *t;
+    uint64_t count, elems, seed;
+} gr_test_tensors;
+
+gr_test_tensors gr_test_tensors_make(uint64_t seed, uint64_t count, uint64_t elems);
+void gr_test_tensors_free(gr_test_tensors *s);
+
+/* Index i holds the seed computation of its input, exactly once applied. */
+void gr_test_expect_processed(const gr_test_tensors *s, uint64_t i);
+/* Every index does. */
+void gr_test_expect_all_processed(const gr_test_tensors *s);
+/* Index i still holds its input. */
+void gr_test_expect_untouched(const gr_test_tensors *s, uint64_t i);
 
 #endif /* GR_FIXTURES_H */

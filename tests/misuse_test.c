@@ -561,7 +561,7 @@ static void *racing_destroy_main(void *arg)
 
 static void no_log_call_after_a_racing_destroy_returns(void)
 {
-    static held_log h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+    static held_log h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
     gr_config cfg = GR_CONFIG_INIT;
     racing_destroy d = {.log = &h};
     pthread_t sth, dth;

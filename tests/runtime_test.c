@@ -30,55 +30,6 @@ static gr_runtime *make_runtime(uint32_t workers, uint64_t budget)
         (gr_test_shape){.workers = workers, .budget = budget, .whole_tensors = true});
 }
 
-/* `count` in-place tensors of `elems` synthetic elements. */
-typedef struct tensors {
-    float **data;
-    gr_tensor *t;
-    uint64_t count, elems;
-} tensors;
-
-static tensors make_tensors(uint64_t count, uint64_t elems)
-{
-    tensors s = {calloc(count, sizeof(float *)), calloc(count, sizeof(gr_tensor)), count, elems};
-
-    for (uint64_t i = 0; i < count; i++) {
-        s.data[i] = malloc(elems * sizeof(float));
-        ASSERT_TRUE(s.data[i] != NULL);
-        gr_workload_fill(s.data[i], 0, elems, SEED, i);
-        s.t[i].in[0] = s.data[i];
-        s.t[i].out[0] = s.data[i];
-        s.t[i].elems = elems;
-    }
-    return s;
-}
-
-static void free_tensors(tensors *s)
-{
-    for (uint64_t i = 0; i < s->count; i++)
-        free(s->data[i]);
-    free(s->data);
-    free(s->t);
-}
-
-/* Index i processed (seed applied exactly once) or untouched. */
-static void expect_processed(const tensors *s, uint64_t i)
-{
-    uint64_t where;
-    uint64_t bad = gr_workload_check_seed(s->data[i], 0, s->elems, SEED, i, &where);
-    if (bad != 0)
-        GR_TEST_FAIL("index %llu: %llu wrong elements, first %llu", (unsigned long long)i,
-                     (unsigned long long)bad, (unsigned long long)where);
-}
-
-static void expect_untouched(const tensors *s, uint64_t i)
-{
-    uint64_t where;
-    uint64_t bad = gr_workload_check_input(s->data[i], 0, s->elems, SEED, i, &where);
-    if (bad != 0)
-        GR_TEST_FAIL("index %llu was written: %llu changed elements, first %llu",
-                     (unsigned long long)i, (unsigned long long)bad, (unsigned long long)where);
-}
-
 /* Take the device's whole budget, so the runtime's worker sleeps in the budget's queue with
  * the first task it pops; returns once `sleepers` workers sleep there (0: do not wait). */
 static gr_budget *hold_budget(gr_runtime *rt)
@@ -190,7 +141,7 @@ static void info_and_budget_rounding(void)
 static void submit_refusals(void)
 {
     gr_runtime *rt = make_runtime(2, 1 << 20);
-    tensors s = make_tensors(4, 100);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 4, 100);
     gr_job_options bad_opts = GR_JOB_OPTIONS_INIT;
     gr_graph *g, *unfinished;
     gr_error_info err;
@@ -264,17 +215,17 @@ static void submit_refusals(void)
     ASSERT_PTR_EQ(job, NULL);
     /* Nothing was queued by any refusal: all inputs untouched. */
     for (uint64_t i = 0; i < 4; i++)
-        expect_untouched(&s, i);
+        gr_test_expect_untouched(&s, i);
     gr_graph_destroy(unfinished);
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 static void aliasing_refusals(void)
 {
     gr_runtime *rt = make_runtime(2, 1 << 20);
-    tensors s = make_tensors(3, 100);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 3, 100);
     float *other = malloc(200 * sizeof(float));
     gr_graph *g;
     gr_error_info err;
@@ -319,7 +270,7 @@ static void aliasing_refusals(void)
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
     free(other);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 static atomic_int callback_calls;
@@ -343,7 +294,7 @@ static void count_callback(gr_job *job, gr_status st, void *user)
 static void job_runs_reports_and_calls_back(void)
 {
     gr_runtime *rt = make_runtime(3, 1 << 20);
-    tensors s = make_tensors(10, 1000);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 10, 1000);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_job_progress p;
     gr_index_state state;
@@ -368,7 +319,7 @@ static void job_runs_reports_and_calls_back(void)
         ASSERT_STATUS(gr_job_index_get(job, i, &state, &status), GR_OK);
         ASSERT_EQ(state, GR_INDEX_DONE);
         ASSERT_STATUS(status, GR_OK);
-        expect_processed(&s, i);
+        gr_test_expect_processed(&s, i);
     }
     ASSERT_STATUS(gr_job_index_get(job, 10, &state, &status), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_job_wait(NULL, 0, NULL), GR_ERR_INVALID_ARGUMENT);
@@ -392,13 +343,13 @@ static void job_runs_reports_and_calls_back(void)
     ASSERT_EQ_U64(ds.budget_in_use, 0);
     ASSERT_LE_U64(ds.budget_peak, ds.budget_bytes);
     gr_runtime_destroy(rt);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 static void detached_job_calls_back(void)
 {
     gr_runtime *rt = make_runtime(2, 1 << 20);
-    tensors s = make_tensors(5, 333);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 5, 333);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_graph *g;
 
@@ -412,16 +363,16 @@ static void detached_job_calls_back(void)
         usleep(1000);
     ASSERT_EQ(atomic_load(&callback_calls), 1);
     for (uint64_t i = 0; i < 5; i++)
-        expect_processed(&s, i);
+        gr_test_expect_processed(&s, i);
     gr_runtime_destroy(rt);
     ASSERT_EQ(atomic_load(&callback_calls), 1);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 static void cancel_ends_queued_indices_at_once(void)
 {
     gr_runtime *rt = make_runtime(1, 1 << 20);
-    tensors s = make_tensors(50, 100);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 50, 100);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_budget *budget = hold_budget(rt);
     gr_job_progress p;
@@ -463,18 +414,18 @@ static void cancel_ends_queued_indices_at_once(void)
     release_budget(budget);
     gr_runtime_destroy(rt); /* drains the canceled tasks still in the ring */
     for (uint64_t i = 0; i < 50; i++)
-        expect_untouched(&s, i);
+        gr_test_expect_untouched(&s, i);
     ASSERT_EQ(atomic_load(&callback_calls), 1);
     ASSERT_EQ(gr__job_anomalies(job), 0);
     gr_job_destroy(job);
     gr_graph_destroy(g);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 static void deadline_fails_unstarted_indices(void)
 {
     gr_runtime *rt = make_runtime(1, 1 << 20);
-    tensors s = make_tensors(20, 100);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 20, 100);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_budget *budget = hold_budget(rt);
     gr_job_progress p;
@@ -508,15 +459,15 @@ static void deadline_fails_unstarted_indices(void)
     release_budget(budget);
     gr_runtime_destroy(rt);
     for (uint64_t i = 0; i < 20; i++)
-        expect_untouched(&s, i);
+        gr_test_expect_untouched(&s, i);
     gr_graph_destroy(g);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 static void shutdown_cancels_queued_and_refuses_new(void)
 {
     gr_runtime *rt = make_runtime(1, 1 << 20);
-    tensors s = make_tensors(30, 100);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 30, 100);
     gr_budget *budget = hold_budget(rt);
     gr_job *job, *late = NULL;
     gr_job_progress p;
@@ -538,10 +489,10 @@ static void shutdown_cancels_queued_and_refuses_new(void)
     release_budget(budget);
     gr_runtime_destroy(rt);
     for (uint64_t i = 0; i < 30; i++)
-        expect_untouched(&s, i);
+        gr_test_expect_untouched(&s, i);
     gr_job_destroy(job);
     gr_graph_destroy(g);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 /* The ring is tiny and the only worker parked, so submit sleeps on backpressure; shutdown
@@ -550,7 +501,7 @@ static void shutdown_cancels_queued_and_refuses_new(void)
 typedef struct submit_arg {
     gr_runtime *rt;
     gr_graph *g;
-    tensors *s;
+    gr_test_tensors *s;
     gr_job *job;
     gr_status st;
 } submit_arg;
@@ -566,7 +517,7 @@ static void *submit_thread(void *p)
 static void shutdown_wakes_submit_sleeping_on_full_ring(void)
 {
     gr_config cfg = GR_CONFIG_INIT;
-    tensors s = make_tensors(64, 10);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 64, 10);
     submit_arg a = {.s = &s};
     gr_job_progress p;
     gr_budget *budget;
@@ -596,10 +547,10 @@ static void shutdown_wakes_submit_sleeping_on_full_ring(void)
     gr_runtime_destroy(a.rt);
     ASSERT_EQ(gr__job_anomalies(a.job), 0);
     for (uint64_t i = 0; i < 64; i++)
-        expect_untouched(&s, i);
+        gr_test_expect_untouched(&s, i);
     gr_job_destroy(a.job);
     gr_graph_destroy(a.g);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 GR_TEST_MAIN(GR_TEST(config_refusals), GR_TEST(cuda_backend_refused_or_present),

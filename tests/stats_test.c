@@ -16,7 +16,6 @@
 #include "runtime/stats.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
-#include "tools/graphrun/workload.h"
 
 /* The runtime behind a handle, for the checks that look inside. */
 #define RT(handle) gr__runtime_get((handle), &(gr_status){GR_OK})
@@ -24,47 +23,6 @@
 #define SEED 11
 #define MS 1000000ll
 
-typedef struct tensors {
-    float **data;
-    gr_tensor *t;
-    uint64_t count, elems;
-} tensors;
-
-static tensors make_tensors(uint64_t count, uint64_t elems)
-{
-    tensors s = {calloc(count, sizeof(float *)), calloc(count, sizeof(gr_tensor)), count, elems};
-
-    for (uint64_t i = 0; i < count; i++) {
-        s.data[i] = malloc(elems * sizeof(float));
-        ASSERT_TRUE(s.data[i] != NULL);
-        gr_workload_fill(s.data[i], 0, elems, SEED, i);
-        s.t[i].in[0] = s.data[i];
-        s.t[i].out[0] = s.data[i];
-        s.t[i].elems = elems;
-    }
-    return s;
-}
-
-static void free_tensors(tensors *s)
-{
-    for (uint64_t i = 0; i < s->count; i++)
-        free(s->data[i]);
-    free(s->data);
-    free(s->t);
-}
-
-static void expect_all_processed(const tensors *s)
-{
-    for (uint64_t i = 0; i < s->count; i++) {
-        uint64_t where;
-        uint64_t bad = gr_workload_check_seed(s->data[i], 0, s->elems, SEED, i, &where);
-        if (bad != 0)
-            GR_TEST_FAIL("index %llu: %llu wrong elements, first %llu", (unsigned long long)i,
-                         (unsigned long long)bad, (unsigned long long)where);
-    }
-}
-
-static char *render(gr_runtime *rt);
 static void expect_line(const char *text, const char *line);
 
 static gr_stats stats_of(gr_runtime *rt, uint32_t device)
@@ -84,7 +42,7 @@ static uint64_t bucket_sum(const gr_histogram *h, uint32_t from)
     return n;
 }
 
-static void run_job(gr_runtime *rt, gr_graph *g, const tensors *s, gr_status want)
+static void run_job(gr_runtime *rt, gr_graph *g, const gr_test_tensors *s, gr_status want)
 {
     gr_job *job;
     gr_error_info err;
@@ -118,7 +76,7 @@ static void exact_after_job(void)
 {
     gr_runtime *rt = gr_test_runtime(
         (gr_test_shape){.workers = 2, .budget = 1 << 20, .whole_tensors = true});
-    tensors s = make_tensors(10, 1000);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 10, 1000);
     uint64_t footprint;
     gr_graph *g;
     gr_stats st;
@@ -134,7 +92,7 @@ static void exact_after_job(void)
     ASSERT_EQ_U64(st.budget_peak, 0);
 
     run_job(rt, g, &s, GR_OK);
-    expect_all_processed(&s);
+    gr_test_expect_all_processed(&s);
     st = stats_of(rt, 0);
     ASSERT_EQ(st.device_count, 1);
     ASSERT_EQ(st.device, 0);
@@ -193,7 +151,7 @@ static void exact_after_job(void)
 
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 /* Small tensors batched and large ones chunked: iterations differ from tensors, bytes do
@@ -202,16 +160,16 @@ static void units_and_devices(void)
 {
     gr_runtime *rt = gr_test_runtime((gr_test_shape){.devices = 2, .workers = 2,
                                                      .budget = 256 << 10});
-    tensors small = make_tensors(200, 100);     /* 400 B each: batched */
-    tensors large = make_tensors(3, 100000);    /* 400 KB each: over the 256 KiB budget */
+    gr_test_tensors small = gr_test_tensors_make(SEED, 200, 100);     /* 400 B each: batched */
+    gr_test_tensors large = gr_test_tensors_make(SEED, 3, 100000);    /* 400 KB each: over the 256 KiB budget */
     uint64_t done = 0, iterations = 0, h2d = 0, d2h = 0;
     gr_graph *g;
 
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     run_job(rt, g, &small, GR_OK);
     run_job(rt, g, &large, GR_OK);
-    expect_all_processed(&small);
-    expect_all_processed(&large);
+    gr_test_expect_all_processed(&small);
+    gr_test_expect_all_processed(&large);
     for (uint32_t d = 0; d < 2; d++) {
         gr_stats st = stats_of(rt, d);
 
@@ -236,8 +194,8 @@ static void units_and_devices(void)
     ASSERT_GT(iterations, 3 * 2); /* each large one took at least two chunks */
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
-    free_tensors(&small);
-    free_tensors(&large);
+    gr_test_tensors_free(&small);
+    gr_test_tensors_free(&large);
 }
 
 /* Where stopped indices are counted. One worker is held in the budget's queue with job A's
@@ -249,7 +207,7 @@ static void canceled_and_waits(void)
     gr_runtime *rt = gr_test_runtime(
         (gr_test_shape){.workers = 1, .budget = 1 << 20, .whole_tensors = true});
     gr_budget *b = RT(rt)->devices[0].budget;
-    tensors s = make_tensors(8, 1000);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 8, 1000);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_job *a, *job;
     gr_graph *g;
@@ -305,7 +263,7 @@ static void canceled_and_waits(void)
 
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 static void struct_size_rule(void)
@@ -359,7 +317,7 @@ typedef struct submitter {
     gr_runtime *rt;
     gr_graph *g;
     pthread_barrier_t *start;
-    tensors s;
+    gr_test_tensors s;
 } submitter;
 
 static void *submit_main(void *arg)
@@ -394,7 +352,7 @@ static void counts_under_threads(void)
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     pthread_barrier_init(&start, NULL, THREADS);
     for (int i = 0; i < THREADS; i++) {
-        sub[i] = (submitter){rt, g, &start, make_tensors(TENSORS_PER_JOB, 64 + 32 * i)};
+        sub[i] = (submitter){rt, g, &start, gr_test_tensors_make(SEED, TENSORS_PER_JOB, 64 + 32 * i)};
         ASSERT_EQ(pthread_create(&th[i], NULL, submit_main, &sub[i]), 0);
     }
     for (int i = 0; i < THREADS; i++) {
@@ -424,7 +382,7 @@ static void counts_under_threads(void)
     ASSERT_GT(waits, 0);
     pthread_barrier_destroy(&start);
     for (int i = 0; i < THREADS; i++)
-        free_tensors(&sub[i].s);
+        gr_test_tensors_free(&sub[i].s);
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
 }
@@ -561,7 +519,7 @@ static void prometheus_text(void)
 {
     gr_runtime *rt = gr_test_runtime(
         (gr_test_shape){.devices = 2, .workers = 1, .budget = 1 << 20, .whole_tensors = true});
-    tensors s = make_tensors(10, 1000);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 10, 1000);
     gr_stats st0, st1;
     char line[160];
     gr_graph *g;
@@ -634,7 +592,7 @@ static void prometheus_text(void)
     free(text);
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 /* snprintf-style: the length is the same whatever the buffer, the text is cut short and
@@ -671,7 +629,7 @@ static void device_lost_reported(void)
 {
     gr_runtime *rt = gr_test_runtime((gr_test_shape){.devices = 2, .workers = 2,
                                                      .budget = 1 << 20, .whole_tensors = true});
-    tensors s = make_tensors(20, 100);
+    gr_test_tensors s = gr_test_tensors_make(SEED, 20, 100);
     gr_stats st0, st1;
     gr_graph *g;
     char *text;
@@ -679,7 +637,7 @@ static void device_lost_reported(void)
     gr__runtime_device_lost(RT(rt), &RT(rt)->devices[1]);
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     run_job(rt, g, &s, GR_OK);
-    expect_all_processed(&s);
+    gr_test_expect_all_processed(&s);
     st0 = stats_of(rt, 0);
     st1 = stats_of(rt, 1);
     ASSERT_EQ(st0.devices_lost, 1);
@@ -694,7 +652,7 @@ static void device_lost_reported(void)
     free(text);
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
-    free_tensors(&s);
+    gr_test_tensors_free(&s);
 }
 
 GR_TEST_MAIN(GR_TEST(bucket_bounds), GR_TEST(device_lost_reported), GR_TEST(exact_after_job),
