@@ -140,35 +140,6 @@ static void several_devices(void)
     gr_runtime_destroy(rt);
 }
 
-/* out0 = seed(2 a - b), out1 = a * 3 (a DAG: two loads, independent branches). */
-static gr_graph *two_input_dag(void)
-{
-    const char *ab[] = {"a", "b"}, *d[] = {"d"}, *a[] = {"a"};
-    const float two_minus_one[2] = {2.0f, -1.0f}, three = 3.0f;
-    gr_graph *g;
-
-    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "a", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "b", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "d", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "t", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_h2d(g, "load_a", 0, "a"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_h2d(g, "load_b", 1, "b"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "diff", "axpby", ab, 2, "d", two_minus_one, 2), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "seed", "seed", d, 1, "d", NULL, 0), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "triple", "mul", a, 1, "t", &three, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_d2h(g, "store0", "d", 0), GR_OK);
-    ASSERT_STATUS(gr_graph_add_d2h(g, "store1", "t", 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "load_a", "diff"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "load_b", "diff"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "diff", "seed"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "seed", "store0"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "load_a", "triple"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "triple", "store1"), GR_OK);
-    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
-    return g;
-}
-
 typedef struct dag_job {
     float *a, *b, *o0, *o1;
     uint64_t n;
@@ -223,7 +194,7 @@ static void run_dag(gr_runtime *rt, gr_graph *g, uint64_t count, uint64_t seed)
 static void two_input_dag_out_of_place(void)
 {
     gr_runtime *rt = runtime_with(1, 3, 1 << 20);
-    gr_graph *g = two_input_dag();
+    gr_graph *g = gr_test_dag_graph();
 
     run_dag(rt, g, 31, 4);
     check_budget_never_exceeded(rt);
@@ -261,7 +232,7 @@ static void concurrent_jobs_with_two_graphs(void)
 {
     enum { THREADS = 8 };
     gr_runtime *rt = runtime_with(1, 4, 96 * 1024);
-    gr_graph *dag = two_input_dag();
+    gr_graph *dag = gr_test_dag_graph();
     pthread_barrier_t start;
     submitter s[THREADS];
     pthread_t th[THREADS];

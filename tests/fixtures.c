@@ -84,3 +84,31 @@ void gr_test_expect_untouched(const gr_test_tensors *s, uint64_t i)
         GR_TEST_FAIL("index %llu was written: %llu changed elements, first %llu",
                      (unsigned long long)i, (unsigned long long)bad, (unsigned long long)where);
 }
+
+gr_graph *gr_test_dag_graph(void)
+{
+    const char *ab[] = {"a", "b"}, *d[] = {"d"}, *a[] = {"a"};
+    const float two_minus_one[2] = {2.0f, -1.0f}, three = 3.0f;
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "a", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "b", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "d", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "t", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load_a", 0, "a"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load_b", 1, "b"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "diff", "axpby", ab, 2, "d", two_minus_one, 2), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "seed", "seed", d, 1, "d", NULL, 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "triple", "mul", a, 1, "t", &three, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store0", "d", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store1", "t", 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load_a", "diff"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load_b", "diff"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "diff", "seed"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "seed", "store0"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load_a", "triple"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "triple", "store1"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    return g;
+}

@@ -28,6 +28,10 @@ gr_runtime *gr_test_runtime(gr_test_shape shape);
  * returns the job's result. */
 gr_status gr_test_wait(gr_job *job, int64_t timeout_ns);
 
+/* out0 = seed(2a - b), out1 = 3a: a DAG of two inputs (two loads), independent branches and
+ * two outputs, every buffer the tensor's size. */
+gr_graph *gr_test_dag_graph(void);
+
 /* `count` in-place tensors of `elems` elements, each its own allocation, filled with the
  * seed workload's inputs for `seed` (tools/graphrun/workload.h). */
 typedef struct gr_test_tensors {

@@ -167,38 +167,16 @@ static void mixed_sizes(void)
     gr_runtime_destroy(rt);
 }
 
-/* out0 = seed(2a - b), out1 = 3a: two inputs, two outputs, every buffer the tensor's size
- * (so it can be split). */
-static gr_graph *dag_graph(void)
+/* The fixtures' DAG, whose buffers are all the tensor's size, so it can be split. */
+static gr_graph *splittable_dag(void)
 {
-    const char *ab[] = {"a", "b"}, *d[] = {"d"}, *a[] = {"a"};
-    const float s2[2] = {2.0f, -1.0f}, three = 3.0f;
-    gr_graph *g;
+    gr_graph *g = gr_test_dag_graph();
 
-    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "a", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "b", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "d", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "t", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_h2d(g, "la", 0, "a"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_h2d(g, "lb", 1, "b"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "diff", "axpby", ab, 2, "d", s2, 2), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "seed", "seed", d, 1, "d", NULL, 0), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "tri", "mul", a, 1, "t", &three, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_d2h(g, "s0", "d", 0), GR_OK);
-    ASSERT_STATUS(gr_graph_add_d2h(g, "s1", "t", 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "la", "diff"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "lb", "diff"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "diff", "seed"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "seed", "s0"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "la", "tri"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "tri", "s1"), GR_OK);
-    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
     ASSERT_TRUE(g->splittable);
     return g;
 }
 
-/* Tensors for dag_graph, each port in memory of its own; checked and freed by
+/* Tensors for gr_test_dag_graph, each port in memory of its own; checked and freed by
  * dag_check_and_free. */
 static void dag_tensors(gr_tensor *t, int n, const uint64_t *elems)
 {
@@ -238,7 +216,7 @@ static void two_inputs_out_of_place(void)
 {
     enum { N = 300 };
     gr_runtime *rt = gr_test_runtime((gr_test_shape){.workers = 3, .budget = 512 * 1024});
-    gr_graph *g = dag_graph();
+    gr_graph *g = splittable_dag();
     uint64_t elems[N], rng = 11;
     gr_tensor t[N];
     gr_job *job;
@@ -267,7 +245,7 @@ static void staging_grows_with_the_ports(void)
     const uint64_t seed_elems[] = {100000, 100000}, dag_elems[] = {90000, 90000};
     gr_runtime *rt = gr_test_runtime((gr_test_shape){.workers = 1, .budget = 64 << 20});
     set s = make_set(seed_elems, 2);
-    gr_graph *g = dag_graph();
+    gr_graph *g = splittable_dag();
     gr_tensor t[2];
     gr_job *job;
 
