@@ -16,8 +16,10 @@
 
 #define CHUNK (1ull << 20)
 
-gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
-                                         gr_mem_kind kind, uint64_t seed)
+/* The set's description and its two arrays, not yet the tensors' memory. False when the
+ * arrays cannot be had. */
+static bool set_begin(gr_tensor_set *s, uint64_t count, uint64_t elems, gr_mem_kind kind,
+                      uint64_t seed)
 {
     memset(s, 0, sizeof(*s));
     s->count = count;
@@ -26,8 +28,15 @@ gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint6
     s->kind = kind;
     s->data = calloc(count, sizeof(*s->data));
     s->tensors = calloc(count, sizeof(*s->tensors));
-    s->slab = gr_hostbuf_alloc(kind, count * elems * sizeof(float));
-    if (s->data == NULL || s->tensors == NULL || s->slab == NULL) {
+    return s->data != NULL && s->tensors != NULL;
+}
+
+gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
+                                         gr_mem_kind kind, uint64_t seed)
+{
+    if (set_begin(s, count, elems, kind, seed))
+        s->slab = gr_hostbuf_alloc(kind, count * elems * sizeof(float));
+    if (s->slab == NULL) {
         gr_tensor_set_free(s);
         return GR_ERR_OUT_OF_MEMORY;
     }
@@ -44,14 +53,7 @@ gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
 {
     uint64_t bytes = elems * sizeof(float);
 
-    memset(s, 0, sizeof(*s));
-    s->count = count;
-    s->elems = elems;
-    s->seed = seed;
-    s->kind = kind;
-    s->data = calloc(count, sizeof(*s->data));
-    s->tensors = calloc(count, sizeof(*s->tensors));
-    if (s->data == NULL || s->tensors == NULL)
+    if (!set_begin(s, count, elems, kind, seed))
         goto out_nomem;
     for (uint64_t i = 0; i < count; i++) {
         s->data[i] = gr_hostbuf_alloc(kind, bytes);
