@@ -167,6 +167,7 @@ gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint3
     gr_strlcpy(b->name, name, sizeof(b->name));
     b->num = num;
     b->den = den;
+    b->dtype = GR_DTYPE_FLOAT32;
     return GR_OK;
 }
 
@@ -245,36 +246,80 @@ gr_status gr_graph_add_d2h(gr_graph *g, const char *node, const char *buffer, ui
     return GR_OK;
 }
 
+/* Whether buffer `b` holds the element type the kernel wants for its input `input` (its
+ * output when `input` is negative). */
+static gr_status check_arg_type(gr_graph *g, const char *node, const gr_kernel *k, int32_t b,
+                                int input)
+{
+    const gr_buffer_def *buf = &g->buffers[b];
+    gr_dtype want = input < 0 ? k->def.out_dtype : k->def.in_dtype[input];
+    char what[16];
+
+    if (buf->dtype == want)
+        return GR_OK;
+    if (input < 0)
+        snprintf(what, sizeof(what), "output");
+    else
+        snprintf(what, sizeof(what), "input %d", input);
+    return fail(g, GR_ERR_INVALID_ARGUMENT,
+                "node '%s': kernel '%s' takes %s for its %s, but buffer '%s' holds %s", node,
+                k->name, gr_dtype_name(want), what, buf->name, gr_dtype_name(buf->dtype));
+}
+
+/* A float scalar as the kernel's scalar type `t` takes it. */
+static gr_scalar scalar_of(float v, gr_dtype t)
+{
+    gr_scalar s;
+
+    memset(&s, 0, sizeof(s));
+    switch (t) {
+    case GR_DTYPE_FLOAT32:
+    default:
+        s.f32 = v;
+        break;
+    }
+    return s;
+}
+
 gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
                               const char *const *inputs, uint32_t n_inputs, const char *output,
                               const float *scalars, uint32_t n_scalars)
 {
     gr_status st = check_mutable(g);
-    const gr_kernel_def *k;
+    const gr_kernel *k;
     gr_node *n;
 
     if (st != GR_OK)
         return st;
     if ((st = new_node(g, node, GR_NODE_KERNEL, &n)) != GR_OK)
         return st;
-    k = gr_kernel_find(kernel);
-    if (k == NULL)
-        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': unknown kernel '%s'", node,
-                    kernel ? kernel : "(null)");
-    if (n_inputs != k->n_inputs || (n_inputs > 0 && inputs == NULL))
+    k = gr__kernel_find(kernel);
+    if (k == NULL) {
+        char known[160];
+
+        gr__kernel_list(known, sizeof(known));
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': unknown kernel '%s' (kernels: %s)",
+                    node, kernel ? kernel : "(null)", known);
+    }
+    if (n_inputs != k->def.n_inputs || (n_inputs > 0 && inputs == NULL))
         return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': kernel '%s' takes %u input(s), got %u",
-                    node, k->name, k->n_inputs, n_inputs);
-    if (n_scalars != k->n_scalars || (n_scalars > 0 && scalars == NULL))
+                    node, k->name, k->def.n_inputs, n_inputs);
+    if (n_scalars != k->def.n_scalars || (n_scalars > 0 && scalars == NULL))
         return fail(g, GR_ERR_INVALID_ARGUMENT,
                     "node '%s': kernel '%s' takes %u scalar(s), got %u", node, k->name,
-                    k->n_scalars, n_scalars);
-    for (uint32_t i = 0; i < n_inputs; i++)
+                    k->def.n_scalars, n_scalars);
+    for (uint32_t i = 0; i < n_inputs; i++) {
         if ((st = lookup_buffer(g, node, inputs[i], &n->reads[i])) != GR_OK)
             return st;
+        if ((st = check_arg_type(g, node, k, n->reads[i], (int)i)) != GR_OK)
+            return st;
+    }
     if ((st = lookup_buffer(g, node, output, &n->write)) != GR_OK)
         return st;
+    if ((st = check_arg_type(g, node, k, n->write, -1)) != GR_OK)
+        return st;
     for (uint32_t i = 0; i < n_scalars; i++)
-        n->scalars[i] = scalars[i];
+        n->scalars[i] = scalar_of(scalars[i], k->def.scalar_dtype[i]);
     n->n_reads = n_inputs;
     n->kernel = k;
     g->n_nodes++;
@@ -446,6 +491,36 @@ static gr_status check_buffers(gr_graph *g)
     return GR_OK;
 }
 
+/* Every copy of one host port moves the same element type: the port's. */
+static gr_status check_port_types(gr_graph *g)
+{
+    int32_t first[2][GR_MAX_PORTS];
+
+    memset(first, 0xff, sizeof(first)); /* -1: no copy of the port seen yet */
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const gr_node *n = &g->nodes[i];
+        bool out = n->kind == GR_NODE_D2H;
+        int32_t b = out ? n->reads[0] : n->write;
+        int32_t *seen = &first[out][n->port];
+        uint32_t *size = out ? &g->out_size[n->port] : &g->in_size[n->port];
+
+        if (n->kind == GR_NODE_KERNEL)
+            continue;
+        if (*seen < 0) {
+            *seen = (int32_t)i;
+            *size = gr_dtype_size(g->buffers[b].dtype);
+            continue;
+        }
+        if (g->buffers[b].dtype != g->buffers[out ? g->nodes[*seen].reads[0]
+                                                  : g->nodes[*seen].write]
+                                       .dtype)
+            return fail_at(g, (int32_t)i, -1, GR_ERR_INVALID_ARGUMENT,
+                           "nodes '%s' and '%s' copy %s port %u with different element types",
+                           g->nodes[*seen].name, n->name, out ? "output" : "input", n->port);
+    }
+    return GR_OK;
+}
+
 static gr_status check_ports(gr_graph *g)
 {
     uint32_t in_used = 0, out_used = 0, max_in = 0, max_out = 0;
@@ -484,7 +559,7 @@ static gr_status check_ports(gr_graph *g)
                        max_out - 1);
     g->n_inputs = max_in;
     g->n_outputs = max_out;
-    return GR_OK;
+    return check_port_types(g);
 }
 
 gr_status gr_graph_finalize(gr_graph *g)
@@ -514,7 +589,7 @@ gr_status gr_graph_finalize(gr_graph *g)
     }
     g->splittable = true;
     for (uint32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].kind == GR_NODE_KERNEL && !g->nodes[i].kernel->elementwise)
+        if (g->nodes[i].kind == GR_NODE_KERNEL && !g->nodes[i].kernel->def.elementwise)
             g->splittable = false;
     for (uint32_t b = 0; b < g->n_buffers; b++)
         if (g->buffers[b].num != g->buffers[b].den)
@@ -551,11 +626,12 @@ gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
         return GR_ERR_INVALID_ARGUMENT;
     for (uint32_t b = 0; b < g->n_buffers; b++) {
         uint64_t n = gr_graph_buffer_elems(g, b, elems);
+        uint32_t size = gr_dtype_size(g->buffers[b].dtype);
         uint64_t bytes;
 
-        if (n > UINT64_MAX / sizeof(float))
+        if (n > UINT64_MAX / size)
             return GR_ERR_INVALID_ARGUMENT;
-        bytes = n * sizeof(float);
+        bytes = n * size;
         if (bytes > UINT64_MAX - GR_BUFFER_ALIGN)
             return GR_ERR_INVALID_ARGUMENT;
         bytes = (bytes + GR_BUFFER_ALIGN - 1) / GR_BUFFER_ALIGN * GR_BUFFER_ALIGN;
@@ -569,11 +645,55 @@ gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
     return GR_OK;
 }
 
+uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint32_t port, uint64_t elems)
+{
+    const uint32_t *size = output ? g->out_size : g->in_size;
+    uint32_t ports = output ? g->n_outputs : g->n_inputs;
+    uint64_t per_elem = 0;
+
+    if (port != GR_ALL_PORTS)
+        return elems * size[port];
+    for (uint32_t p = 0; p < ports; p++)
+        per_elem += size[p];
+    return elems * per_elem;
+}
+
+uint32_t gr_graph_widest_port(const gr_graph *g)
+{
+    uint32_t widest = 1;
+
+    for (uint32_t p = 0; p < g->n_inputs; p++)
+        widest = g->in_size[p] > widest ? g->in_size[p] : widest;
+    for (uint32_t p = 0; p < g->n_outputs; p++)
+        widest = g->out_size[p] > widest ? g->out_size[p] : widest;
+    return widest;
+}
+
+void gr_graph_unit_group(const gr_graph *g, uint64_t *elems, uint64_t *bytes)
+{
+    uint32_t smallest = UINT32_MAX;
+    uint64_t group, total = 0;
+
+    for (uint32_t b = 0; b < g->n_buffers; b++)
+        if (gr_dtype_size(g->buffers[b].dtype) < smallest)
+            smallest = gr_dtype_size(g->buffers[b].dtype);
+    /* Element sizes are powers of two, so a group of GR_BUFFER_ALIGN bytes of the smallest
+     * type is a whole number of alignment granules of every buffer: no rounding within. */
+    group = GR_BUFFER_ALIGN / smallest;
+    for (uint32_t b = 0; b < g->n_buffers; b++)
+        total += group * gr_dtype_size(g->buffers[b].dtype);
+    *elems = group;
+    *bytes = total;
+}
+
 void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
                         const void **src, uint64_t *bytes)
 {
-    *bytes = it->tensor->elems * sizeof(float);
-    if (node->kind == GR_NODE_H2D) {
+    const gr_graph *g = it->graph;
+    bool output = node->kind == GR_NODE_D2H;
+
+    *bytes = gr_graph_port_bytes(g, output, node->port, it->tensor->elems);
+    if (!output) {
         *dst = it->base + it->offsets[node->write];
         *src = it->tensor->in[node->port];
     } else {
@@ -582,12 +702,15 @@ void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
     }
 }
 
-void gr_graph_node_kargs(const gr_iteration *it, const gr_node *node, gr_kargs *out)
+void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_args *out)
 {
     memset(out, 0, sizeof(*out));
-    for (uint32_t r = 0; r < node->n_reads; r++)
-        out->in[r] = (const float *)(it->base + it->offsets[node->reads[r]]);
-    out->out = (float *)(it->base + it->offsets[node->write]);
+    for (uint32_t r = 0; r < node->n_reads; r++) {
+        out->in[r] = it->base + it->offsets[node->reads[r]];
+        out->in_n[r] = gr_graph_buffer_elems(it->graph, (uint32_t)node->reads[r],
+                                             it->tensor->elems);
+    }
+    out->out = it->base + it->offsets[node->write];
     out->n = it->tensor->elems;
     memcpy(out->s, node->scalars, sizeof(out->s));
 }

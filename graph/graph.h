@@ -13,8 +13,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <graphrun.h>
+
 #include "kernels/kernels.h"
-#include "runtime/graphrun.h"
 
 typedef enum gr_node_kind {
     GR_NODE_H2D,
@@ -25,6 +26,7 @@ typedef enum gr_node_kind {
 typedef struct gr_buffer_def {
     char name[GR_NAME_MAX + 1];
     uint32_t num, den; /* elements = ceil(tensor_elems * num / den) */
+    gr_dtype dtype;
 } gr_buffer_def;
 
 #define GR_NO_BUFFER (-1)
@@ -33,11 +35,11 @@ typedef struct gr_node {
     gr_node_kind kind;
     char name[GR_NAME_MAX + 1];
     uint32_t port;                /* H2D: host input port; D2H: host output port */
-    const gr_kernel_def *kernel;  /* KERNEL only */
+    const gr_kernel *kernel;      /* KERNEL only */
     uint32_t n_reads;             /* buffers read: KERNEL its inputs, D2H its source */
     int32_t reads[GR_MAX_KERNEL_INPUTS];
     int32_t write;                /* buffer written: H2D and KERNEL; GR_NO_BUFFER for D2H */
-    float scalars[GR_MAX_SCALARS];
+    gr_scalar scalars[GR_MAX_SCALARS]; /* in the kernel's scalar types */
     uint64_t preds;               /* direct dependencies: bit i = node i */
 } gr_node;
 
@@ -54,6 +56,8 @@ struct gr_graph {
     uint32_t order[GR_MAX_NODES];     /* a topological order */
     uint64_t ancestors[GR_MAX_NODES]; /* transitive dependencies of each node */
     uint32_t n_inputs, n_outputs;     /* host ports */
+    /* Bytes per element of each host port: its buffers' element type. */
+    uint32_t in_size[GR_MAX_PORTS], out_size[GR_MAX_PORTS];
     bool splittable; /* every kernel elementwise and every buffer 1:1 with the tensor */
     /* inplace_ok[p]: bit q set when every H2D of input port q is an ancestor of the D2H of
      * output port p, so out[p] may be the very same memory as in[q] (in place). */
@@ -80,7 +84,20 @@ void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
                         const void **src, uint64_t *bytes);
 
 /* The kernel arguments of kernel node `node` in iteration `it`. */
-void gr_graph_node_kargs(const gr_iteration *it, const gr_node *node, gr_kargs *out);
+void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_args *out);
+
+/* Bytes of `elems` elements of host input port `port` (output port when `output`), or of
+ * every input (or output) port together when `port` is GR_ALL_PORTS. Finalized graphs. */
+#define GR_ALL_PORTS UINT32_MAX
+uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint32_t port, uint64_t elems);
+
+/* Bytes per element of the widest host port (at least 1). Finalized graphs. */
+uint32_t gr_graph_widest_port(const gr_graph *g);
+
+/* For cutting a splittable graph's tensors (every buffer the tensor's size): a group of
+ * *elems elements takes exactly *bytes bytes of device memory, alignment included, and
+ * n groups take n times as much. Finalized graphs. */
+void gr_graph_unit_group(const gr_graph *g, uint64_t *elems, uint64_t *bytes);
 
 /* Index of the buffer or node called `name` (NUL-terminated), or -1. Owner. */
 int gr_graph_buffer_index(const gr_graph *g, const char *name);

@@ -91,7 +91,7 @@ typedef struct parser {
 /* A statement's parts, as far as one pass needs them. */
 typedef struct kernel_stmt {
     tok node, kernel, out;
-    const gr_kernel_def *def;
+    const gr_kernel *def;
     tok inputs[GR_MAX_KERNEL_INPUTS];
     float scalars[GR_MAX_SCALARS];
     uint32_t n_inputs, n_scalars; /* as written: may exceed the arrays, checked at once */
@@ -646,23 +646,15 @@ static const char *count_text(uint32_t n, const char *what, char *buf, size_t si
 static gr_status unknown_kernel(parser *p, const tok *t)
 {
     char list[128];
-    size_t used = 0;
 
-    list[0] = '\0';
-    for (uint32_t i = 0; i < gr_kernel_count(); i++) {
-        int n = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
-                         gr_kernel_def_at(i)->name);
-        if (n < 0 || (size_t)n >= sizeof(list) - used)
-            break;
-        used += (size_t)n;
-    }
+    gr__kernel_list(list, sizeof(list));
     return perr(p, t->pos, "unknown kernel '%.*s' (kernels: %s)",
                 (int)(t->len > 32 ? 32 : t->len), t->p, list);
 }
 
 static gr_status check_arity(parser *p, const kernel_stmt *k)
 {
-    const gr_kernel_def *d = k->def;
+    const gr_kernel_def *d = &k->def->def;
     char want_in[24], want_sc[24], got[64], a[24], b[24];
 
     if (k->n_inputs == d->n_inputs && k->n_scalars == d->n_scalars)
@@ -748,7 +740,7 @@ static gr_status parse_kernel(parser *p)
     if (k.kernel.len <= GR_NAME_MAX) {
         memcpy(kname, k.kernel.p, k.kernel.len);
         kname[k.kernel.len] = '\0';
-        k.def = gr_kernel_find(kname);
+        k.def = gr__kernel_find(kname);
     }
     if (k.def == NULL)
         return unknown_kernel(p, &k.kernel);

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 
+#include "kernels/builtin.h"
 #include "kernels/kernels.h"
 
 /* pow with the exponents PyTorch special-cases, so results match torch.pow bit for bit for
@@ -28,52 +29,52 @@ float gr_seed_ref(float x)
     return x;
 }
 
-void gr_cpu_mul(const gr_kargs *a)
+void gr_cpu_mul(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
-    float s = a->s[0];
+    float *out = a->out, s = a->s[0].f32;
 
+    (void)user;
     for (uint64_t i = 0; i < a->n; i++)
-        a->out[i] = x[i] * s;
+        out[i] = x[i] * s;
 }
 
-void gr_cpu_add(const gr_kargs *a)
+void gr_cpu_add(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
-    float s = a->s[0];
+    float *out = a->out, s = a->s[0].f32;
 
+    (void)user;
     for (uint64_t i = 0; i < a->n; i++)
-        a->out[i] = x[i] + s;
+        out[i] = x[i] + s;
 }
 
-void gr_cpu_pow(const gr_kargs *a)
+void gr_cpu_pow(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
-    float e = a->s[0];
+    float *out = a->out, e = a->s[0].f32;
 
+    (void)user;
     for (uint64_t i = 0; i < a->n; i++)
-        a->out[i] = pow_scalar(x[i], e);
+        out[i] = pow_scalar(x[i], e);
 }
 
-void gr_cpu_axpby(const gr_kargs *a)
+void gr_cpu_axpby(const gr_kernel_args *a, void *user)
+{
+    const float *x = a->in[0], *y = a->in[1];
+    float *out = a->out, alpha = a->s[0].f32, beta = a->s[1].f32;
+
+    (void)user;
+    for (uint64_t i = 0; i < a->n; i++)
+        out[i] = alpha * x[i] + beta * y[i];
+}
+
+void gr_cpu_seed(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
-    const float *y = a->in[1];
-    float alpha = a->s[0], beta = a->s[1];
+    float *out = a->out;
 
+    (void)user;
     for (uint64_t i = 0; i < a->n; i++)
-        a->out[i] = alpha * x[i] + beta * y[i];
-}
-
-void gr_cpu_seed(const gr_kargs *a)
-{
-    const float *x = a->in[0];
-
-    for (uint64_t i = 0; i < a->n; i++)
-        a->out[i] = gr_seed_ref(x[i]);
-}
-
-void gr_cpu_fault(const gr_kargs *a)
-{
-    (void)a; /* the host backend has no device to fault; see kernels_cuda.cu */
+        out[i] = gr_seed_ref(x[i]);
 }

@@ -1,49 +1,37 @@
 /*
- * kernels.h - built-in kernels: the registry that names them, their CPU versions, and the
- * argument block shared with their CUDA versions (kernels_cuda.cu).
+ * kernels.h - the kernel registry as graphs and backends see it, and the element types.
  *
- * Every kernel is elementwise over float32 and takes one argument block by value, so the
- * CUDA backend can set any kernel node's parameters the same way. The CPU versions are the
- * host backend's kernels and the reference the tests verify against; they compute exactly
- * what the CUDA versions compute (no fused multiply-add unless the kernel says so, sqrt for
- * pow 0.5 as PyTorch does), so results match bit for bit.
+ * A registered kernel is a copy of its public definition (graphrun.h: gr_kernel_def) with
+ * a process-unique id. It is immutable and never freed, so graphs keep plain pointers to
+ * it and backends key their per-context caches by its id.
  */
 #ifndef GR_KERNELS_H
 #define GR_KERNELS_H
 
+#include <graphrun.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-#include "runtime/graphrun.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Arguments of one kernel launch over elements [0, n) of its buffers. */
-typedef struct gr_kargs {
-    const float *in[GR_MAX_KERNEL_INPUTS];
-    float *out;
-    uint64_t n;
-    float s[GR_MAX_SCALARS];
-} gr_kargs;
+typedef struct gr_kernel {
+    gr_kernel_def def;         /* name and doc point at the copies below */
+    uint64_t id;               /* 1, 2, ...: unique in the process, never reused */
+    char name[GR_NAME_MAX + 1];
+    char doc[160];
+} gr_kernel;
 
-typedef void (*gr_cpu_kernel_fn)(const gr_kargs *a);
+/* The kernel called `name` (NUL-terminated), or NULL. Any thread. */
+const gr_kernel *gr__kernel_find(const char *name);
 
-typedef struct gr_kernel_def {
-    const char *name;
-    uint32_t n_inputs;
-    uint32_t n_scalars;
-    bool elementwise; /* element i of the output depends only on element i of the inputs */
-    gr_cpu_kernel_fn cpu;
-    const char *doc;
-} gr_kernel_def;
+/* The i-th registered kernel, or NULL past the end. Any thread. */
+const gr_kernel *gr__kernel_at(uint32_t i);
 
-/* The kernel called `name`, or NULL. Any thread. */
-const gr_kernel_def *gr_kernel_find(const char *name);
-
-/* The i-th kernel (i < gr_kernel_count()), or NULL. Any thread. */
-const gr_kernel_def *gr_kernel_def_at(uint32_t i);
+/* "mul, add, pow, ..." into buf (NUL-terminated, cut short with "..." when it does not
+ * fit): for messages naming what is known. Any thread. */
+void gr__kernel_list(char *buf, size_t size);
 
 /* The seed workload's constants: ten rounds of x = pow(x * 1.01 + 1.01, 0.5). */
 #define GR_SEED_ROUNDS 10

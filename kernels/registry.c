@@ -1,83 +1,230 @@
 /*
- * registry.c - the table of built-in kernels, by name.
+ * registry.c - the one registry of kernel definitions (graphrun.h, "Kernels").
  *
- * Adding a kernel: its CPU version in cpu.c, its CUDA version and entry in kernels_cuda.cu,
- * a row here, and a test in tests/kernels_test.c that checks the two agree.
+ * Append-only: a registered kernel is never changed or freed, so a pointer to it stays
+ * valid for the life of the process and lookups take no lock. Writers serialize on `mu`
+ * (so a name is checked and taken at once); each new entry is stored, then published by a
+ * release store of the count, which readers load with acquire before reading the entries
+ * below it.
+ *
+ * The built-ins come in through the same checks and the same insertion as any user's
+ * kernel (registry_add), the first time anyone looks at the registry.
  */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/builtin.h"
 #include "kernels/kernels.h"
+#include "runtime/sync.h"
 
-void gr_cpu_mul(const gr_kargs *a);
-void gr_cpu_add(const gr_kargs *a);
-void gr_cpu_pow(const gr_kargs *a);
-void gr_cpu_axpby(const gr_kargs *a);
-void gr_cpu_seed(const gr_kargs *a);
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static const gr_kernel *entries[GR_MAX_KERNELS];
+static atomic_uint count;
+static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 
-void gr_cpu_fault(const gr_kargs *a);
+/* The size of the first version of gr_kernel_def: callers must know at least that much. */
+#define DEF_V1_SIZE (offsetof(gr_kernel_def, user) + sizeof(void *))
 
-static const gr_kernel_def kernels[] = {
-    {"mul", 1, 1, true, gr_cpu_mul, "out = x * s0"},
-    {"add", 1, 1, true, gr_cpu_add, "out = x + s0"},
-    {"pow", 1, 1, true, gr_cpu_pow, "out = pow(x, s0); s0 = 0.5 is sqrt, as in PyTorch"},
-    {"axpby", 2, 2, true, gr_cpu_axpby, "out = s0 * x + s1 * y"},
-    {"seed", 1, 0, true, gr_cpu_seed, "ten rounds of x = pow(x * 1.01 + 1.01, 0.5), fused"},
-    /* Test-only kernels: last, and visible only with GR_TEST_KERNELS=1 in the environment
-     * (read once), so no production graph can name them. */
-    {"fault", 1, 0, true, gr_cpu_fault,
-     "test only: on CUDA, writes to an unmapped address (a sticky illegal-address error); "
-     "on the CPU, does nothing"},
-};
-
-#define KERNEL_COUNT (sizeof(kernels) / sizeof(kernels[0]))
-#define TEST_KERNELS 1 /* how many entries at the end are test-only */
-
-static pthread_once_t test_once = PTHREAD_ONCE_INIT;
-static uint32_t visible = KERNEL_COUNT - TEST_KERNELS;
-
-static void read_test_switch(void)
+static void ensure_builtins(void)
 {
-    const char *v = getenv("GR_TEST_KERNELS");
+    pthread_once(&builtins_once, gr__kernels_register_builtins);
+}
 
-    if (v != NULL && strcmp(v, "1") == 0)
-        visible = KERNEL_COUNT;
+static bool valid_kernel_name(const char *name)
+{
+    size_t n;
+
+    if (name == NULL)
+        return false;
+    n = strlen(name);
+    /* The first character is one a spec's word may start with, so specs can name it. */
+    if (n == 0 || n > GR_NAME_MAX ||
+        !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
+          name[0] == '_'))
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+static const gr_kernel *find_among(const char *name, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(entries[i]->name, name) == 0)
+            return entries[i];
+    return NULL;
+}
+
+static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
+{
+    const char *nm;
+
+    if (d == NULL)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel definition is NULL");
+    if (d->magic != GR_KERNEL_DEF_MAGIC || d->struct_size < DEF_V1_SIZE)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel definition not initialized with GR_KERNEL_DEF_INIT");
+    if (!valid_kernel_name(d->name))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel name must be 1-%d characters of [A-Za-z0-9_.-], starting "
+                            "with a letter or '_' (got '%.40s')",
+                            GR_NAME_MAX, d->name ? d->name : "(null)");
+    nm = d->name;
+    if (d->n_inputs > GR_MAX_KERNEL_INPUTS)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': %u inputs (at most %d)", nm, d->n_inputs,
+                            GR_MAX_KERNEL_INPUTS);
+    if (d->n_scalars > GR_MAX_SCALARS)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': %u scalars (at most %d)", nm, d->n_scalars,
+                            GR_MAX_SCALARS);
+    if (gr_dtype_size(d->out_dtype) == 0)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': unknown output element type %d", nm, (int)d->out_dtype);
+    for (uint32_t i = 0; i < d->n_inputs; i++)
+        if (gr_dtype_size(d->in_dtype[i]) == 0)
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                "kernel '%s': unknown element type %d of input %u", nm,
+                                (int)d->in_dtype[i], i);
+    for (uint32_t i = 0; i < d->n_scalars; i++)
+        if (gr_dtype_size(d->scalar_dtype[i]) == 0)
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                "kernel '%s': unknown element type %d of scalar %u", nm,
+                                (int)d->scalar_dtype[i], i);
+    if (d->cuda_kind != GR_CUDA_NONE && d->cuda_kind != GR_CUDA_ENTRY &&
+        d->cuda_kind != GR_CUDA_KERNEL)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': unknown cuda_kind %d", nm, (int)d->cuda_kind);
+    if ((d->cuda_kind == GR_CUDA_NONE) != (d->cuda == NULL))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': cuda must be set exactly when cuda_kind is not "
+                            "GR_CUDA_NONE",
+                            nm);
+    if (d->cuda_block > 1024)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': cuda_block %u is over 1024 threads", nm, d->cuda_block);
+    if (d->cpu == NULL && d->cuda_kind == GR_CUDA_NONE)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s' has neither a CPU nor a CUDA implementation", nm);
+    if (d->doc != NULL && strlen(d->doc) >= sizeof(((gr_kernel *)0)->doc))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': doc is longer than %zu characters", nm,
+                            sizeof(((gr_kernel *)0)->doc) - 1);
+    return GR_OK;
+}
+
+/* Check and insert: the one way into the registry, for the built-ins and every caller. */
+static gr_status registry_add(const gr_kernel_def *d, gr_error_info *err)
+{
+    static uint64_t next_id = 1; /* guarded by mu */
+    gr_status st = check_def(d, err);
+    gr_kernel *k;
+    uint32_t n;
+
+    if (st != GR_OK)
+        return st;
+    k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    memcpy(&k->def, d, sizeof(k->def) < d->struct_size ? sizeof(k->def) : d->struct_size);
+    k->def.struct_size = sizeof(k->def);
+    gr_strlcpy(k->name, d->name, sizeof(k->name));
+    gr_strlcpy(k->doc, d->doc ? d->doc : "", sizeof(k->doc));
+    k->def.name = k->name;
+    k->def.doc = k->doc;
+
+    pthread_mutex_lock(&mu);
+    n = atomic_load_explicit(&count, memory_order_relaxed); /* only writers change it */
+    if (find_among(k->name, n) != NULL)
+        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                          "kernel '%s' is already registered", k->name);
+    else if (n == GR_MAX_KERNELS)
+        st = gr_error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
+                          "the registry is full (%d kernels)", GR_MAX_KERNELS);
+    if (st == GR_OK) {
+        k->id = next_id++;
+        entries[n] = k;
+        /* release: a reader that sees the new count sees the entry it covers. */
+        atomic_store_explicit(&count, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&mu);
+    if (st != GR_OK)
+        free(k);
+    return st;
+}
+
+gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err)
+{
+    ensure_builtins();
+    return registry_add(def, err);
+}
+
+/* Called once, by pthread_once: the built-ins' registration cannot itself wait for it. */
+gr_status gr__kernels_add_builtin(const gr_kernel_def *def, gr_error_info *err)
+{
+    return registry_add(def, err);
+}
+
+static uint32_t published(void)
+{
+    ensure_builtins();
+    /* acquire: pairs with the release in registry_add. */
+    return atomic_load_explicit(&count, memory_order_acquire);
+}
+
+const gr_kernel *gr__kernel_find(const char *name)
+{
+    return name ? find_among(name, published()) : NULL;
+}
+
+const gr_kernel *gr__kernel_at(uint32_t i)
+{
+    return i < published() ? entries[i] : NULL;
 }
 
 uint32_t gr_kernel_count(void)
 {
-    pthread_once(&test_once, read_test_switch);
-    return visible;
-}
-
-const gr_kernel_def *gr_kernel_find(const char *name)
-{
-    uint32_t n = gr_kernel_count();
-
-    if (name == NULL)
-        return NULL;
-    for (uint32_t i = 0; i < n; i++)
-        if (strcmp(kernels[i].name, name) == 0)
-            return &kernels[i];
-    return NULL;
-}
-
-const gr_kernel_def *gr_kernel_def_at(uint32_t i)
-{
-    return i < gr_kernel_count() ? &kernels[i] : NULL;
+    return published();
 }
 
 gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out)
 {
-    const gr_kernel_def *k = gr_kernel_def_at(i);
+    const gr_kernel *k = gr__kernel_at(i);
 
     if (k == NULL || out == NULL)
         return GR_ERR_INVALID_ARGUMENT;
     out->name = k->name;
-    out->n_inputs = k->n_inputs;
-    out->n_scalars = k->n_scalars;
-    out->elementwise = k->elementwise;
+    out->n_inputs = k->def.n_inputs;
+    out->n_scalars = k->def.n_scalars;
+    out->elementwise = k->def.elementwise;
     out->doc = k->doc;
     return GR_OK;
+}
+
+void gr__kernel_list(char *buf, size_t size)
+{
+    uint32_t n = published();
+    size_t used = 0;
+
+    if (size == 0)
+        return;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < n; i++) {
+        int w = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", entries[i]->name);
+
+        if (w < 0 || (size_t)w >= size - used) {
+            if (size >= 4)
+                snprintf(buf + (used < size - 4 ? used : size - 4), 4, "...");
+            return;
+        }
+        used += (size_t)w;
+    }
 }

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "runtime/sync.h"
 
 /* Alignment and size granule of every block (see GR_BUFFER_ALIGN). */

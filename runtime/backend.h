@@ -1,15 +1,24 @@
 /*
- * backend.h - what a backend provides to the runtime, and the device and worker records it
- * works with.
+ * backend.h - the table of operations a backend provides, what the runtime gives it, and
+ * the device and worker records both work with.
  *
- * The runtime owns scheduling (ring, budget, arena, jobs); a backend owns execution: it
- * reserves each device's arena region once, sets up each worker on the worker's own thread
- * (the CUDA backend binds a context and creates a stream there), and runs one iteration at a
- * time, synchronously, from that worker. Backends never take runtime locks.
+ * The runtime owns scheduling (ring, budget, arena, jobs, workers' loops); a backend owns
+ * execution. It reserves each device's region once, sets each worker up on the worker's own
+ * thread (the CUDA backend binds a context and creates a stream there), and runs one
+ * iteration at a time, synchronously, from that worker. A backend sees the runtime only
+ * through its environment (gr_backend_env: the config, the logger, whether to trace): it
+ * includes no runtime header, takes no runtime lock and calls nothing back. When a failure
+ * ruins more than the iteration, the backend says how far it reaches (gr_fault_reach) and
+ * the worker acts on it (worker.c): it retires, or marks its device lost.
+ *
+ * The backends are listed, in the order AUTO tries them, in backends.c; each lives in a
+ * folder of its own (runtime/cuda/, runtime/host/). Adding one: a folder with its ops
+ * table, a gr_backend value in graphrun.h, a row in backends.c.
  */
 #ifndef GR_BACKEND_H
 #define GR_BACKEND_H
 
+#include <graphrun.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,13 +27,29 @@
 #include "graph/graph.h"
 #include "runtime/arena.h"
 #include "runtime/budget.h"
-#include "runtime/graphrun.h"
+#include "runtime/log.h"
+
+/* What a backend may know of the runtime that runs it. Read-only, and valid from
+ * device_open to device_close. */
+typedef struct gr_backend_env {
+    const gr_config *cfg;  /* the runtime's validated copy of the caller's config */
+    const gr_logger *log;
+    bool trace;            /* mark NVTX ranges (trace.h): a tool is attached */
+} gr_backend_env;
+
+/* How far a failure of `run` reaches, as the backend judges it. */
+typedef enum gr_fault_reach {
+    GR_REACH_ITERATION = 0, /* only this iteration failed; everything goes on */
+    GR_REACH_WORKER,        /* the worker's own context is ruined: it must take no more work */
+    GR_REACH_DEVICE,        /* the device's shared context is ruined: the device is lost */
+} gr_fault_reach;
 
 struct gr_runtime;
 
 typedef struct gr_device {
     uint32_t id;          /* index within the runtime */
     int ordinal;          /* the backend's device number (CUDA device ordinal) */
+    const gr_backend_env *env;
     gr_budget *budget;    /* bytes, capacity = the arena's size */
     gr_arena *arena;      /* offsets into `region` */
     void *region;         /* base of the arena's memory, reserved by the backend */
@@ -39,8 +64,9 @@ typedef struct gr_device {
 } gr_device;
 
 typedef struct gr_worker {
-    struct gr_runtime *rt;
+    struct gr_runtime *rt; /* the runtime's, never the backend's */
     gr_device *dev;
+    const gr_backend_env *env;
     uint32_t id; /* index within the runtime */
     pthread_t thread;
     bool started; /* the thread exists and must be joined */
@@ -48,16 +74,28 @@ typedef struct gr_worker {
     void *backend_state;
     gr_arena_block block; /* the iteration's placement, from alloc to free */
     gr_tensor view;       /* the host side of the current unit, as the backend sees it */
-    /* Staging (pinned host memory for units that are gathered and scattered), grown on
-     * first use; and the worker's per-unit scratch: which parts are live, the copy list. */
-    float *staging;
-    uint64_t staging_floats; /* what it holds */
-    uint64_t staging_elems;  /* per port, for the current unit: ports lie this far apart */
+    /* Staging (host memory for units that are gathered and scattered; pinned when it can
+     * be), grown on first use; and the worker's per-unit scratch: which parts are live, the
+     * copy list. */
+    unsigned char *staging;
+    uint64_t staging_bytes;  /* what it holds */
+    uint64_t staging_at[2 * GR_MAX_PORTS]; /* where each port (inputs, then outputs) of the
+                                              current unit lies in it */
     bool staging_pageable;   /* pinned memory could not be had: malloc'd (worker.c) */
     uint8_t *live;           /* GR_UNIT_MAX_TENSORS */
     struct gr_copy *copies;  /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS */
     uint64_t *copy_ends;     /* as many: gr_copier_copy's scratch */
 } gr_worker;
+
+/* Pinned host memory, where a backend can make it (graphrun.h: gr_host_alloc). */
+typedef struct gr_pinned_ops {
+    /* Whether pinned memory can be had on this machine (a usable device is present). */
+    bool (*available)(void);
+    gr_status (*alloc)(uint64_t bytes, void **out);
+    void (*free)(void *p);
+    gr_status (*pin)(void *p, uint64_t bytes);
+    gr_status (*unpin)(void *p);
+} gr_pinned_ops;
 
 typedef struct gr_backend_ops {
     gr_backend kind;
@@ -65,26 +103,46 @@ typedef struct gr_backend_ops {
     /* Device regions are a multiple of this (the device allocator's page): the budget is
      * rounded down to it, so the memory really allocated never exceeds the budget. */
     uint64_t region_granule;
+    /* Whether its workers' phases are worth NVTX ranges when a tool is attached. */
+    bool traced;
     /* Devices usable on this machine (without reserving anything). GR_ERR_UNAVAILABLE with
      * a reason when there are none. */
     gr_status (*probe)(const gr_config *cfg, uint32_t *count, gr_error_info *err);
-    /* Reserve dev->region_size bytes for the arena (dev->ordinal set). */
-    gr_status (*device_open)(gr_device *dev, const gr_config *cfg, gr_error_info *err);
+    /* Reserve dev->region_size bytes for the arena (dev->ordinal and dev->env set). */
+    gr_status (*device_open)(gr_device *dev, gr_error_info *err);
     void (*device_close)(gr_device *dev);
     /* On the worker's own thread, before its first iteration, and after its last. */
     gr_status (*worker_open)(gr_worker *w, gr_error_info *err);
     void (*worker_close)(gr_worker *w);
+    /* NULL when this backend can run kernel k, else why not (a static phrase, "has no CUDA
+     * implementation"). Any thread. */
+    const char *(*kernel_missing)(const gr_kernel *k);
     /* Run one iteration to completion: inputs copied in, kernels run, outputs copied out.
-     * On failure fills err (node and reason). */
-    gr_status (*run)(gr_worker *w, const gr_iteration *it, gr_error_info *err);
+     * On failure fills err (node and reason) and *reach (how far the failure goes). */
+    gr_status (*run)(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                     gr_error_info *err);
     /* Whether host memory at p can be copied to the device as it is, at full speed (it is
      * page-locked). Any thread. */
     bool (*dma_ready)(const void *p);
+    /* Pinned host memory; NULL when the backend has no notion of it. */
+    const gr_pinned_ops *pinned;
 } gr_backend_ops;
 
+/* Each backend's table, defined in its folder. */
 extern const gr_backend_ops gr_backend_host;
+extern const gr_backend_ops gr_backend_cuda;
 
-/* The CUDA backend, or NULL when this build has none. */
-const gr_backend_ops *gr_backend_cuda_ops(void);
+/* The backends in the order AUTO tries them, NULL-terminated (backends.c). */
+extern const gr_backend_ops *const gr__backends[];
+
+/*
+ * Pick the backend `cfg->backend` asks for and count its devices: the one of that kind, or
+ * for AUTO the first in gr__backends whose probe succeeds. `note` (note_size bytes) says how
+ * it was chosen, and *fell_back whether AUTO passed over a backend that could not run
+ * (the note then says why). Any thread.
+ */
+gr_status gr__backend_choose(const gr_config *cfg, const gr_backend_ops **out,
+                             uint32_t *n_devices, char *note, size_t note_size, bool *fell_back,
+                             gr_error_info *err);
 
 #endif /* GR_BACKEND_H */

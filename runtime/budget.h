@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "runtime/sync.h"
 
 typedef struct gr_budget gr_budget;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef struct gr_copy {
     void *dst;

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef enum gr_fault_site {
     GR_FAULT_ALLOC = 0,         /* "alloc": the runtime's own host allocations */

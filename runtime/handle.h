@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 /* What a handle stands for: a handle of one kind is not accepted as the other. */
 typedef enum gr_handle_kind {

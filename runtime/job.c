@@ -164,6 +164,19 @@ void gr__job_unit(const gr_job *job, uint64_t unit, gr_unit *out)
     out->staged = false;
 }
 
+void gr__job_drop_unit(gr_job *job, uint64_t unit, gr_status st)
+{
+    gr_unit u;
+
+    gr__job_unit(job, unit, &u);
+    if (job->units == NULL) {
+        gr__job_end_index(job, u.index, GR_INDEX_QUEUED, st, NULL);
+        return;
+    }
+    for (uint32_t k = 0; k < u.tensors; k++)
+        gr__job_finish_piece(job, u.index + k, true, st, NULL);
+}
+
 bool gr__job_start_piece(gr_job *job, uint64_t i)
 {
     uint16_t expected = SLOT(GR_INDEX_QUEUED, GR_OK);
@@ -346,7 +359,7 @@ static gr_status check_aliasing(const gr_graph *g, const gr_tensor *t, uint64_t 
     for (uint64_t i = 0, k = 0; i < count; i++) {
         for (uint32_t p = 0; p < g->n_outputs; p++, k++) {
             outs[k].lo = (uintptr_t)t[i].out[p];
-            outs[k].hi = outs[k].lo + t[i].elems * sizeof(float);
+            outs[k].hi = outs[k].lo + gr_graph_port_bytes(g, true, p, t[i].elems);
             outs[k].index = i;
             outs[k].port = p;
         }
@@ -366,7 +379,7 @@ static gr_status check_aliasing(const gr_graph *g, const gr_tensor *t, uint64_t 
     for (uint64_t i = 0; i < count; i++) {
         for (uint32_t q = 0; q < g->n_inputs; q++) {
             uintptr_t lo = (uintptr_t)t[i].in[q];
-            uintptr_t hi = lo + t[i].elems * sizeof(float);
+            uintptr_t hi = lo + gr_graph_port_bytes(g, false, q, t[i].elems);
             uint64_t a = 0, b = n_out;
 
             while (a < b) { /* first output ending after lo */
@@ -427,7 +440,7 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
                                     (unsigned long long)i, p, t[i].out[p] ? "set" : "NULL",
                                     g->n_outputs);
         }
-        if (t[i].elems > (UINTPTR_MAX / 2) / sizeof(float) ||
+        if (t[i].elems > (UINTPTR_MAX / 2) / gr_graph_widest_port(g) ||
             gr_graph_layout(g, t[i].elems, NULL, &bytes) != GR_OK)
             return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
                                 "index %llu: %llu elements is too large",
@@ -528,6 +541,15 @@ static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *ten
                             "runtime's own threads forever; submit from another thread");
     if (atomic_load(&rt->shutdown))
         return gr_error_set(err, GR_ERR_SHUTDOWN, GR_NO_INDEX, NULL, "runtime is shut down");
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const gr_node *n = &g->nodes[i];
+        const char *missing;
+
+        if (n->kind == GR_NODE_KERNEL && (missing = rt->backend->kernel_missing(n->kernel)))
+            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, n->name,
+                                "node '%s': kernel '%s' %s, which the %s backend needs",
+                                n->name, n->kernel->name, missing, rt->backend->name);
+    }
     return check_tensors(rt, g, tensors, count, err);
 }
 
@@ -551,13 +573,8 @@ static void queue_tasks(gr_runtime *rt, gr_job *job)
     if (pushed == job->n_units)
         return;
     why = st == GR_ERR_TIMEOUT || st == GR_ERR_SHUTDOWN ? st : GR_ERR_CANCELED;
-    for (uint64_t k = pushed; job->units != NULL && k < job->n_units; k++) {
-        gr_unit u;
-
-        gr__job_unit(job, k, &u);
-        for (uint32_t j = 0; j < u.tensors; j++)
-            gr__job_finish_piece(job, u.index + j, true, why, NULL);
-    }
+    for (uint64_t k = pushed; k < job->n_units; k++)
+        gr__job_drop_unit(job, k, why);
     atomic_fetch_sub_explicit(&job->refs, job->n_units - pushed, memory_order_relaxed);
     gr__job_stop(job, why);
 }

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "graph/graph.h"
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "runtime/ring.h"
 #include "runtime/units.h"
 
@@ -96,6 +96,12 @@ bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status s
 
 /* The unit a task covers. */
 void gr__job_unit(const gr_job *job, uint64_t unit, gr_unit *out);
+
+/* A unit that never ran (its task could not be queued, was put back and refused, or was
+ * left in the ring at shutdown) ends with `st`: its whole-tensor index ends from QUEUED,
+ * or each of its parts finishes as failed with `st` (an index that another unit started
+ * then ends once that unit is done too). Any thread. */
+void gr__job_drop_unit(gr_job *job, uint64_t unit, gr_status st);
 
 /* A unit covering index i starts: moves the index QUEUED -> RUNNING if it is the first.
  * Returns whether the unit must do this index's part (false when the index has already

@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef struct gr_logger {
     gr_log_callback fn; /* NULL: silent */

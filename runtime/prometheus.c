@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef struct text {
     char *buf;

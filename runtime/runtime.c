@@ -1,6 +1,8 @@
 /*
- * runtime.c - runtime lifecycle: configuration, backend choice, devices, workers, the
- * deadline thread, shutdown, statistics.
+ * runtime.c - the runtime's lifecycle: create (devices, workers, the deadline thread),
+ * live jobs and deadlines, devices lost and workers retired, shutdown and destroy. The
+ * config's checks are in config.c, the backend's choice in backends.c, what callers can
+ * ask of a running runtime in introspect.c.
  *
  * Shutdown order (gr_runtime_shutdown does steps 1-3, gr_runtime_destroy all of them), and
  * why it leaves nothing behind:
@@ -34,14 +36,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "runtime/config.h"
 #include "runtime/copier.h"
 #include "runtime/fault.h"
 #include "runtime/handle.h"
 #include "runtime/sync.h"
 #include "runtime/trace.h"
 
-#define MAX_WORKERS_PER_DEVICE 1024
-#define MAX_LISTED_DEVICES 1024
 
 void gr__runtime_ref(gr_runtime *rt)
 {
@@ -347,130 +348,6 @@ void gr__runtime_pinned_fallback(gr_runtime *rt, uint64_t bytes)
 /* ------------------------------------------------------------------------------------- */
 /* Create and destroy.                                                                    */
 
-/* The device list's shape; whether each device is present is known only once the backend
- * is chosen (select_devices). */
-static gr_status check_device_list(const gr_config *cfg, gr_error_info *err)
-{
-    if ((cfg->devices == NULL) != (cfg->device_count == 0))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "devices and device_count go together: devices is %s but "
-                            "device_count is %u",
-                            cfg->devices ? "set" : "NULL", cfg->device_count);
-    if (cfg->device_count > MAX_LISTED_DEVICES)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "devices: at most %d entries (got %u)", MAX_LISTED_DEVICES,
-                            cfg->device_count);
-    for (uint32_t i = 0; i < cfg->device_count; i++) {
-        if (cfg->devices[i] < 0)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "devices[%u] is %d: device numbers start at 0", i,
-                                cfg->devices[i]);
-        for (uint32_t j = 0; j < i; j++)
-            if (cfg->devices[j] == cfg->devices[i])
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                    "devices: device %d is listed twice (entries %u and %u)",
-                                    cfg->devices[i], j, i);
-    }
-    return GR_OK;
-}
-
-static gr_status check_config(const gr_config *cfg, gr_error_info *err)
-{
-    if (cfg->magic != GR_CONFIG_MAGIC || cfg->struct_size < sizeof(gr_config))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "config not initialized with GR_CONFIG_INIT");
-    if (cfg->backend != GR_BACKEND_AUTO && cfg->backend != GR_BACKEND_HOST &&
-        cfg->backend != GR_BACKEND_CUDA)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "unknown backend %d", (int)cfg->backend);
-    if (cfg->budget_bytes < GR_BUFFER_ALIGN)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "budget_bytes must be set, at least %u bytes (got %llu)",
-                            GR_BUFFER_ALIGN, (unsigned long long)cfg->budget_bytes);
-    if (cfg->workers_per_device == 0 || cfg->workers_per_device > MAX_WORKERS_PER_DEVICE)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "workers_per_device must be 1..%d (got %u)", MAX_WORKERS_PER_DEVICE,
-                            cfg->workers_per_device);
-    if (cfg->copy_threads > 256)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "copy_threads must be 0..256 (got %u)", cfg->copy_threads);
-    if (cfg->staging_bytes < 4096)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "staging_bytes must be at least 4096 (got %llu)",
-                            (unsigned long long)cfg->staging_bytes);
-    if (cfg->context_mode != GR_CONTEXT_PRIMARY && cfg->context_mode != GR_CONTEXT_PRIVATE)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "unknown context_mode %d", (int)cfg->context_mode);
-    if (cfg->ring_capacity < 2 || (cfg->ring_capacity & (cfg->ring_capacity - 1)) != 0 ||
-        cfg->ring_capacity > (1u << 30))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "ring_capacity must be a power of two in 2..2^30 (got %u)",
-                            cfg->ring_capacity);
-    if ((unsigned)cfg->log_level > GR_LOG_OFF)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "unknown log_level %d", (int)cfg->log_level);
-    return check_device_list(cfg, err);
-}
-
-/* Pick the backend and count its devices. AUTO prefers CUDA and says why it did not. */
-static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
-{
-    const gr_backend_ops *cuda = gr_backend_cuda_ops();
-    gr_error_info why;
-    gr_status st;
-
-    if (rt->cfg.backend == GR_BACKEND_HOST) {
-        rt->backend = &gr_backend_host;
-        snprintf(rt->backend_note, sizeof(rt->backend_note), "host backend, as configured");
-        return gr_backend_host.probe(&rt->cfg, &rt->n_devices, err);
-    }
-    if (cuda == NULL) {
-        if (rt->cfg.backend == GR_BACKEND_CUDA)
-            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
-                                "this build of graphrun has no CUDA backend");
-        rt->backend = &gr_backend_host;
-        snprintf(rt->backend_note, sizeof(rt->backend_note),
-                 "auto chose the host backend: this build has no CUDA backend");
-        return gr_backend_host.probe(&rt->cfg, &rt->n_devices, err);
-    }
-    st = cuda->probe(&rt->cfg, &rt->n_devices, &why);
-    if (st == GR_OK) {
-        rt->backend = cuda;
-        snprintf(rt->backend_note, sizeof(rt->backend_note), "cuda backend, %u device(s)",
-                 rt->n_devices);
-        return GR_OK;
-    }
-    if (rt->cfg.backend == GR_BACKEND_CUDA) {
-        if (err)
-            *err = why;
-        return st;
-    }
-    rt->backend = &gr_backend_host;
-    snprintf(rt->backend_note, sizeof(rt->backend_note),
-             "auto chose the host backend: %.90s", why.message);
-    return gr_backend_host.probe(&rt->cfg, &rt->n_devices, err);
-}
-
-gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,
-                           gr_error_info *err)
-{
-    gr_runtime probe; /* only the fields choose_backend uses */
-    gr_config cfg = GR_CONFIG_INIT;
-    gr_status st;
-
-    memset(&probe, 0, sizeof(probe));
-    cfg.backend = b;
-    probe.cfg = cfg;
-    st = choose_backend(&probe, err);
-    if (st == GR_OK) {
-        if (devices)
-            *devices = probe.n_devices;
-        if (chosen)
-            *chosen = probe.backend->kind;
-    }
-    return st;
-}
-
 /* Narrow the backend's devices (rt->n_devices of them) to the configured list. The list
  * itself is not kept: open_devices copies it into the devices' ordinals. */
 static gr_status select_devices(gr_runtime *rt, gr_error_info *err)
@@ -482,7 +359,8 @@ static gr_status select_devices(gr_runtime *rt, gr_error_info *err)
                                 "device(s), numbered 0..%u%s (%s)",
                                 rt->cfg.devices[i], rt->backend->name, rt->n_devices,
                                 rt->n_devices - 1,
-                                rt->backend == &gr_backend_host ? ", as host_devices says" : "",
+                                rt->backend->kind == GR_BACKEND_HOST ? ", as host_devices says"
+                                                                     : "",
                                 rt->backend_note);
     if (rt->cfg.device_count != 0)
         rt->n_devices = rt->cfg.device_count;
@@ -509,24 +387,37 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
 
         dev->id = d;
         dev->ordinal = rt->cfg.devices ? rt->cfg.devices[d] : (int)d;
+        dev->env = &rt->env;
         if (gr_arena_create(region, &dev->arena) != GR_OK ||
             gr_budget_create(gr_arena_size(dev->arena), &dev->budget) != GR_OK)
             return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
         dev->region_size = gr_arena_size(dev->arena);
-        st = rt->backend->device_open(dev, &rt->cfg, err);
+        st = rt->backend->device_open(dev, err);
         if (st != GR_OK)
             return st;
     }
     return GR_OK;
 }
 
-/* Counters for every worker, and whether to mark NVTX ranges: before the workers start. */
+/* The backend, its devices, and what it is told of the runtime (its environment). */
+static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
+{
+    gr_status st = gr__backend_choose(&rt->cfg, &rt->backend, &rt->n_devices, rt->backend_note,
+                                      sizeof(rt->backend_note), &rt->fell_back, err);
+
+    if (st != GR_OK)
+        return st;
+    rt->env.cfg = &rt->cfg;
+    rt->env.log = &rt->log;
+    rt->env.trace = (rt->backend->traced || gr__trace_all_backends) && gr__trace_wanted();
+    return GR_OK;
+}
+
+/* Counters for every worker: before the workers start. */
 static gr_status observe_open(gr_runtime *rt, gr_error_info *err)
 {
     if (gr__stats_create(rt->n_devices * rt->cfg.workers_per_device, &rt->stats) != GR_OK)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-    rt->trace = (rt->backend->kind == GR_BACKEND_CUDA || gr__trace_all_backends) &&
-                gr__trace_wanted();
     return GR_OK;
 }
 
@@ -542,6 +433,7 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
         gr_worker *w = &rt->workers[i];
 
         w->rt = rt;
+        w->env = &rt->env;
         w->id = i;
         w->dev = &rt->devices[i % rt->n_devices];
         if (gr__thread_create(&w->thread, gr__worker_main, w) != 0) {
@@ -631,16 +523,9 @@ static void runtime_teardown(gr_runtime *rt)
         if (rt->workers[i].started)
             pthread_join(rt->workers[i].thread, NULL);
     while (gr_ring_try_pop(rt->ring, &t)) {
-        gr_unit u;
-
         /* A task is a unit (units.h), not an index: its parts end as those of a hand back
          * the ring refused (worker.c), so an index that another unit started still ends. */
-        gr__job_unit(t.job, t.index, &u);
-        if (t.job->units == NULL)
-            gr__job_end_index(t.job, u.index, GR_INDEX_QUEUED, GR_ERR_SHUTDOWN, NULL);
-        else
-            for (uint32_t k = 0; k < u.tensors; k++)
-                gr__job_finish_piece(t.job, u.index + k, true, GR_ERR_SHUTDOWN, NULL);
+        gr__job_drop_unit(t.job, t.index, GR_ERR_SHUTDOWN);
         gr__job_unref(t.job);
     }
     /* Every index has ended; wait for the callbacks still running on other threads (a
@@ -662,18 +547,6 @@ static void runtime_teardown(gr_runtime *rt)
             rt->backend->device_close(&rt->devices[d]);
 }
 
-/* Helper threads of the copy pool: as configured, else one per CPU but the caller's, at
- * most 16 (copies are bound by memory bandwidth long before that). */
-static unsigned copy_threads(const gr_config *cfg)
-{
-    long cpus;
-
-    if (cfg->copy_threads != 0)
-        return cfg->copy_threads;
-    cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus > 17 ? 16 : cpus > 1 ? (unsigned)cpus - 1 : 0;
-}
-
 static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err)
 {
     uint64_t fault_token = 0;
@@ -686,7 +559,7 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     if (cfg == NULL || out == NULL)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "config and out must not be NULL");
-    if ((st = check_config(cfg, err)) != GR_OK)
+    if ((st = gr__config_check(cfg, err)) != GR_OK)
         return st;
     plan = cfg->fault_plan != NULL ? cfg->fault_plan : getenv("GR_FAULT");
     if (plan != NULL && (st = gr__fault_arm(plan, &fault_token, err)) != GR_OK)
@@ -711,7 +584,7 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
         goto out_destroy_cond;
     if (gr_ring_create(cfg->ring_capacity, &rt->ring) != GR_OK)
         goto out_destroy_deadline_cond;
-    if (gr_copier_create(copy_threads(cfg), &rt->copier) != GR_OK) {
+    if (gr_copier_create(gr__config_copy_threads(cfg), &rt->copier) != GR_OK) {
         gr_ring_destroy(rt->ring);
         goto out_destroy_deadline_cond;
     }
@@ -775,14 +648,14 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
     if (st != GR_OK) {
         /* The callback in a config that failed its checks may be garbage: only a config
          * that passed them gets a message. */
-        if (cfg != NULL && check_config(cfg, NULL) == GR_OK) {
+        if (cfg != NULL && gr__config_check(cfg, NULL) == GR_OK) {
             gr__logger_init(&lg, cfg);
             GR_LOG(&lg, GR_LOG_ERROR, "runtime could not start: %s: %s", gr_status_str(st),
                    e->message);
         }
         return st;
     }
-    if (cfg->backend == GR_BACKEND_AUTO && rt->backend->kind != GR_BACKEND_CUDA)
+    if (rt->fell_back)
         GR_LOG(&rt->log, GR_LOG_WARN, "%s", rt->backend_note);
     if (gr__log_enabled(&rt->log, GR_LOG_INFO)) {
         log_units(budget, sizeof(budget), gr_arena_size(rt->devices[0].arena));
@@ -791,7 +664,7 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
                       "device, budget %s per device, ring %u, split_tensors %u%s",
                       rt->backend->name, rt->backend_note, rt->n_devices,
                       rt->cfg.workers_per_device, budget, rt->cfg.ring_capacity,
-                      rt->cfg.split_tensors, rt->trace ? ", NVTX ranges on" : "");
+                      rt->cfg.split_tensors, rt->env.trace ? ", NVTX ranges on" : "");
     }
     return GR_OK;
 }
@@ -836,56 +709,4 @@ void gr_runtime_destroy(gr_runtime *handle)
     }
     gr__runtime_unref(rt);
     gr__fault_disarm(fault_token);
-}
-
-gr_status gr_runtime_info_get(const gr_runtime *handle, gr_runtime_info *out)
-{
-    gr_status st;
-    gr_runtime *rt;
-
-    if (out == NULL)
-        return GR_ERR_INVALID_ARGUMENT;
-    if ((rt = gr__runtime_get(handle, &st)) == NULL)
-        return st;
-    memset(out, 0, sizeof(*out));
-    out->backend = rt->backend->kind;
-    out->device_count = rt->n_devices;
-    out->workers_per_device = rt->cfg.workers_per_device;
-    out->budget_bytes = gr_arena_size(rt->devices[0].arena);
-    gr_strlcpy(out->backend_note, rt->backend_note, sizeof(out->backend_note));
-    return GR_OK;
-}
-
-gr_status gr_runtime_device_ordinal(const gr_runtime *handle, uint32_t device, int *ordinal)
-{
-    const gr_device *dev;
-    gr_status st;
-
-    if (ordinal == NULL)
-        return GR_ERR_INVALID_ARGUMENT;
-    if ((dev = gr__runtime_device(handle, device, &st)) == NULL)
-        return st;
-    *ordinal = dev->ordinal;
-    return GR_OK;
-}
-
-gr_status gr_runtime_device_stats(const gr_runtime *handle, uint32_t device,
-                                  gr_device_stats *out)
-{
-    const gr_device *dev;
-    gr_status st;
-
-    if (out == NULL)
-        return GR_ERR_INVALID_ARGUMENT;
-    if ((dev = gr__runtime_device(handle, device, &st)) == NULL)
-        return st;
-    out->budget_bytes = gr_budget_capacity(dev->budget);
-    out->budget_in_use = gr_budget_in_use(dev->budget);
-    out->budget_peak = gr_budget_peak(dev->budget);
-    out->iterations_done = atomic_load_explicit(&dev->iterations_done, memory_order_relaxed);
-    out->iterations_failed = atomic_load_explicit(&dev->iterations_failed, memory_order_relaxed);
-    out->graph_instantiations =
-        atomic_load_explicit(&dev->graph_instantiations, memory_order_relaxed);
-    out->graph_updates = atomic_load_explicit(&dev->graph_updates, memory_order_relaxed);
-    return GR_OK;
 }

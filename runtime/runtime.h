@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "runtime/backend.h"
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "runtime/job.h"
 #include "runtime/log.h"
 #include "runtime/ring.h"
@@ -24,7 +24,9 @@ struct gr_runtime {
     atomic_uint refs;
     gr_config cfg;
     const gr_backend_ops *backend;
-    char backend_note[128]; /* why AUTO picked this backend */
+    gr_backend_env env;     /* what the backend is told of the runtime (backend.h) */
+    char backend_note[128]; /* how the backend was chosen */
+    bool fell_back;         /* AUTO passed over a backend that could not run (the note: why) */
     uint64_t fault_token;   /* the fault plan this runtime armed (fault.h), 0 if none */
     uint64_t fork_generation; /* the process's fork generation at create (gr__forked) */
     uintptr_t handle;         /* what the caller holds (handle.h); released by destroy */
@@ -57,7 +59,6 @@ struct gr_runtime {
     /* Observability, set up before the workers start and read-only after. */
     gr_logger log;          /* the config's callback and level, GR_LOG applied */
     gr_stats_state *stats;  /* counters (stats.h) */
-    bool trace;             /* NVTX ranges: CUDA backend with a tool attached (trace.h) */
     atomic_bool shutdown_logged;
 };
 

@@ -20,7 +20,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 struct gr_graph;
 

@@ -1,7 +1,7 @@
 /*
  * status.c - static texts for status codes and backend names.
  */
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 static const char *const status_text[GR_STATUS_COUNT_] = {
     [GR_OK] = "ok",

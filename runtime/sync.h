@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 /* A cancellation flag: 0 while running; a nonzero gr_status once the owner is stopped (the
  * status every wait on it returns). */

@@ -21,24 +21,27 @@
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
                                uint64_t staging_bytes, uint64_t batch_below_bytes)
 {
-    /* Every buffer of a splittable graph holds one float per element, each rounded up to
-     * GR_BUFFER_ALIGN: a unit of n elements takes n_buffers * round(4n) bytes. */
-    uint64_t per_elem_group = (uint64_t)g->n_buffers * GR_BUFFER_ALIGN; /* bytes per 64 elems */
     uint64_t share = workers > 1 ? arena_bytes / workers : arena_bytes;
-    uint32_t ports = g->n_inputs + g->n_outputs;
+    uint64_t host_bytes = gr_graph_port_bytes(g, false, GR_ALL_PORTS, 1) +
+                          gr_graph_port_bytes(g, true, GR_ALL_PORTS, 1);
+    uint64_t group_elems, group_bytes;
     gr_unit_limits lim;
 
-    lim.max_elems = share / per_elem_group * (GR_BUFFER_ALIGN / sizeof(float));
+    /* Every buffer of a splittable graph is the tensor's size, each rounded up to
+     * GR_BUFFER_ALIGN: whole groups (graph.h) fill the device memory exactly. */
+    gr_graph_unit_group(g, &group_elems, &group_bytes);
+    lim.max_elems = share / group_bytes * group_elems;
     if (lim.max_elems == 0) /* the share is too small: one unit at a time, of the arena */
-        lim.max_elems = arena_bytes / per_elem_group * (GR_BUFFER_ALIGN / sizeof(float));
+        lim.max_elems = arena_bytes / group_bytes * group_elems;
     if (lim.max_elems == 0)
         lim.max_elems = 1;
-    lim.stage_elems = staging_bytes / sizeof(float) / (ports ? ports : 1);
+    lim.stage_elems = staging_bytes / (host_bytes ? host_bytes : 1);
     if (lim.stage_elems == 0)
         lim.stage_elems = 1;
     if (lim.stage_elems > lim.max_elems)
         lim.stage_elems = lim.max_elems;
-    lim.batch_below = batch_below_bytes / sizeof(float);
+    /* A tensor's size, for batching, is its elements in its widest port's type. */
+    lim.batch_below = batch_below_bytes / gr_graph_widest_port(g);
     if (lim.batch_below > lim.stage_elems)
         lim.batch_below = lim.stage_elems;
     return lim;
@@ -47,13 +50,13 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
 /* Whether tensor b starts, on every port, right where tensor a ends. */
 static bool adjacent(const gr_graph *g, const gr_tensor *a, const gr_tensor *b)
 {
-    uint64_t bytes = a->elems * sizeof(float);
-
     for (uint32_t p = 0; p < g->n_inputs; p++)
-        if ((const char *)a->in[p] + bytes != (const char *)b->in[p])
+        if ((const char *)a->in[p] + gr_graph_port_bytes(g, false, p, a->elems) !=
+            (const char *)b->in[p])
             return false;
     for (uint32_t p = 0; p < g->n_outputs; p++)
-        if ((const char *)a->out[p] + bytes != (const char *)b->out[p])
+        if ((const char *)a->out[p] + gr_graph_port_bytes(g, true, p, a->elems) !=
+            (const char *)b->out[p])
             return false;
     return true;
 }

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "graph/graph.h"
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 /* Most tensors one batch may hold (bounds the worker's gather and scatter lists). */
 #define GR_UNIT_MAX_TENSORS 4096

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "runtime/sync.h"
 
 typedef struct gr_waiter {

@@ -10,7 +10,7 @@
  *
  * Statistics (stats.h) are counted in the worker's own block before the unit's parts end,
  * so a job's waiter sees them; NVTX ranges (trace.h) mark the unit and its phases when a
- * tool is attached to the CUDA backend (rt->trace), and cost one branch otherwise.
+ * tool is attached to a traced backend (env.trace), and cost one branch otherwise.
  *
  * A lost device: its workers stop taking tasks while another device works (they park).
  * A task one of them already holds goes back to the ring, still queued, as long as its
@@ -44,15 +44,13 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
     return GR_OK;
 }
 
-/* Make the worker's staging buffer hold `elems` per port for `ports` ports (inputs then
- * outputs), and lay the ports out staging_elems apart for the unit about to use it. Units
- * of different graphs differ in their ports as well as their elements, so what the buffer
- * holds is counted in floats, and the ports are spread over all of it: a buffer that held
- * a unit with fewer ports is reused only when it holds this one whole. It never grows past
- * the largest unit, which the planner bounds by staging_bytes. Pinned memory when it can be
- * had; otherwise (a tiny RLIMIT_MEMLOCK, the system out of pinned memory) ordinary memory,
- * which the device reads through the driver's slower path: the results are the same, and
- * the runtime reports the fallback once. */
+/* The worker's staging buffer: grown to hold the unit about to use it (its ports lie one
+ * after another, each starting on GR_BUFFER_ALIGN), and never past the largest unit, which
+ * the planner bounds by staging_bytes (plus the ports' alignment). Units of different graphs
+ * differ in their ports as well as their elements, so what the buffer holds is counted in
+ * bytes. Pinned memory when it can be had; otherwise (a tiny RLIMIT_MEMLOCK, the system out
+ * of pinned memory) ordinary memory, which the device reads through the driver's slower
+ * path: the results are the same, and the runtime reports the fallback once. */
 static void free_staging(gr_worker *w)
 {
     if (w->staging_pageable)
@@ -60,33 +58,37 @@ static void free_staging(gr_worker *w)
     else
         gr_host_free(w->staging);
     w->staging = NULL;
-    w->staging_floats = 0;
-    w->staging_elems = 0;
+    w->staging_bytes = 0;
     w->staging_pageable = false;
 }
 
-static gr_status ensure_staging(gr_worker *w, uint32_t ports, uint64_t elems,
+static gr_status ensure_staging(gr_worker *w, const gr_graph *g, uint64_t elems,
                                 gr_error_info *err)
 {
-    uint64_t bytes = elems * ports * sizeof(float);
+    uint64_t bytes = 0;
     void *p = NULL;
 
-    if (w->staging_floats < elems * ports) {
-        free_staging(w);
-        if (gr_host_alloc(bytes, &p) != GR_OK) {
-            p = NULL;
-            if (posix_memalign(&p, 4096, bytes) != 0)
-                return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                                    "cannot allocate %llu bytes of staging memory, pinned "
-                                    "or not",
-                                    (unsigned long long)bytes);
-            w->staging_pageable = true;
-            gr__runtime_pinned_fallback(w->rt, bytes);
-        }
-        w->staging = p;
-        w->staging_floats = elems * ports;
+    for (uint32_t q = 0; q < g->n_inputs + g->n_outputs; q++) {
+        bool out = q >= g->n_inputs;
+
+        w->staging_at[q] = bytes;
+        bytes += gr_graph_port_bytes(g, out, out ? q - g->n_inputs : q, elems);
+        bytes = (bytes + GR_BUFFER_ALIGN - 1) / GR_BUFFER_ALIGN * GR_BUFFER_ALIGN;
     }
-    w->staging_elems = w->staging_floats / ports; /* at least elems */
+    if (w->staging_bytes >= bytes)
+        return GR_OK;
+    free_staging(w);
+    if (gr_host_alloc(bytes, &p) != GR_OK) {
+        p = NULL;
+        if (posix_memalign(&p, 4096, bytes) != 0)
+            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                                "cannot allocate %llu bytes of staging memory, pinned or not",
+                                (unsigned long long)bytes);
+        w->staging_pageable = true;
+        gr__runtime_pinned_fallback(w->rt, bytes);
+    }
+    w->staging = p;
+    w->staging_bytes = bytes;
     return GR_OK;
 }
 
@@ -96,16 +98,17 @@ static void set_view(gr_worker *w, const gr_job *job, const gr_unit *u)
 {
     const gr_graph *g = job->graph;
     const gr_tensor *t = &job->tensors[u->index];
-    uint64_t skip = u->offset * sizeof(float);
 
     memset(&w->view, 0, sizeof(w->view));
     w->view.elems = u->elems;
     for (uint32_t p = 0; p < g->n_inputs; p++)
-        w->view.in[p] = u->staged ? (const void *)(w->staging + p * w->staging_elems)
-                                  : (const void *)((const char *)t->in[p] + skip);
+        w->view.in[p] = u->staged ? (const void *)(w->staging + w->staging_at[p])
+                                  : (const void *)((const char *)t->in[p] +
+                                                   gr_graph_port_bytes(g, false, p, u->offset));
     for (uint32_t p = 0; p < g->n_outputs; p++)
-        w->view.out[p] = u->staged ? (void *)(w->staging + (g->n_inputs + p) * w->staging_elems)
-                                   : (void *)((char *)t->out[p] + skip);
+        w->view.out[p] = u->staged ? (void *)(w->staging + w->staging_at[g->n_inputs + p])
+                                   : (void *)((char *)t->out[p] +
+                                              gr_graph_port_bytes(g, true, p, u->offset));
 }
 
 /* Copy the live parts of a staged unit between the tensors and the staging buffer: inputs
@@ -115,7 +118,7 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
 {
     const gr_graph *g = job->graph;
     uint32_t ports = gather ? g->n_inputs : g->n_outputs;
-    uint64_t pos = 0;
+    uint64_t pos = 0; /* elements of the unit before this part */
     size_t n = 0;
 
     for (uint32_t k = 0; k < u->tensors; k++) {
@@ -125,15 +128,15 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
 
         for (uint32_t p = 0; w->live[k] && p < ports; p++) {
             struct gr_copy *c = &w->copies[n++];
-            float *staged = w->staging +
-                            (gather ? p : g->n_inputs + p) * w->staging_elems + pos;
+            unsigned char *staged = w->staging + w->staging_at[gather ? p : g->n_inputs + p] +
+                                    gr_graph_port_bytes(g, !gather, p, pos);
 
-            c->bytes = elems * sizeof(float);
+            c->bytes = gr_graph_port_bytes(g, !gather, p, elems);
             if (gather) {
                 c->dst = staged;
-                c->src = (const float *)t->in[p] + skip;
+                c->src = (const char *)t->in[p] + gr_graph_port_bytes(g, false, p, skip);
             } else {
-                c->dst = (float *)t->out[p] + skip;
+                c->dst = (char *)t->out[p] + gr_graph_port_bytes(g, true, p, skip);
                 c->src = staged;
             }
         }
@@ -145,6 +148,17 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
 static bool device_out(const gr_worker *w);
 static void give_back(gr_worker *w, const gr_task *t);
 
+/* The backend says a failure ruined more than the iteration: the worker's private context
+ * (it retires; with the last of its device's workers, the device is lost) or the device's
+ * shared context (the device is lost). */
+static void out_of_service(gr_worker *w, gr_fault_reach reach)
+{
+    if (reach == GR_REACH_WORKER)
+        gr__runtime_worker_retired(w->rt, w);
+    else
+        gr__runtime_device_lost(w->rt, w->dev);
+}
+
 /* Run task t. Returns true when the task went back to the ring (its reference with it). */
 static bool run_task(gr_worker *w, const gr_task *t)
 {
@@ -152,12 +166,13 @@ static bool run_task(gr_worker *w, const gr_task *t)
     gr_device *dev = w->dev;
     const gr_graph *g = job->graph;
     gr_counters *stats = gr__stats_worker(w->rt->stats, w->id);
-    bool trace = w->rt->trace;
+    bool trace = w->env->trace;
     gr_iteration it;
     gr_error_info detail;
     uint64_t bytes = 0;
     uint32_t live = 0;
     bool reached_device = false;
+    gr_fault_reach reach = GR_REACH_ITERATION;
     int64_t t0;
     gr_status st;
     gr_unit u;
@@ -178,8 +193,7 @@ static bool run_task(gr_worker *w, const gr_task *t)
         u.staged = true;
     if ((st = must_stop(w, job)) != GR_OK)
         goto out_finish;
-    if (u.staged &&
-        (st = ensure_staging(w, g->n_inputs + g->n_outputs, u.elems, &detail)) != GR_OK)
+    if (u.staged && (st = ensure_staging(w, g, u.elems, &detail)) != GR_OK)
         goto out_finish;
 
     it.graph = g;
@@ -221,7 +235,9 @@ static bool run_task(gr_worker *w, const gr_task *t)
             gr__trace_pop();
     }
     reached_device = true;
-    st = w->rt->backend->run(w, &it, &detail);
+    st = w->rt->backend->run(w, &it, &reach, &detail);
+    if (reach != GR_REACH_ITERATION)
+        out_of_service(w, reach);
     if (st == GR_OK && u.staged) {
         if (trace)
             gr__trace_push("scatter");
@@ -295,16 +311,10 @@ static void give_back(gr_worker *w, const gr_task *t)
 {
     gr_job *job = t->job;
     gr_status st = gr_ring_push(w->rt->ring, t, job->deadline_ns, &job->stop);
-    gr_unit u;
 
     if (st == GR_OK)
         return;
-    gr__job_unit(job, t->index, &u);
-    if (job->units == NULL)
-        gr__job_end_index(job, u.index, GR_INDEX_QUEUED, st, NULL);
-    else
-        for (uint32_t k = 0; k < u.tensors; k++)
-            gr__job_finish_piece(job, u.index + k, true, st, NULL);
+    gr__job_drop_unit(job, t->index, st);
     gr__job_unref(job);
 }
 

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "runtime/copier.h"
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "tools/graphrun/cli.h"
 
 static uint64_t parse(const char *s)

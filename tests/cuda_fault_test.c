@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 
 #include "graph/graph.h"
+#include "tests/fault_kernel.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/tensor_set.h"
@@ -52,6 +53,7 @@ static gr_graph *fault_graph(void)
     const char *x = "x";
     gr_graph *g;
 
+    gr_test_register_fault_kernel();
     ASSERT_STATUS(gr_graph_create(&g), GR_OK);
     ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
     ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
@@ -297,7 +299,5 @@ int main(int argc, char **argv)
         GR_TEST(budget_cannot_be_reserved),
         GR_TEST(tiny_memlock),
     };
-
-    setenv("GR_TEST_KERNELS", "1", 1); /* the test-only "fault" kernel */
     return gr_test_run_all(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

@@ -140,7 +140,8 @@ static void kernels_match_cpu(void)
     x[2] = 1e-30f;
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         gr_tensor t = {{x, cases[c].n_in > 1 ? y : NULL}, {out}, N};
-        gr_kargs a = {{x, y}, want, N, {cases[c].s[0], cases[c].s[1]}};
+        gr_kernel_args a = {want, {x, y}, N, {N, N}, {{cases[c].s[0]}, {cases[c].s[1]}}};
+        const gr_kernel *k = gr__kernel_find(cases[c].kernel);
         gr_graph *g = one_kernel_graph(cases[c].kernel, cases[c].n_in, cases[c].s,
                                        cases[c].n_s);
         gr_job *job;
@@ -148,7 +149,7 @@ static void kernels_match_cpu(void)
         memset(out, 0xff, N * 4); /* poison: every element must be written */
         ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, NULL), GR_OK);
         ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
-        gr_kernel_find(cases[c].kernel)->cpu(&a);
+        k->def.cpu(&a, k->def.user);
         for (uint64_t i = 0; i < N; i++) {
             int32_t gi, wi;
             int64_t ulps;

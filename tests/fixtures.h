@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef struct gr_test_shape {
     gr_backend backend; /* GR_BACKEND_HOST unless set */

@@ -3,6 +3,8 @@
  * composition of the kernels it fuses, bit for bit.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "kernels/kernels.h"
@@ -24,45 +26,60 @@ static void fill(uint64_t seed)
     data[3] = 3e30f;
 }
 
-static gr_kargs args1(const float *in, float *out, float s0)
+static gr_kernel_args args1(const float *in, float *out, float s0)
 {
-    gr_kargs a;
+    gr_kernel_args a;
 
     memset(&a, 0, sizeof(a));
     a.in[0] = in;
     a.out = out;
     a.n = N;
-    a.s[0] = s0;
+    a.in_n[0] = N;
+    a.s[0].f32 = s0;
     return a;
 }
 
-static void run(const char *name, const gr_kargs *a)
+static void run(const char *name, const gr_kernel_args *a)
 {
-    const gr_kernel_def *k = gr_kernel_find(name);
+    const gr_kernel *k = gr__kernel_find(name);
 
     ASSERT_TRUE(k != NULL);
-    k->cpu(a);
+    k->def.cpu(a, k->def.user);
 }
 
 static void registry_lookup(void)
 {
-    ASSERT_TRUE(gr_kernel_find("seed") != NULL);
-    ASSERT_TRUE(gr_kernel_find("mul") != NULL);
-    ASSERT_TRUE(gr_kernel_find("nope") == NULL);
-    /* Test-only kernels exist only with GR_TEST_KERNELS=1 (not set for this test). */
-    ASSERT_TRUE(getenv("GR_TEST_KERNELS") == NULL);
-    ASSERT_TRUE(gr_kernel_find("fault") == NULL);
-    ASSERT_TRUE(gr_kernel_find(NULL) == NULL);
-    ASSERT_TRUE(gr_kernel_def_at(gr_kernel_count()) == NULL);
-    for (uint32_t i = 0; i < gr_kernel_count(); i++)
-        ASSERT_PTR_EQ(gr_kernel_find(gr_kernel_def_at(i)->name), gr_kernel_def_at(i));
+    static const char *const builtins[] = {"mul", "add", "pow", "axpby", "seed"};
+
+    /* The built-ins come first, in their table's order, each complete: both
+     * implementations, float32 throughout, elementwise. */
+    ASSERT_EQ(gr_kernel_count(), 5);
+    for (uint32_t i = 0; i < 5; i++) {
+        const gr_kernel *k = gr__kernel_at(i);
+
+        ASSERT_TRUE(k != NULL);
+        ASSERT_STR_CONTAINS(k->name, builtins[i]);
+        ASSERT_EQ(strlen(k->name), strlen(builtins[i]));
+        ASSERT_PTR_EQ(gr__kernel_find(builtins[i]), k);
+        ASSERT_TRUE(k->def.cpu != NULL);
+        ASSERT_EQ(k->def.cuda_kind, GR_CUDA_ENTRY);
+        ASSERT_TRUE(k->def.cuda != NULL);
+        ASSERT_TRUE(k->def.elementwise);
+        ASSERT_EQ(k->def.out_dtype, GR_DTYPE_FLOAT32);
+        ASSERT_EQ(k->id, i + 1);
+    }
+    ASSERT_TRUE(gr__kernel_find("nope") == NULL);
+    /* The test-only fault kernel is the tests' own (tests/cuda_fault_test.c registers it). */
+    ASSERT_TRUE(gr__kernel_find("fault") == NULL);
+    ASSERT_TRUE(gr__kernel_find(NULL) == NULL);
+    ASSERT_TRUE(gr__kernel_at(gr_kernel_count()) == NULL);
 }
 
 static void elementwise_kernels_match_definitions(void)
 {
     static float out[N], y[N];
     volatile float two = 2.0f, three = 3.0f; /* keep the reference from being folded */
-    gr_kargs a;
+    gr_kernel_args a;
 
     fill(1);
     for (int i = 0; i < N; i++)
@@ -90,7 +107,8 @@ static void elementwise_kernels_match_definitions(void)
         ASSERT_TRUE(out[i] == powf(data[i], 3.0f));
     a = args1(data, out, 2.0f);
     a.in[1] = y;
-    a.s[1] = -3.0f;
+    a.in_n[1] = N;
+    a.s[1].f32 = -3.0f;
     run("axpby", &a);
     for (int i = 0; i < N; i++) {
         float ax = 2.0f * data[i], by = -3.0f * y[i];
@@ -103,7 +121,7 @@ static void elementwise_kernels_match_definitions(void)
 static void seed_equals_composition(void)
 {
     static float fused[N], step[N];
-    gr_kargs a;
+    gr_kernel_args a;
 
     for (uint64_t trial = 0; trial < 4; trial++) {
         fill(100 + trial);
@@ -132,5 +150,188 @@ static void seed_equals_composition(void)
     ASSERT_TRUE(fabsf(gr_seed_ref(1.0f) - 1.6287f) < 1e-2f);
 }
 
+/* A user's kernel: out = 2x, on the CPU only. */
+static void twice(const gr_kernel_args *a, void *user)
+{
+    const float *x = a->in[0];
+    float *out = a->out;
+
+    for (uint64_t i = 0; i < a->n; i++)
+        out[i] = 2.0f * x[i] + *(const float *)user;
+}
+
+static gr_kernel_def twice_def(const char *name)
+{
+    static const float zero = 0.0f;
+    gr_kernel_def d = GR_KERNEL_DEF_INIT;
+
+    d.name = name;
+    d.doc = "out = 2 x";
+    d.n_inputs = 1;
+    d.elementwise = 1;
+    d.cpu = twice;
+    d.user = (void *)&zero;
+    return d;
+}
+
+/* A user's kernel goes into the same registry as the built-ins, after them, and is found,
+ * listed and run like them; its definition is copied. */
+static void user_kernel_registered(void)
+{
+    char name[] = "twice";
+    gr_kernel_def d = twice_def(name);
+    static float out[N];
+    const gr_kernel *k;
+    gr_kernel_info info;
+    gr_kernel_args a;
+    gr_error_info err;
+    uint32_t before = gr_kernel_count();
+
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_OK);
+    name[0] = 'X'; /* the registry holds its own copy */
+    d.name = NULL;
+    ASSERT_EQ(gr_kernel_count(), before + 1);
+    k = gr__kernel_find("twice");
+    ASSERT_TRUE(k != NULL);
+    ASSERT_PTR_EQ(gr__kernel_at(before), k);
+    ASSERT_GT(k->id, before);
+    ASSERT_STATUS(gr_kernel_info_get(before, &info), GR_OK);
+    ASSERT_STR_CONTAINS(info.name, "twice");
+    ASSERT_STR_CONTAINS(info.doc, "out = 2 x");
+    ASSERT_EQ(info.n_inputs, 1);
+    ASSERT_EQ(info.n_scalars, 0);
+    ASSERT_TRUE(info.elementwise);
+    fill(7);
+    a = args1(data, out, 0);
+    run("twice", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == 2.0f * data[i]);
+    /* A second registration of the name, and a built-in's name, are refused. */
+    d = twice_def("twice");
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "kernel 'twice' is already registered");
+    d.name = "seed";
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "kernel 'seed' is already registered");
+    ASSERT_EQ(gr_kernel_count(), before + 1);
+}
+
+/* Every malformed definition is refused with its reason, and nothing is registered. */
+static void bad_definitions_refused(void)
+{
+    char long_name[GR_NAME_MAX + 2], long_doc[200];
+    uint32_t before = gr_kernel_count();
+    gr_error_info err;
+    gr_kernel_def d;
+
+    memset(long_name, 'a', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    memset(long_doc, 'd', sizeof(long_doc) - 1);
+    long_doc[sizeof(long_doc) - 1] = '\0';
+
+    ASSERT_STATUS(gr_kernel_register(NULL, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "NULL");
+    memset(&d, 0, sizeof(d));
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "GR_KERNEL_DEF_INIT");
+
+#define REFUSED(change, text)                                                               \
+    do {                                                                                    \
+        d = twice_def("fine");                                                              \
+        change;                                                                             \
+        ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);               \
+        ASSERT_STR_CONTAINS(err.message, text);                                             \
+    } while (0)
+    REFUSED(d.name = NULL, "kernel name must be");
+    REFUSED(d.name = "", "kernel name must be");
+    REFUSED(d.name = "9lives", "starting with a letter or '_'");
+    REFUSED(d.name = "a b", "kernel name must be");
+    REFUSED(d.name = long_name, "kernel name must be");
+    REFUSED(d.n_inputs = GR_MAX_KERNEL_INPUTS + 1, "inputs (at most");
+    REFUSED(d.n_scalars = GR_MAX_SCALARS + 1, "scalars (at most");
+    REFUSED(d.out_dtype = GR_DTYPE_COUNT_, "unknown output element type");
+    REFUSED(d.in_dtype[0] = (gr_dtype)77, "unknown element type 77 of input 0");
+    REFUSED((d.n_scalars = 1, d.scalar_dtype[0] = (gr_dtype)-1), "of scalar 0");
+    REFUSED(d.cuda_kind = (gr_cuda_kind)9, "unknown cuda_kind 9");
+    REFUSED(d.cuda_kind = GR_CUDA_KERNEL, "cuda must be set exactly when");
+    REFUSED(d.cuda = (const void *)twice, "cuda must be set exactly when");
+    REFUSED((d.cuda_kind = GR_CUDA_ENTRY, d.cuda = (const void *)twice, d.cuda_block = 1025),
+            "cuda_block 1025 is over 1024");
+    REFUSED(d.cpu = NULL, "neither a CPU nor a CUDA implementation");
+    REFUSED(d.doc = long_doc, "doc is longer than");
+#undef REFUSED
+    ASSERT_EQ(gr_kernel_count(), before);
+    ASSERT_TRUE(gr__kernel_find("fine") == NULL);
+    /* A definition that names the right things registers (the checks above are not too
+     * strict): the name they all used. */
+    d = twice_def("fine");
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_OK);
+}
+
+#define RACERS 8
+#define EACH 40
+
+static void *race_register(void *arg)
+{
+    uintptr_t t = (uintptr_t)arg;
+    gr_error_info err;
+    int *won = calloc(1, sizeof(int));
+
+    for (int i = 0; i < EACH; i++) {
+        char name[32];
+        gr_kernel_def d;
+
+        snprintf(name, sizeof(name), "k%u_%d", (unsigned)t, i);
+        d = twice_def(name);
+        if (gr_kernel_register(&d, &err) != GR_OK)
+            return NULL;
+        /* Every thread tries the contested name once, midway. */
+        if (i == EACH / 2) {
+            d = twice_def("contested");
+            *won = gr_kernel_register(&d, &err) == GR_OK;
+        }
+    }
+    return won;
+}
+
+/* Registration from many threads at once: every unique name is taken exactly once, the
+ * contested one by exactly one thread, and lookups during registration see whole entries. */
+static void concurrent_registration(void)
+{
+    pthread_t th[RACERS];
+    uint32_t before = gr_kernel_count();
+    int winners = 0;
+
+    for (uintptr_t t = 0; t < RACERS; t++)
+        ASSERT_EQ(pthread_create(&th[t], NULL, race_register, (void *)t), 0);
+    for (uint32_t i = 0; i < 1000; i++) {
+        const gr_kernel *k = gr__kernel_at(gr_kernel_count() - 1);
+
+        ASSERT_TRUE(k != NULL && k->def.name == k->name);
+        ASSERT_TRUE(k->id <= 5 || k->def.cpu == twice); /* a built-in, or a whole new entry */
+    }
+    for (int t = 0; t < RACERS; t++) {
+        void *won;
+
+        ASSERT_EQ(pthread_join(th[t], &won), 0);
+        ASSERT_TRUE(won != NULL);
+        winners += *(int *)won;
+        free(won);
+    }
+    ASSERT_EQ(winners, 1);
+    ASSERT_EQ(gr_kernel_count(), before + RACERS * EACH + 1);
+    for (int t = 0; t < RACERS; t++)
+        for (int i = 0; i < EACH; i++) {
+            char name[32];
+
+            snprintf(name, sizeof(name), "k%d_%d", t, i);
+            ASSERT_TRUE(gr__kernel_find(name) != NULL);
+        }
+    /* Ids are unique. */
+    for (uint32_t i = 1; i < gr_kernel_count(); i++)
+        ASSERT_GT(gr__kernel_at(i)->id, gr__kernel_at(i - 1)->id);
+}
+
 GR_TEST_MAIN(GR_TEST(registry_lookup), GR_TEST(elementwise_kernels_match_definitions),
-             GR_TEST(seed_equals_composition))
+             GR_TEST(seed_equals_composition), GR_TEST(user_kernel_registered),
+             GR_TEST(bad_definitions_refused), GR_TEST(concurrent_registration))

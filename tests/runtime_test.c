@@ -9,6 +9,8 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "graph/graph.h"
@@ -553,10 +555,128 @@ static void shutdown_wakes_submit_sleeping_on_full_ring(void)
     gr_test_tensors_free(&s);
 }
 
+/* out = 2x + s0 + *user: a kernel of the test's own, on the CPU. */
+static void twice_plus(const gr_kernel_args *a, void *user)
+{
+    const float *x = a->in[0];
+    float *out = a->out, add = a->s[0].f32 + *(const float *)user;
+
+    for (uint64_t i = 0; i < a->n; i++)
+        out[i] = 2.0f * x[i] + add;
+}
+
+static gr_graph *one_node_graph(const char *kernel, const float *scalars, uint32_t n_scalars)
+{
+    const char *x = "x";
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "user", kernel, &x, 1, "x", scalars, n_scalars),
+                  GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load", "user"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "user", "store"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    return g;
+}
+
+/* A kernel registered by the caller runs on the host backend like a built-in: whole
+ * tensors, chunks of a tensor larger than a worker's share of the budget, and batches of
+ * small tensors, each output exactly what the CPU function computes, with its scalar and
+ * its user pointer. */
+static void user_kernel_runs_in_chunks_and_batches(void)
+{
+    static const float user_add = 0.25f, scalar = 1.5f;
+    static const uint64_t sizes[] = {1, 3, 1000, 250000, 17, 65536, 5};
+    gr_kernel_def d = GR_KERNEL_DEF_INIT;
+    gr_tensor t[7];
+    float *data[7];
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+
+    d.name = "rt_twice_plus";
+    d.n_inputs = 1;
+    d.n_scalars = 1;
+    d.elementwise = 1;
+    d.cpu = twice_plus;
+    d.user = (void *)&user_add;
+    ASSERT_STATUS(gr_kernel_register(&d, NULL), GR_OK);
+    g = one_node_graph("rt_twice_plus", &scalar, 1);
+    /* 256 KiB of budget over 2 workers: the 250000-element tensor (1 MB) goes in chunks,
+     * the small ones in batches. */
+    rt = gr_test_runtime((gr_test_shape){.workers = 2, .budget = 256 << 10});
+    memset(t, 0, sizeof(t));
+    for (int i = 0; i < 7; i++) {
+        data[i] = malloc(sizes[i] * sizeof(float));
+        ASSERT_TRUE(data[i] != NULL);
+        for (uint64_t j = 0; j < sizes[i]; j++)
+            data[i][j] = (float)(i * 1000 + (int)(j % 977)) * 0.125f;
+        t[i].in[0] = t[i].out[0] = data[i];
+        t[i].elems = sizes[i];
+    }
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 7, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_GT(RT(rt)->devices[0].iterations_done, 7); /* cut into more units than tensors */
+    for (int i = 0; i < 7; i++) {
+        for (uint64_t j = 0; j < sizes[i]; j++) {
+            float in = (float)(i * 1000 + (int)(j % 977)) * 0.125f;
+            float want = 2.0f * in + (scalar + user_add);
+
+            if (data[i][j] != want)
+                GR_TEST_FAIL("tensor %d element %llu: %.9g, want %.9g", i,
+                             (unsigned long long)j, data[i][j], want);
+        }
+        free(data[i]);
+    }
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+}
+
+/* A graph whose kernel has no implementation for the runtime's backend is refused at
+ * submit, naming the node and the kernel, and nothing runs. */
+static void kernel_missing_on_backend_refused(void)
+{
+    static const int handle = 1; /* never launched: the host backend refuses first */
+    gr_kernel_def d = GR_KERNEL_DEF_INIT;
+    float x[64];
+    gr_tensor t = {{x}, {x}, 64};
+    gr_error_info err;
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job = (gr_job *)&handle;
+
+    d.name = "rt_cuda_only";
+    d.n_inputs = 1;
+    d.elementwise = 1;
+    d.cuda_kind = GR_CUDA_KERNEL;
+    d.cuda = &handle;
+    ASSERT_STATUS(gr_kernel_register(&d, NULL), GR_OK);
+    g = one_node_graph("rt_cuda_only", NULL, 0);
+    rt = make_runtime(1, 1 << 20);
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)i;
+    ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, &err), GR_ERR_UNAVAILABLE);
+    ASSERT_TRUE(job == NULL);
+    ASSERT_STR_CONTAINS(err.message, "node 'user': kernel 'rt_cuda_only' has no CPU "
+                                     "implementation, which the host backend needs");
+    ASSERT_STR_CONTAINS(err.node, "user");
+    for (int i = 0; i < 64; i++)
+        ASSERT_TRUE(x[i] == (float)i);
+    ASSERT_EQ(RT(rt)->stats->jobs_submitted, 0);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+}
+
 GR_TEST_MAIN(GR_TEST(config_refusals), GR_TEST(cuda_backend_refused_or_present),
              GR_TEST(info_and_budget_rounding), GR_TEST(submit_refusals),
              GR_TEST(aliasing_refusals), GR_TEST(job_runs_reports_and_calls_back),
              GR_TEST(detached_job_calls_back), GR_TEST(cancel_ends_queued_indices_at_once),
              GR_TEST(deadline_fails_unstarted_indices),
              GR_TEST(shutdown_cancels_queued_and_refuses_new),
-             GR_TEST(shutdown_wakes_submit_sleeping_on_full_ring))
+             GR_TEST(shutdown_wakes_submit_sleeping_on_full_ring),
+             GR_TEST(user_kernel_runs_in_chunks_and_batches),
+             GR_TEST(kernel_missing_on_backend_refused))

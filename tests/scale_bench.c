@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/tensor_set.h"
 

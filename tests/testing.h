@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef struct gr_test_case {
     const char *name;

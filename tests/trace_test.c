@@ -78,7 +78,7 @@ static void no_tool_no_ranges(void)
     unsetenv("NVTX_INJECTION64_PATH");
     gr__trace_all_backends = true;
     rt = gr_test_runtime((gr_test_shape){.workers = 2, .budget = 1 << 20});
-    ASSERT_TRUE(!RT(rt)->trace);
+    ASSERT_TRUE(!RT(rt)->env.trace);
     run(rt, 20, 100);
     gr_runtime_destroy(rt);
     ASSERT_TRUE(record_text() == NULL); /* NVTX never initialized: no tool loaded */
@@ -87,7 +87,7 @@ static void no_tool_no_ranges(void)
     setenv("NVTX_INJECTION64_PATH", recorder_path(), 1);
     gr__trace_all_backends = false;
     rt = gr_test_runtime((gr_test_shape){.workers = 2, .budget = 1 << 20});
-    ASSERT_TRUE(!RT(rt)->trace);
+    ASSERT_TRUE(!RT(rt)->env.trace);
     gr_runtime_destroy(rt);
     ASSERT_TRUE(record_text() == NULL);
 }
@@ -191,7 +191,7 @@ static void ranges_by_job_and_index(void)
 
     /* Whole tensors: one unit per index. */
     rt = gr_test_runtime((gr_test_shape){.workers = 3, .budget = 1 << 20, .whole_tensors = true});
-    ASSERT_TRUE(RT(rt)->trace);
+    ASSERT_TRUE(RT(rt)->env.trace);
     run(rt, 40, 1000);
     gr_runtime_destroy(rt);
     text = record_text();

@@ -132,7 +132,7 @@ static void example_seed_unfused_is_thirty_kernels_in_a_chain(void)
         ASSERT_EQ(n->n_reads, 1);
         ASSERT_EQ(n->reads[0], 0);
         ASSERT_EQ(n->write, 0);
-        ASSERT_TRUE(n->scalars[0] == scalars[(i - 1) % 3]);
+        ASSERT_TRUE(n->scalars[0].f32 == scalars[(i - 1) % 3]);
     }
     expect_node(g, 31, GR_NODE_D2H, "store", 1ull << 30);
     for (uint32_t i = 0; i < 32; i++)
@@ -167,12 +167,12 @@ static void example_dag_has_two_branches(void)
     ASSERT_EQ(n->reads[0], 0); /* a */
     ASSERT_EQ(n->reads[1], 1); /* b */
     ASSERT_EQ(n->write, 2);    /* d */
-    ASSERT_TRUE(n->scalars[0] == 2.0f && n->scalars[1] == -1.0f);
+    ASSERT_TRUE(n->scalars[0].f32 == 2.0f && n->scalars[1].f32 == -1.0f);
     n = &g->nodes[4];
     ASSERT_TRUE(strcmp(n->kernel->name, "mul") == 0);
     ASSERT_EQ(n->reads[0], 0);
     ASSERT_EQ(n->write, 3);
-    ASSERT_TRUE(n->scalars[0] == 3.0f);
+    ASSERT_TRUE(n->scalars[0].f32 == 3.0f);
     /* out0 comes from both inputs, out1 from input 0 only. */
     ASSERT_EQ(g->inplace_ok[0] & 3, 3);
     ASSERT_EQ(g->inplace_ok[1] & 3, 1);
@@ -210,10 +210,10 @@ static void accepted_forms(void)
     /* Nodes are numbered in the order they are declared. */
     expect_node(g, 0, GR_NODE_D2H, "store", (1ull << 1) | (1ull << 5));
     expect_node(g, 4, GR_NODE_H2D, "load", 0);
-    ASSERT_TRUE(g->nodes[3].scalars[0] == -1e-3f);
-    ASSERT_TRUE(g->nodes[2].scalars[0] == 0.5f);
-    ASSERT_TRUE(g->nodes[1].scalars[0] == 2.5f && g->nodes[1].scalars[1] == 0.25f);
-    ASSERT_TRUE(g->nodes[5].scalars[0] == 10.0f);
+    ASSERT_TRUE(g->nodes[3].scalars[0].f32 == -1e-3f);
+    ASSERT_TRUE(g->nodes[2].scalars[0].f32 == 0.5f);
+    ASSERT_TRUE(g->nodes[1].scalars[0].f32 == 2.5f && g->nodes[1].scalars[1].f32 == 0.25f);
+    ASSERT_TRUE(g->nodes[5].scalars[0].f32 == 10.0f);
     gr_graph_destroy(g);
 
     /* A name may be as long as GR_NAME_MAX; a name may spell a port or a kernel. */

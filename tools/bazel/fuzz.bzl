@@ -4,9 +4,12 @@
 # Why: libFuzzer ships with clang only (libclang-rt-14-dev), and gcc cannot instrument for
 # it, so the fuzzer cannot be a cc_binary. This rule compiles the fuzz target together with
 # every C source of the cc_library targets in `deps` (collected through their own `srcs`,
-# transitively, by an aspect: nothing is listed twice) in one clang command:
+# transitively, by an aspect: nothing is listed twice) in one clang command, and links the
+# objects and static libraries those targets hold ready-made (the nvcc-built kernels, the
+# static CUDA runtime: uninstrumented, as in the sanitizer configs):
 #
-#   clang -g -O1 -fsanitize=fuzzer,address,undefined -I<workspace root> SOURCES -o NAME
+#   clang -g -O1 -fsanitize=fuzzer,address,undefined -I<workspace root>
+#         -I<workspace root>/runtime/include SOURCES OBJECTS -o NAME
 #
 # --copt and the sanitizer configs are ignored on purpose: the fuzzer always has ASan and
 # UBSan, never TSan, so `bazel test --config=tsan //...` builds it the same way.
@@ -28,18 +31,20 @@ FUZZ_FLAGS = [
 ]
 
 _CSources = provider(
-    doc = "C sources and headers of a cc_library and everything it depends on.",
-    fields = ["srcs", "hdrs", "linkopts"],
+    doc = "C sources, headers and ready-made objects of a cc_library and its dependencies.",
+    fields = ["srcs", "hdrs", "objs", "linkopts"],
 )
 
 def _collect_impl(target, ctx):
-    srcs, hdrs = [], []
+    srcs, hdrs, objs = [], [], []
     if hasattr(ctx.rule.files, "srcs"):
         for f in ctx.rule.files.srcs:
             if f.extension == "c":
                 srcs.append(f)
             elif f.extension == "h":
                 hdrs.append(f)
+            elif f.extension in ("o", "a"):
+                objs.append(f)
     if hasattr(ctx.rule.files, "hdrs"):
         hdrs += ctx.rule.files.hdrs
     linkopts = getattr(ctx.rule.attr, "linkopts", [])
@@ -47,6 +52,7 @@ def _collect_impl(target, ctx):
     return [_CSources(
         srcs = depset(srcs, transitive = [d.srcs for d in deps]),
         hdrs = depset(hdrs, transitive = [d.hdrs for d in deps]),
+        objs = depset(objs, transitive = [d.objs for d in deps]),
         linkopts = depset(linkopts, transitive = [d.linkopts for d in deps]),
     )]
 
@@ -56,19 +62,22 @@ def _clang_fuzz_binary_impl(ctx):
     infos = [d[_CSources] for d in ctx.attr.deps]
     srcs = depset(ctx.files.srcs, transitive = [i.srcs for i in infos])
     hdrs = depset(ctx.files.hdrs, transitive = [i.hdrs for i in infos])
+    objs = depset(transitive = [i.objs for i in infos])
     linkopts = depset(transitive = [i.linkopts for i in infos]).to_list()
     out = ctx.actions.declare_file(ctx.label.name)
     root = ctx.label.workspace_root or "."
     ctx.actions.run_shell(
-        inputs = depset(transitive = [srcs, hdrs]),
+        inputs = depset(transitive = [srcs, hdrs, objs]),
         outputs = [out],
         command = """
 clang=$(command -v clang-14 || command -v clang) || {
   echo "clang_fuzz_binary: clang not found on PATH: run tools/ensure_deps" >&2; exit 1; }
 exec "$clang" -fdebug-prefix-map="$PWD"=. "$@"
 """,
-        arguments = FUZZ_FLAGS + ctx.attr.copts + ["-I" + root] +
-                    [f.path for f in srcs.to_list()] + ["-o", out.path] + linkopts,
+        arguments = FUZZ_FLAGS + ctx.attr.copts + ["-I" + root, "-I" + root + "/runtime/include"] +
+                    [f.path for f in srcs.to_list()] + [f.path for f in objs.to_list() if f.extension == "o"] +
+                    [f.path for f in objs.to_list() if f.extension == "a"] +
+                    ["-o", out.path] + linkopts,
         mnemonic = "ClangFuzz",
         progress_message = "clang (libFuzzer) %s" % ctx.label,
         # PATH, to find clang.

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/commands.h"
 #include "tools/graphrun/cuda_measure.h"

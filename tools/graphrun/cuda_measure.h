@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef struct gr_ceilings {
     double h2d_gbs;   /* pinned host -> device, GB/s (1e9 bytes per second) */

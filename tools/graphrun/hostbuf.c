@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 #define HEADER 64u
 #define PAGE 4096u

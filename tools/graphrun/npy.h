@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 #define GR_NPY_MAX_DIMS 32
 

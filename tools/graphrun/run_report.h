@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef struct gr_run_report {
     int64_t tensors, done, failed, canceled;

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "tools/graphrun/tensor_set.h"
 
 typedef struct gr_stress_config {

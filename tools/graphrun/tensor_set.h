@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "tools/graphrun/hostbuf.h"
 
 typedef struct gr_tensor_set {

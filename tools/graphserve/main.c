@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "tools/graphrun/cli.h"
 #include "tools/graphserve/pipelines.h"
 #include "tools/graphserve/server.h"

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 #define GS_PIPELINE_NAME_MAX 63
 

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 #include "tools/graphserve/pipelines.h"
 
 typedef struct gs_server gs_server;

@@ -1,5 +1,5 @@
 /*
- * backend_host.c - the host backend: the same runtime, executed on the CPU.
+ * host/host_backend.c - the host backend: the same runtime, executed on the CPU.
  *
  * Each device's region is anonymous memory reserved once (pages are committed only when
  * touched); H2D and D2H are memcpy into and out of the iteration's block, and kernels are
@@ -30,12 +30,9 @@ static gr_status host_probe(const gr_config *cfg, uint32_t *count, gr_error_info
     return GR_OK;
 }
 
-static gr_status host_device_open(gr_device *dev, const gr_config *cfg, gr_error_info *err)
+static gr_status host_device_open(gr_device *dev, gr_error_info *err)
 {
-    void *p;
-
-    (void)cfg;
-    p = gr__fault_hit(GR_FAULT_DEVICE_ALLOC)
+    void *p = gr__fault_hit(GR_FAULT_DEVICE_ALLOC)
             ? MAP_FAILED
             : mmap(NULL, dev->region_size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -66,10 +63,13 @@ static void host_worker_close(gr_worker *w)
     (void)w;
 }
 
-static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_error_info *err)
+static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                          gr_error_info *err)
 {
     const gr_graph *g = it->graph;
 
+    /* A lost host device was marked by someone else (a test): the runtime already knows. */
+    *reach = GR_REACH_ITERATION;
     for (uint32_t k = 0; k < g->n_nodes; k++) {
         const gr_node *node = &g->nodes[g->order[k]];
 
@@ -79,10 +79,10 @@ static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
                                 "host device %d was marked lost while this iteration ran",
                                 w->dev->ordinal);
         if (node->kind == GR_NODE_KERNEL) {
-            gr_kargs a;
+            gr_kernel_args a;
 
-            gr_graph_node_kargs(it, node, &a);
-            node->kernel->cpu(&a);
+            gr_graph_node_args(it, node, &a);
+            node->kernel->def.cpu(&a, node->kernel->def.user);
         } else {
             const void *src;
             uint64_t bytes;
@@ -93,6 +93,11 @@ static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
         }
     }
     return GR_OK;
+}
+
+static const char *host_kernel_missing(const gr_kernel *k)
+{
+    return k->def.cpu == NULL ? "has no CPU implementation" : NULL;
 }
 
 static bool host_dma_ready(const void *p)
@@ -110,6 +115,8 @@ const gr_backend_ops gr_backend_host = {
     .device_close = host_device_close,
     .worker_open = host_worker_open,
     .worker_close = host_worker_close,
+    .kernel_missing = host_kernel_missing,
     .run = host_run,
     .dma_ready = host_dma_ready,
+    .pinned = NULL, /* memory is memory: gr_host_alloc gives ordinary pages */
 };

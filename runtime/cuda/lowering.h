@@ -1,5 +1,6 @@
 /*
- * cuda_graph.h - lowering an iteration template to an explicit CUDA graph, and replaying it.
+ * cuda/lowering.h - lowering an iteration template to an explicit CUDA graph, and replaying
+ * it.
  *
  * A template is lowered once per worker into a cudaGraph (memcpy H2D nodes, kernel nodes,
  * memcpy D2H nodes, with the template's dependencies as edges, built with the graph API,
@@ -11,24 +12,39 @@
  *
  * Everything here runs on one worker thread, with that worker's CUDA context current.
  */
-#ifndef GR_CUDA_GRAPH_H
-#define GR_CUDA_GRAPH_H
+#ifndef GR_CUDA_LOWERING_H
+#define GR_CUDA_LOWERING_H
 
 #include <cuda_runtime_api.h>
+#include <graphrun.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "graph/graph.h"
-#include "runtime/graphrun.h"
 
 /* The parameters one node was last given, to skip updates that change nothing. */
 typedef struct gr_cuda_node_state {
     void *dst;
     const void *src;
     uint64_t bytes;
-    gr_kargs kargs;
-    unsigned grid;
+    gr_kernel_args args;
+    const void *func; /* the kernel as this context launches it (gr_cuda_resolve_fn) */
+    unsigned grid, block;
 } gr_cuda_node_state;
+
+/* How the worker's context launches kernel `k`: what cudaKernelNodeParams.func takes (a
+ * __global__ entry of this CUDA runtime, or a cudaKernel_t). GR_ERR_UNAVAILABLE with the
+ * reason when it cannot. */
+typedef gr_status (*gr_cuda_resolve_fn)(void *ctx, const gr_kernel *k, const void **func,
+                                        gr_error_info *err);
+
+/* What lowering needs of the worker: its device's multiprocessors, for the grid rule, and
+ * its kernel resolver. */
+typedef struct gr_cuda_target {
+    int sm_count;
+    gr_cuda_resolve_fn resolve;
+    void *resolve_ctx;
+} gr_cuda_target;
 
 typedef struct gr_cuda_graph {
     uint64_t graph_id; /* the template's gr_graph.id; 0 while unused */
@@ -41,8 +57,8 @@ typedef struct gr_cuda_graph {
     cudaError_t error; /* the CUDA error of the last failed build or update */
 } gr_cuda_graph;
 
-/* Blocks of 256 threads; grids of at most `sm_count` * this many blocks (grid-stride
- * kernels cover any size). */
+/* The launch rule's defaults (graphrun.h: gr_kernel_def.cuda_block, cuda_blocks_per_sm):
+ * blocks of 256 threads, grids of at most 8 blocks per multiprocessor. */
 #define GR_CUDA_BLOCK 256
 #define GR_CUDA_BLOCKS_PER_SM 8
 
@@ -50,13 +66,14 @@ typedef struct gr_cuda_graph {
  * Lower `it`'s template with `it`'s parameters, and instantiate. On failure `cg` holds
  * nothing and `err` names the node and the CUDA error.
  */
-gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_count,
-                              uint32_t host_kinds, gr_error_info *err);
+gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
+                              const gr_cuda_target *target, uint32_t host_kinds,
+                              gr_error_info *err);
 
 /* Point the instantiated graph at iteration `it` (same template): update in place, or
  * rebuild when the driver refuses (*rebuilt set to true then). */
-gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it, int sm_count,
-                               bool *rebuilt, gr_error_info *err);
+gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
+                               const gr_cuda_target *target, bool *rebuilt, gr_error_info *err);
 
 /* Release the graph and its instantiation. Idempotent. */
 void gr_cuda_graph_release(gr_cuda_graph *cg);
@@ -65,8 +82,4 @@ void gr_cuda_graph_release(gr_cuda_graph *cg);
  * is page-locked (cudaHostAlloc or cudaHostRegister). */
 uint32_t gr_cuda_host_kinds(const gr_iteration *it);
 
-/* Fill `err` from a CUDA error: "<call>: <cudaErrorName>: <description>". Returns `st`. */
-gr_status gr_cuda_error(gr_error_info *err, gr_status st, cudaError_t e, const char *node,
-                        const char *call);
-
-#endif /* GR_CUDA_GRAPH_H */
+#endif /* GR_CUDA_LOWERING_H */

@@ -392,8 +392,9 @@ gr_status gr_host_unregister(void *p);
  *
  * A graph describes one iteration, for one tensor: named device buffers whose sizes are a
  * ratio of the tensor's element count; H2D nodes that copy a host input into a buffer;
- * kernel nodes (built-in kernels by name, with scalar arguments); D2H nodes that copy a
- * buffer to a host output; and dependencies between nodes. Every element is float32.
+ * kernel nodes (registered kernels by name, with scalar arguments: see "Kernels" below);
+ * D2H nodes that copy a buffer to a host output; and dependencies between nodes. Buffers and
+ * ports are float32, the only element type so far (gr_dtype).
  *
  * Finalizing validates: no cycles, no unknown names, every buffer a node reads was written
  * by a node it depends on, no two unordered nodes touching a buffer that one of them
@@ -404,8 +405,8 @@ typedef struct gr_graph gr_graph;
 #define GR_MAX_PORTS 4    /* host inputs (and outputs) per tensor */
 #define GR_MAX_NODES 64   /* nodes per graph */
 #define GR_MAX_BUFFERS 32 /* buffers per graph */
-#define GR_MAX_SCALARS 4  /* scalar arguments per kernel node */
-#define GR_MAX_KERNEL_INPUTS 2
+#define GR_MAX_SCALARS 8  /* scalar arguments per kernel node */
+#define GR_MAX_KERNEL_INPUTS 4 /* input buffers per kernel node */
 #define GR_NAME_MAX 31 /* longest buffer or node name */
 
 /* Every device buffer starts on, and is sized to, a multiple of this many bytes: enough for
@@ -428,8 +429,9 @@ gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint3
 /* Copy host input `port` (tensor_elems floats) into `buffer`. Owner. */
 gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const char *buffer);
 
-/* Run a built-in kernel over tensor_elems elements: reads `inputs`, writes `output` (which
- * may be one of the inputs: in place). Owner. */
+/* Run a registered kernel over tensor_elems elements: reads `inputs`, writes `output`
+ * (which may be one of the inputs: in place). The scalars are converted to the kernel's
+ * scalar types. Owner. */
 gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
                               const char *const *inputs, uint32_t n_inputs, const char *output,
                               const float *scalars, uint32_t n_scalars);
@@ -475,7 +477,123 @@ gr_status gr_graph_parse(const char *text, size_t len, const char *name, gr_grap
 /* Read the file at `path` and parse it (messages are named by `path`). Any thread. */
 gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err);
 
-/* Built-in kernels, for listing. Any thread. */
+/* ---------------------------------------------------------------------------------------
+ * Kernels.
+ *
+ * One process-wide registry of kernel definitions, which graphs name. The built-in kernels
+ * (`mul`, `add`, `pow`, `axpby`, `seed`) are registered through gr_kernel_register like any
+ * other, the first time the registry is used. A definition says everything the runtime
+ * needs: the signature (inputs, scalars and their element types), whether the kernel is
+ * elementwise (which lets the runtime cut a tensor into chunks and pack small tensors into
+ * batches), a CPU implementation (the host backend's, and the reference of tests) and a
+ * CUDA implementation with its launch rule.
+ *
+ * Why process-wide: a definition is immutable data (a name, a signature, function
+ * addresses), like the CUDA runtime's own table of kernels; everything that belongs to one
+ * runtime (a kernel resolved in a context, a module loaded) lives in that runtime's
+ * backend. Two runtimes in one process see the same kernels and share nothing else.
+ * Registration is append-only (a definition is never removed, so a graph can never hold a
+ * dangling kernel) and limited to GR_MAX_KERNELS definitions.
+ * ------------------------------------------------------------------------------------- */
+
+/* Element types. Every buffer and port has one; float32 is the only one so far. */
+typedef enum gr_dtype {
+    GR_DTYPE_FLOAT32 = 0,
+    GR_DTYPE_COUNT_
+} gr_dtype;
+
+/* "float32"; "unknown" for other values. Any thread. */
+const char *gr_dtype_name(gr_dtype t);
+
+/* Bytes per element; 0 for an unknown type. Any thread. */
+uint32_t gr_dtype_size(gr_dtype t);
+
+/* A scalar argument of a kernel, in the member its signature names (f32 for float32). */
+typedef union gr_scalar {
+    float f32;
+    double f64;
+    int32_t i32;
+    int64_t i64;
+} gr_scalar;
+
+/*
+ * The arguments of one kernel launch, the same for the CPU and the CUDA implementation:
+ * a CPU implementation gets a pointer to them, a CUDA kernel gets them by value as its only
+ * parameter (`__global__ void k(gr_kernel_args a)`). Pointers are the buffers of one
+ * iteration in the device's memory (host memory on the host backend), each aligned to
+ * GR_BUFFER_ALIGN bytes; element types are the kernel's signature. The kernel computes
+ * elements [0, n) of `out` from in[0 .. n_inputs - 1]; for an elementwise kernel the unit
+ * may be a chunk of a tensor or a batch of several, so element i of the output may depend
+ * on element i of the inputs only. Fields may be appended in later versions, never
+ * reordered.
+ */
+typedef struct gr_kernel_args {
+    void *out;                            /* the output buffer */
+    const void *in[GR_MAX_KERNEL_INPUTS]; /* the input buffers; unused ones NULL */
+    uint64_t n;                           /* elements of `out` to compute */
+    uint64_t in_n[GR_MAX_KERNEL_INPUTS];  /* elements each input buffer holds (>= n) */
+    gr_scalar s[GR_MAX_SCALARS];          /* the node's scalar arguments */
+} gr_kernel_args;
+
+/* A CPU implementation: compute what `a` says; `user` is the definition's user pointer. */
+typedef void (*gr_kernel_cpu_fn)(const gr_kernel_args *a, void *user);
+
+/* What gr_kernel_def.cuda holds. */
+typedef enum gr_cuda_kind {
+    GR_CUDA_NONE = 0, /* no CUDA implementation: the CUDA backend refuses graphs using it */
+    /* The address of a `__global__ void f(gr_kernel_args)` compiled into the same program as
+     * graphrun's CUDA runtime (a program linked with the static library, as the built-ins
+     * are); to the shared library, pass a GR_CUDA_KERNEL handle instead. */
+    GR_CUDA_ENTRY,
+    /* A cudaKernel_t (CUkernel): from cudaGetKernel(&k, f) in the caller's own CUDA runtime,
+     * or cudaLibraryGetKernel / cuLibraryGetKernel. Valid in every context and with every
+     * CUDA runtime of the process. */
+    GR_CUDA_KERNEL,
+} gr_cuda_kind;
+
+typedef struct gr_kernel_def {
+    uint32_t struct_size; /* sizeof(gr_kernel_def) at the caller's compile time */
+    uint32_t magic;       /* GR_KERNEL_DEF_MAGIC */
+    const char *name;     /* 1 to GR_NAME_MAX characters of [A-Za-z0-9_.-]; copied */
+    const char *doc;      /* one line for listings; optional; copied */
+    uint32_t n_inputs;    /* 0 .. GR_MAX_KERNEL_INPUTS */
+    uint32_t n_scalars;   /* 0 .. GR_MAX_SCALARS */
+    gr_dtype out_dtype;
+    gr_dtype in_dtype[GR_MAX_KERNEL_INPUTS];
+    gr_dtype scalar_dtype[GR_MAX_SCALARS];
+    /* Nonzero: element i of the output depends only on element i of each input, so any part
+     * of a tensor may be computed alone. */
+    int elementwise;
+    gr_kernel_cpu_fn cpu; /* NULL: the host backend refuses graphs using the kernel */
+    gr_cuda_kind cuda_kind;
+    const void *cuda; /* as cuda_kind says */
+    /* The launch rule on CUDA: blocks of cuda_block threads (0: 256, at most 1024), and
+     * ceil(n / cuda_block) blocks, at most cuda_blocks_per_sm (0: 8) per multiprocessor of
+     * the device; the kernel must cover [0, n) whatever the grid (a grid-stride loop). */
+    uint32_t cuda_block;
+    uint32_t cuda_blocks_per_sm;
+    void *user; /* passed to cpu */
+} gr_kernel_def;
+
+#define GR_MAX_KERNELS 4096
+#define GR_KERNEL_DEF_MAGIC 0x67724b44u /* "grKD" */
+#ifdef __cplusplus
+#define GR_KERNEL_DEF_INIT {sizeof(gr_kernel_def), GR_KERNEL_DEF_MAGIC}
+#else
+#define GR_KERNEL_DEF_INIT {.struct_size = sizeof(gr_kernel_def), .magic = GR_KERNEL_DEF_MAGIC}
+#endif
+
+/*
+ * Register a kernel: the definition is copied (its strings too); the functions and handles
+ * it names must stay valid for the life of the process. From then on graphs may name it
+ * (gr_graph_add_kernel, graph specs). Refused with GR_ERR_INVALID_ARGUMENT (and the reason
+ * in err): an uninitialized definition, a bad or taken name, counts or types out of range,
+ * an unknown cuda_kind, a block size over 1024, no implementation at all; GR_ERR_OVER_BUDGET
+ * past GR_MAX_KERNELS; GR_ERR_OUT_OF_MEMORY. Any thread.
+ */
+gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err);
+
+/* Registered kernels, for listing (the built-ins first, then in registration order). */
 typedef struct gr_kernel_info {
     const char *name;
     uint32_t n_inputs;
@@ -483,7 +601,12 @@ typedef struct gr_kernel_info {
     int elementwise; /* nonzero: may run on any part of a tensor independently */
     const char *doc;
 } gr_kernel_info;
+
+/* How many kernels are registered now. Any thread. */
 uint32_t gr_kernel_count(void);
+
+/* The i-th registered kernel (i < gr_kernel_count()); its strings live as long as the
+ * process. Any thread. */
 gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out);
 
 /* ---------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 /*
- * cuda_driver.c - driver API entry points, loaded once (see cuda_driver.h).
+ * cuda/driver.c - driver API entry points, loaded once (see driver.h).
  */
-#include "runtime/cuda_driver.h"
+#include "runtime/cuda/driver.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -14,7 +14,7 @@ static gr_cuda_driver driver;
 static const gr_cuda_driver *loaded;
 static char missing[96];
 
-/* The CUDA version whose signatures cuda_driver.h declares (cuCtxCreate_v4 is 12.5+). */
+/* The CUDA version whose signatures driver.h declares (cuCtxCreate_v4 is 12.5+). */
 #define DRIVER_API_VERSION 12050
 
 static int load(const char *symbol, void **fn)

@@ -1,12 +1,12 @@
 /*
- * cuda_graph.c - lowering templates to CUDA graphs and updating them per iteration (see
- * cuda_graph.h).
+ * cuda/lowering.c - lowering templates to CUDA graphs and updating them per iteration (see
+ * lowering.h).
  */
-#include "graph/cuda_graph.h"
+#include "runtime/cuda/lowering.h"
 
 #include <string.h>
 
-#include "kernels/kernels_cuda.h"
+#include "runtime/cuda/cuda.h"
 #include "runtime/fault.h"
 #include "runtime/sync.h"
 
@@ -17,36 +17,46 @@ gr_status gr_cuda_error(gr_error_info *err, gr_status st, cudaError_t e, const c
                         cudaGetErrorString(e));
 }
 
-static unsigned grid_for(uint64_t n, int sm_count)
+/* The launch rule (graphrun.h): ceil(n / block) blocks, at most blocks_per_sm per
+ * multiprocessor. */
+static void launch_shape(const gr_kernel *k, uint64_t n, int sm_count, unsigned *grid,
+                         unsigned *block)
 {
-    uint64_t blocks = (n + GR_CUDA_BLOCK - 1) / GR_CUDA_BLOCK;
-    uint64_t cap = (uint64_t)(sm_count > 0 ? sm_count : 1) * GR_CUDA_BLOCKS_PER_SM;
+    uint64_t b = k->def.cuda_block ? k->def.cuda_block : GR_CUDA_BLOCK;
+    uint64_t per_sm = k->def.cuda_blocks_per_sm ? k->def.cuda_blocks_per_sm
+                                                : GR_CUDA_BLOCKS_PER_SM;
+    uint64_t blocks = (n + b - 1) / b;
+    uint64_t cap = (uint64_t)(sm_count > 0 ? sm_count : 1) * per_sm;
 
-    return (unsigned)(blocks < cap ? blocks : cap);
+    if (cap > INT32_MAX)
+        cap = INT32_MAX;
+    *grid = (unsigned)(blocks < cap ? blocks : cap);
+    *block = (unsigned)b;
 }
 
-/* This node's parameters in iteration `it`. */
+/* This node's parameters in iteration `it`; a kernel's function is what the node had
+ * (`func`), resolved once when the graph is built. */
 static void node_state(const gr_iteration *it, const gr_node *node, int sm_count,
-                       gr_cuda_node_state *s)
+                       const void *func, gr_cuda_node_state *s)
 {
     memset(s, 0, sizeof(*s));
     if (node->kind == GR_NODE_KERNEL) {
-        gr_graph_node_kargs(it, node, &s->kargs);
-        s->grid = grid_for(s->kargs.n, sm_count);
+        gr_graph_node_args(it, node, &s->args);
+        launch_shape(node->kernel, s->args.n, sm_count, &s->grid, &s->block);
+        s->func = func;
     } else {
         gr_graph_node_copy(it, node, &s->dst, &s->src, &s->bytes);
     }
 }
 
-static void kernel_params(const gr_node *node, gr_cuda_node_state *s, void **args,
-                          struct cudaKernelNodeParams *p)
+static void kernel_params(gr_cuda_node_state *s, void **args, struct cudaKernelNodeParams *p)
 {
     memset(p, 0, sizeof(*p));
-    args[0] = &s->kargs;
-    p->func = (void *)gr_cuda_kernel_entry(node->kernel->name);
+    args[0] = &s->args;
+    p->func = (void *)s->func;
     p->gridDim.x = s->grid;
     p->gridDim.y = p->gridDim.z = 1;
-    p->blockDim.x = GR_CUDA_BLOCK;
+    p->blockDim.x = s->block;
     p->blockDim.y = p->blockDim.z = 1;
     p->kernelParams = args;
 }
@@ -84,8 +94,9 @@ void gr_cuda_graph_release(gr_cuda_graph *cg)
     cg->graph_id = 0;
 }
 
-gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_count,
-                              uint32_t host_kinds, gr_error_info *err)
+gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
+                              const gr_cuda_target *target, uint32_t host_kinds,
+                              gr_error_info *err)
 {
     const gr_graph *g = it->graph;
     cudaError_t e;
@@ -110,17 +121,20 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_
         for (uint32_t p = 0; p < g->n_nodes; p++)
             if ((node->preds >> p) & 1)
                 deps[n_deps++] = cg->nodes[p];
-        node_state(it, node, sm_count, s);
         if (node->kind == GR_NODE_KERNEL) {
             struct cudaKernelNodeParams params;
+            const void *func = NULL;
             void *args[1];
+            gr_status st = target->resolve(target->resolve_ctx, node->kernel, &func, err);
 
-            kernel_params(node, s, args, &params);
-            if (params.func == NULL) {
+            if (st != GR_OK) {
                 gr_cuda_graph_release(cg);
-                return gr_error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, node->name,
-                                    "kernel '%s' has no CUDA version", node->kernel->name);
+                if (err)
+                    gr_strlcpy(err->node, node->name, sizeof(err->node));
+                return st;
             }
+            node_state(it, node, target->sm_count, func, s);
+            kernel_params(s, args, &params);
             e = cudaGraphAddKernelNode(&cg->nodes[i], cg->graph, deps, n_deps, &params);
             if (e != cudaSuccess) {
                 gr_cuda_graph_release(cg);
@@ -128,6 +142,7 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_
                 return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaGraphAddKernelNode");
             }
         } else {
+            node_state(it, node, target->sm_count, NULL, s);
             e = cudaGraphAddMemcpyNode1D(&cg->nodes[i], cg->graph, deps, n_deps, s->dst, s->src,
                                          s->bytes, copy_kind(node));
             if (e != cudaSuccess) {
@@ -151,8 +166,8 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it, int sm_
     return GR_OK;
 }
 
-gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it, int sm_count,
-                               bool *rebuilt, gr_error_info *err)
+gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
+                               const gr_cuda_target *target, bool *rebuilt, gr_error_info *err)
 {
     const gr_graph *g = it->graph;
     uint64_t last_use = cg->last_use;
@@ -165,14 +180,14 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it, int sm
         gr_cuda_node_state s;
         cudaError_t e;
 
-        node_state(it, node, sm_count, &s);
+        node_state(it, node, target->sm_count, cg->state[i].func, &s);
         if (memcmp(&s, &cg->state[i], sizeof(s)) == 0)
             continue;
         if (node->kind == GR_NODE_KERNEL) {
             struct cudaKernelNodeParams params;
             void *args[1];
 
-            kernel_params(node, &s, args, &params);
+            kernel_params(&s, args, &params);
             e = cudaGraphExecKernelNodeSetParams(cg->exec, cg->nodes[i], &params);
         } else {
             e = cudaGraphExecMemcpyNodeSetParams1D(cg->exec, cg->nodes[i], s.dst, s.src,
@@ -185,7 +200,7 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it, int sm
              * template again with this iteration's parameters. */
             cudaGetLastError();
             gr_cuda_graph_release(cg);
-            st = gr_cuda_graph_build(cg, it, sm_count, kinds, err);
+            st = gr_cuda_graph_build(cg, it, target, kinds, err);
             cg->last_use = last_use;
             *rebuilt = st == GR_OK;
             return st;

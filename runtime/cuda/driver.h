@@ -1,5 +1,5 @@
 /*
- * cuda_driver.h - the few CUDA driver API functions graphrun needs (private contexts and
+ * cuda/driver.h - the few CUDA driver API functions graphrun needs (private contexts and
  * their shared device region), reached through cudaGetDriverEntryPointByVersion.
  *
  * Nothing links libcuda: the static CUDA runtime finds the driver at run time, so the same
@@ -10,7 +10,7 @@
 
 #include <cuda.h>
 
-#include "runtime/graphrun.h"
+#include <graphrun.h>
 
 typedef struct gr_cuda_driver {
     CUresult (*cuDeviceGet)(CUdevice *, int);

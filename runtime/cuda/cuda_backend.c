@@ -1,5 +1,5 @@
 /*
- * backend_cuda.c - the CUDA backend: workers with their own stream (and context) replay
+ * cuda/cuda_backend.c - the CUDA backend: workers with their own stream (and context) replay
  * per-iteration CUDA graphs in a device region reserved once.
  *
  * Device: one region of the budget's size (a multiple of 2 MiB, the allocator's page) is
@@ -15,13 +15,18 @@
  * event, and sleep on the event (blocking sync: no spinning, however many workers wait).
  * No runtime lock is held across any CUDA call.
  *
- * Errors: a sticky error (illegal address, launch failure, ...) leaves the context unusable.
- * In the shared primary context the device is marked lost, so its other work fails fast
- * with GR_ERR_DEVICE_LOST (or goes to other devices); in a private context only that worker
- * retires. Other CUDA errors fail the one index with GR_ERR_CUDA and the call that failed.
- * Either way the sticky error is logged (log.h) with the call and the CUDA error's name.
+ * Kernels: a node's kernel is resolved for the worker's context when its graph is built
+ * (resolve_kernel): the registry's CUDA implementation, a __global__ entry of this CUDA
+ * runtime or a cudaKernel_t, both valid in every context of the process.
  *
- * Tracing: with an NVTX tool attached (rt->trace, trace.h), the graph update, the launch and
+ * Errors: a sticky error (illegal address, launch failure, ...) leaves the context unusable.
+ * In the shared primary context the whole device is out (GR_REACH_DEVICE: the runtime marks
+ * it lost, so its other work fails fast with GR_ERR_DEVICE_LOST or goes to other devices);
+ * in a private context only that worker (GR_REACH_WORKER: it retires). Other CUDA errors
+ * fail the one index with GR_ERR_CUDA and the call that failed. Either way the sticky error
+ * is logged (log.h) with the call and the CUDA error's name.
+ *
+ * Tracing: with an NVTX tool attached (env->trace, trace.h), the graph update, the launch and
  * the wait for the iteration's event are ranges inside the worker's range for the unit.
  * The copies and kernels themselves run on the device inside the one cudaGraphLaunch, so no
  * host-side range can cover them one by one; Nsight Systems' CUDA trace shows those nodes.
@@ -30,11 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/cuda_graph.h"
 #include "runtime/backend.h"
-#include "runtime/cuda_driver.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/lowering.h"
 #include "runtime/fault.h"
-#include "runtime/runtime.h"
 #include "runtime/sync.h"
 #include "runtime/trace.h"
 
@@ -76,32 +81,34 @@ static bool is_sticky(cudaError_t e)
 }
 
 /* A sticky error (any CUDA call may return one, also one made by another thread of the
- * process) ruins the context: the device's shared primary context (the device is lost), or
- * this worker's private one (the worker retires; the device is lost when all of its workers
- * have). Turns err into a device-lost report; returns its status. */
-static gr_status sticky_error(gr_worker *w, cudaError_t e, const char *call, gr_error_info *err)
+ * process) ruins the context: the device's shared primary context (the whole device is
+ * out), or this worker's private one (the worker is; the runtime loses the device when all
+ * of its workers are). Turns err into a device-lost report and says how far it reaches;
+ * returns its status. */
+static gr_status sticky_error(gr_worker *w, cudaError_t e, const char *call,
+                              gr_fault_reach *reach, gr_error_info *err)
 {
     cuda_worker *cw = w->backend_state;
 
-    GR_LOG(&w->rt->log, GR_LOG_ERROR,
+    GR_LOG(w->env->log, GR_LOG_ERROR,
            "device %d, worker %u: unrecoverable CUDA error in %s: %s: %s", w->dev->ordinal,
            w->id, call, cudaGetErrorName(e), cudaGetErrorString(e));
     if (cw->ctx != NULL) {
-        gr__runtime_worker_retired(w->rt, w);
+        *reach = GR_REACH_WORKER;
         return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
                             "%s: %s: %s (worker %u's private context is ruined; it retires)",
                             call, cudaGetErrorName(e), cudaGetErrorString(e), w->id);
     }
-    gr__runtime_device_lost(w->rt, w->dev);
+    *reach = GR_REACH_DEVICE;
     return gr_cuda_error(err, GR_ERR_DEVICE_LOST, e, NULL, call);
 }
 
 /* A failed call during an iteration. */
 static gr_status iteration_error(gr_worker *w, cudaError_t e, const char *call,
-                                 gr_error_info *err)
+                                 gr_fault_reach *reach, gr_error_info *err)
 {
     if (is_sticky(e))
-        return sticky_error(w, e, call, err);
+        return sticky_error(w, e, call, reach, err);
     cudaGetLastError();
     return gr_cuda_error(err, GR_ERR_CUDA, e, NULL, call);
 }
@@ -121,8 +128,15 @@ static gr_status cuda_probe(const gr_config *cfg, uint32_t *count, gr_error_info
     if (n == 0)
         return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "no CUDA device");
     for (int d = 0; d < n; d++) {
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+        if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d)) !=
+                cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d)) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                                "cannot read CUDA device %d's compute capability (%s)", d,
+                                cudaGetErrorName(e));
+        }
         if (major < 9)
             return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
                                 "CUDA device %d has compute capability %d.%d; this build's "
@@ -183,8 +197,9 @@ out_release:
                         gr_cuda_driver_error_name(r));
 }
 
-static gr_status cuda_device_open(gr_device *dev, const gr_config *cfg, gr_error_info *err)
+static gr_status cuda_device_open(gr_device *dev, gr_error_info *err)
 {
+    const gr_config *cfg = dev->env->cfg;
     cuda_device *cd = gr__calloc(1, sizeof(*cd));
     int previous = 0;
     gr_status st = GR_OK;
@@ -192,7 +207,16 @@ static gr_status cuda_device_open(gr_device *dev, const gr_config *cfg, gr_error
 
     if (cd == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-    cudaDeviceGetAttribute(&cd->sm_count, cudaDevAttrMultiProcessorCount, dev->ordinal);
+    /* The grid rule caps grids by this count: a wrong one would silently slow every kernel
+     * down, so a failure to read it is a failure to open the device. */
+    e = cudaDeviceGetAttribute(&cd->sm_count, cudaDevAttrMultiProcessorCount, dev->ordinal);
+    if (e != cudaSuccess || cd->sm_count <= 0) {
+        cudaGetLastError();
+        free(cd);
+        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                            "cannot read the multiprocessor count of CUDA device %d (%s)",
+                            dev->ordinal, cudaGetErrorName(e));
+    }
     /* The calling thread is the caller's: leave its current device as it was. */
     cudaGetDevice(&previous);
     if (cfg->context_mode == GR_CONTEXT_PRIVATE) {
@@ -263,7 +287,7 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
 
     if (cw == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-    if (w->rt->cfg.context_mode == GR_CONTEXT_PRIVATE) {
+    if (w->env->cfg->context_mode == GR_CONTEXT_PRIVATE) {
         const gr_cuda_driver *drv = gr_cuda_driver_get(err);
         CUdevice dev;
         CUresult r;
@@ -332,12 +356,36 @@ static void cuda_worker_close(gr_worker *w)
     free(cw);
 }
 
+/* How this worker's context launches kernel k (lowering.h: gr_cuda_resolve_fn). Both kinds
+ * of CUDA implementation the registry holds are valid in every context of the process. */
+static gr_status resolve_kernel(void *ctx, const gr_kernel *k, const void **func,
+                                gr_error_info *err)
+{
+    (void)ctx;
+    switch (k->def.cuda_kind) {
+    case GR_CUDA_ENTRY:
+    case GR_CUDA_KERNEL:
+        *func = k->def.cuda;
+        return GR_OK;
+    case GR_CUDA_NONE:
+    default:
+        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                            "kernel '%s' has no CUDA implementation", k->name);
+    }
+}
+
+static const char *cuda_kernel_missing(const gr_kernel *k)
+{
+    return k->def.cuda_kind == GR_CUDA_NONE ? "has no CUDA implementation" : NULL;
+}
+
 /* The worker's lowered graph for this template and these host memory kinds, updated to
  * `it`; lowered and instantiated on first use, evicting the least recently used. */
 static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration *it,
                                gr_cuda_graph **out, gr_error_info *err)
 {
     cuda_device *cd = w->dev->backend_state;
+    gr_cuda_target target = {cd->sm_count, resolve_kernel, cw};
     uint32_t kinds = gr_cuda_host_kinds(it);
     gr_cuda_graph *victim = &cw->cache[0];
     gr_status st;
@@ -350,7 +398,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
 
             cg->last_use = ++cw->clock;
             *out = cg;
-            st = gr_cuda_graph_update(cg, it, cd->sm_count, &rebuilt, err);
+            st = gr_cuda_graph_update(cg, it, &target, &rebuilt, err);
             atomic_fetch_add_explicit(rebuilt ? &w->dev->graph_instantiations
                                               : &w->dev->graph_updates,
                                       st == GR_OK, memory_order_relaxed);
@@ -360,22 +408,24 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
             victim = cg;
     }
     gr_cuda_graph_release(victim);
-    st = gr_cuda_graph_build(victim, it, cd->sm_count, kinds, err);
+    st = gr_cuda_graph_build(victim, it, &target, kinds, err);
     atomic_fetch_add_explicit(&w->dev->graph_instantiations, st == GR_OK, memory_order_relaxed);
     victim->last_use = ++cw->clock;
     *out = victim;
     return st;
 }
 
-static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *err)
+static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                          gr_error_info *err)
 {
     cuda_worker *cw = w->backend_state;
     const char *call;
-    bool trace = w->rt->trace;
+    bool trace = w->env->trace;
     gr_cuda_graph *cg;
     gr_status st;
     cudaError_t e;
 
+    *reach = GR_REACH_ITERATION;
     if (trace)
         gr__trace_push("graph update");
     st = prepare_graph(w, cw, it, &cg, err);
@@ -383,7 +433,7 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
         gr__trace_pop();
     if (st != GR_OK) {
         if (st == GR_ERR_CUDA && is_sticky(cg->error))
-            return sticky_error(w, cg->error, "lowering the graph", err);
+            return sticky_error(w, cg->error, "lowering the graph", reach, err);
         return st;
     }
     /* Injected failures (fault.h) use error codes that are not sticky, as a real
@@ -395,7 +445,7 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
     if (e != cudaSuccess) {
         if (trace)
             gr__trace_pop();
-        return iteration_error(w, e, "cudaGraphLaunch", err);
+        return iteration_error(w, e, "cudaGraphLaunch", reach, err);
     }
     call = "cudaEventRecord";
     e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
@@ -422,10 +472,10 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_error_info *e
         cudaGetLastError();
         drained = cudaStreamSynchronize(cw->stream);
         if (drained != cudaSuccess)
-            return sticky_error(w, drained, "cudaStreamSynchronize", err);
+            return sticky_error(w, drained, "cudaStreamSynchronize", reach, err);
     }
     if (e != cudaSuccess)
-        return iteration_error(w, e, call, err);
+        return iteration_error(w, e, call, reach, err);
     return GR_OK;
 }
 
@@ -440,20 +490,18 @@ static bool cuda_dma_ready(const void *p)
     return a.type == cudaMemoryTypeHost;
 }
 
-static const gr_backend_ops cuda_ops = {
+const gr_backend_ops gr_backend_cuda = {
     .kind = GR_BACKEND_CUDA,
     .name = "cuda",
     .region_granule = REGION_GRANULE,
+    .traced = true,
     .probe = cuda_probe,
     .device_open = cuda_device_open,
     .device_close = cuda_device_close,
     .worker_open = cuda_worker_open,
     .worker_close = cuda_worker_close,
+    .kernel_missing = cuda_kernel_missing,
     .run = cuda_run,
     .dma_ready = cuda_dma_ready,
+    .pinned = &gr__cuda_pinned,
 };
-
-const gr_backend_ops *gr_backend_cuda_ops(void)
-{
-    return &cuda_ops;
-}

@@ -1,0 +1,16 @@
+/*
+ * config.h - checks of a runtime's configuration, and its machine-dependent defaults.
+ */
+#ifndef GR_CONFIG_H
+#define GR_CONFIG_H
+
+#include <graphrun.h>
+
+/* GR_OK, or GR_ERR_INVALID_ARGUMENT with the field and the reason in err (optional). Checks
+ * what the config alone says: initialization, ranges, the device list's shape. Any thread. */
+gr_status gr__config_check(const gr_config *cfg, gr_error_info *err);
+
+/* Helper threads of the copy pool the config asks for. Any thread. */
+unsigned gr__config_copy_threads(const gr_config *cfg);
+
+#endif /* GR_CONFIG_H */
