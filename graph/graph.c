@@ -203,7 +203,10 @@ static gr_status lookup_buffer(gr_graph *g, const char *node, const char *buffer
     return GR_OK;
 }
 
-gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const char *buffer)
+/* An H2D node (host input `port` into `buffer`) or a D2H node (`buffer` to host output
+ * `port`). */
+static gr_status add_copy(gr_graph *g, const char *node, gr_node_kind kind, uint32_t port,
+                          const char *buffer)
 {
     gr_status st = check_mutable(g);
     int32_t b = GR_NO_BUFFER;
@@ -212,38 +215,31 @@ gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const c
     if (st != GR_OK)
         return st;
     if (port >= GR_MAX_PORTS)
-        return fail(g, GR_ERR_INVALID_ARGUMENT, "input port %u out of range (at most %d ports)",
-                    port, GR_MAX_PORTS);
-    if ((st = new_node(g, node, GR_NODE_H2D, &n)) != GR_OK)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "%s port %u out of range (at most %d ports)",
+                    kind == GR_NODE_H2D ? "input" : "output", port, GR_MAX_PORTS);
+    if ((st = new_node(g, node, kind, &n)) != GR_OK)
         return st;
     if ((st = lookup_buffer(g, node, buffer, &b)) != GR_OK)
         return st;
     n->port = port;
-    n->write = b;
+    if (kind == GR_NODE_H2D) {
+        n->write = b;
+    } else {
+        n->n_reads = 1;
+        n->reads[0] = b;
+    }
     g->n_nodes++;
     return GR_OK;
 }
 
+gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const char *buffer)
+{
+    return add_copy(g, node, GR_NODE_H2D, port, buffer);
+}
+
 gr_status gr_graph_add_d2h(gr_graph *g, const char *node, const char *buffer, uint32_t port)
 {
-    gr_status st = check_mutable(g);
-    int32_t b = GR_NO_BUFFER;
-    gr_node *n;
-
-    if (st != GR_OK)
-        return st;
-    if (port >= GR_MAX_PORTS)
-        return fail(g, GR_ERR_INVALID_ARGUMENT,
-                    "output port %u out of range (at most %d ports)", port, GR_MAX_PORTS);
-    if ((st = new_node(g, node, GR_NODE_D2H, &n)) != GR_OK)
-        return st;
-    if ((st = lookup_buffer(g, node, buffer, &b)) != GR_OK)
-        return st;
-    n->port = port;
-    n->n_reads = 1;
-    n->reads[0] = b;
-    g->n_nodes++;
-    return GR_OK;
+    return add_copy(g, node, GR_NODE_D2H, port, buffer);
 }
 
 /* Whether buffer `b` holds the element type the kernel wants for its input `input` (its

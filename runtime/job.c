@@ -58,6 +58,17 @@ static const char *stop_message(gr_status why)
     }
 }
 
+/* The job's memory, once nothing uses it (job_free) or it was never shared (job_alloc). */
+static void job_free_memory(gr_job *job)
+{
+    free(job->units);
+    free(job->pending);
+    free(job->piece_failed);
+    free(job->slot);
+    free(job->tensors);
+    free(job);
+}
+
 static void job_free(gr_job *job)
 {
     gr_runtime *rt = job->rt;
@@ -65,12 +76,7 @@ static void job_free(gr_job *job)
     gr_graph_unref(job->graph);
     pthread_cond_destroy(&job->cond);
     pthread_mutex_destroy(&job->mu);
-    free(job->units);
-    free(job->pending);
-    free(job->piece_failed);
-    free(job->slot);
-    free(job->tensors);
-    free(job);
+    job_free_memory(job);
     gr__runtime_unref(rt);
 }
 
@@ -510,12 +516,7 @@ out_destroy_cond:
 out_destroy_mu:
     pthread_mutex_destroy(&job->mu);
 out_free:
-    free(job->units);
-    free(job->pending);
-    free(job->piece_failed);
-    free(job->slot);
-    free(job->tensors);
-    free(job);
+    job_free_memory(job);
     return GR_ERR_OUT_OF_MEMORY;
 }
 
