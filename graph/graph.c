@@ -146,29 +146,49 @@ static gr_status check_mutable(gr_graph *g)
     return GR_OK;
 }
 
-gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint32_t den)
+gr_status gr_graph_add_buffer_desc(gr_graph *g, const char *name, const gr_buffer_desc *desc)
 {
     gr_status st = check_mutable(g);
     gr_buffer_def *b;
 
     if (st != GR_OK)
         return st;
+    if (desc == NULL || desc->magic != GR_BUFFER_DESC_MAGIC ||
+        desc->struct_size < sizeof(gr_buffer_desc))
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "buffer description not initialized with GR_BUFFER_DESC_INIT");
     if (!valid_name(name))
         return fail(g, GR_ERR_INVALID_ARGUMENT,
                     "buffer name must be 1-%d characters of [A-Za-z0-9_.-]", GR_NAME_MAX);
     if (find_buffer(g, name) >= 0)
         return fail(g, GR_ERR_INVALID_ARGUMENT, "buffer '%s' is defined twice", name);
-    if (num == 0 || den == 0)
+    if (gr_dtype_size(desc->dtype) == 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "buffer '%s': unknown element type %d", name,
+                    (int)desc->dtype);
+    if (desc->fixed_elems == 0 && (desc->num == 0 || desc->den == 0))
         return fail(g, GR_ERR_INVALID_ARGUMENT, "buffer '%s': size ratio %u/%u must be positive",
-                    name, num, den);
+                    name, desc->num, desc->den);
+    if (desc->fixed_elems > (UINT64_MAX / 2) / 8)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "buffer '%s': %llu elements is too large", name,
+                    (unsigned long long)desc->fixed_elems);
     if (g->n_buffers == GR_MAX_BUFFERS)
         return fail(g, GR_ERR_INVALID_ARGUMENT, "too many buffers (at most %d)", GR_MAX_BUFFERS);
     b = &g->buffers[g->n_buffers++];
     gr_strlcpy(b->name, name, sizeof(b->name));
-    b->num = num;
-    b->den = den;
-    b->dtype = GR_DTYPE_FLOAT32;
+    b->fixed = desc->fixed_elems;
+    b->num = b->fixed ? 0 : desc->num;
+    b->den = b->fixed ? 0 : desc->den;
+    b->dtype = desc->dtype;
     return GR_OK;
+}
+
+gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint32_t den)
+{
+    gr_buffer_desc d = GR_BUFFER_DESC_INIT;
+
+    d.num = num;
+    d.den = den;
+    return gr_graph_add_buffer_desc(g, name, &d);
 }
 
 /* Reserve a node slot with a checked, unique name. */
@@ -433,8 +453,60 @@ static bool ordered(const gr_graph *g, uint32_t a, uint32_t b)
     return ((g->ancestors[a] >> b) & 1) || ((g->ancestors[b] >> a) & 1);
 }
 
+/* Whether buffer b holds at least the tensor's elements, whatever the tensor: a ratio of at
+ * least 1/1. */
+static bool holds_tensor(const gr_buffer_def *b)
+{
+    return b->fixed == 0 && b->num >= b->den;
+}
+
+/* The refusal of buffer b, too small for node n, which works on the whole tensor. */
+static gr_status too_small(gr_graph *g, const gr_node *n, int32_t b)
+{
+    const gr_buffer_def *d = &g->buffers[b];
+
+    if (d->fixed)
+        return fail_at(g, -1, b, GR_ERR_INVALID_ARGUMENT,
+                       "node '%s' works on the whole tensor, but buffer '%s' has a fixed size "
+                       "(%llu elements): only a kernel's small inputs and one-element results "
+                       "may",
+                       n->name, d->name, (unsigned long long)d->fixed);
+    return fail_at(g, -1, b, GR_ERR_INVALID_ARGUMENT,
+                   "node '%s' works on the whole tensor, but buffer '%s' (%u/%u) is smaller "
+                   "than the tensor",
+                   n->name, d->name, d->num, d->den);
+}
+
+/* Node i's buffers are large enough for what it moves: a copy moves the tensor (or a fixed
+ * buffer's fixed size, which its port then has); a kernel reads whole tensors except from
+ * its small inputs, and writes what its out_size says. The message points at the buffer:
+ * its size is what to fix. */
+static gr_status check_sizes(gr_graph *g, uint32_t i)
+{
+    const gr_node *n = &g->nodes[i];
+    const gr_kernel_def *k = n->kind == GR_NODE_KERNEL ? &n->kernel->def : NULL;
+
+    for (uint32_t r = 0; r < n->n_reads; r++) {
+        const gr_buffer_def *b = &g->buffers[n->reads[r]];
+        bool any_size = k == NULL ? b->fixed != 0 : ((k->small_inputs >> r) & 1);
+
+        if (!any_size && !holds_tensor(b))
+            return too_small(g, n, n->reads[r]);
+    }
+    if (n->write != GR_NO_BUFFER) {
+        const gr_buffer_def *b = &g->buffers[n->write];
+        bool any_size = k == NULL ? b->fixed != 0 : k->out_size == GR_OUT_ONE;
+
+        if (!any_size && !holds_tensor(b))
+            return too_small(g, n, n->write);
+    }
+    return GR_OK;
+}
+
 static gr_status check_buffers(gr_graph *g)
 {
+    gr_status st;
+
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const gr_node *n = &g->nodes[i];
 
@@ -450,16 +522,8 @@ static gr_status check_buffers(gr_graph *g)
                                "node '%s' reads buffer '%s', which no node it depends on writes",
                                n->name, g->buffers[b].name);
         }
-        /* Every used buffer holds at least the tensor: nodes work on tensor_elems. */
-        for (uint32_t b = 0; b < g->n_buffers; b++) {
-            bool w;
-            /* Points at the buffer: its ratio is what to fix. */
-            if (node_uses(n, (int32_t)b, &w) && g->buffers[b].num < g->buffers[b].den)
-                return fail_at(g, -1, (int32_t)b, GR_ERR_INVALID_ARGUMENT,
-                               "node '%s' works on the whole tensor, but buffer '%s' (%u/%u) is "
-                               "smaller than the tensor",
-                               n->name, g->buffers[b].name, g->buffers[b].num, g->buffers[b].den);
-        }
+        if ((st = check_sizes(g, i)) != GR_OK)
+            return st;
     }
     /* No two unordered nodes may touch a buffer that one of them writes. */
     for (uint32_t b = 0; b < g->n_buffers; b++) {
@@ -497,21 +561,24 @@ static gr_status check_port_types(gr_graph *g)
         const gr_node *n = &g->nodes[i];
         bool out = n->kind == GR_NODE_D2H;
         int32_t b = out ? n->reads[0] : n->write;
-        int32_t *seen = &first[out][n->port];
-        uint32_t *size = out ? &g->out_size[n->port] : &g->in_size[n->port];
+        int32_t *seen;
+        const gr_buffer_def *mine, *theirs;
 
         if (n->kind == GR_NODE_KERNEL)
             continue;
+        seen = &first[out][n->port];
+        mine = &g->buffers[b];
         if (*seen < 0) {
             *seen = (int32_t)i;
-            *size = gr_dtype_size(g->buffers[b].dtype);
+            *(out ? &g->out_size[n->port] : &g->in_size[n->port]) = gr_dtype_size(mine->dtype);
+            *(out ? &g->out_fixed[n->port] : &g->in_fixed[n->port]) = mine->fixed;
             continue;
         }
-        if (g->buffers[b].dtype != g->buffers[out ? g->nodes[*seen].reads[0]
-                                                  : g->nodes[*seen].write]
-                                       .dtype)
+        theirs = &g->buffers[out ? g->nodes[*seen].reads[0] : g->nodes[*seen].write];
+        if (mine->dtype != theirs->dtype || mine->fixed != theirs->fixed)
             return fail_at(g, (int32_t)i, -1, GR_ERR_INVALID_ARGUMENT,
-                           "nodes '%s' and '%s' copy %s port %u with different element types",
+                           "nodes '%s' and '%s' copy %s port %u with different element types "
+                           "or sizes",
                            g->nodes[*seen].name, n->name, out ? "output" : "input", n->port);
     }
     return GR_OK;
@@ -609,6 +676,8 @@ uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems)
     const gr_buffer_def *d = &g->buffers[b];
     unsigned __int128 e = (unsigned __int128)elems * d->num;
 
+    if (d->fixed)
+        return d->fixed;
     e = (e + d->den - 1) / d->den;
     return e > UINT64_MAX ? UINT64_MAX : (uint64_t)e;
 }
@@ -644,14 +713,15 @@ gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
 uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint32_t port, uint64_t elems)
 {
     const uint32_t *size = output ? g->out_size : g->in_size;
+    const uint64_t *fixed = output ? g->out_fixed : g->in_fixed;
     uint32_t ports = output ? g->n_outputs : g->n_inputs;
-    uint64_t per_elem = 0;
+    uint64_t total = 0;
 
     if (port != GR_ALL_PORTS)
-        return elems * size[port];
+        return (fixed[port] ? fixed[port] : elems) * size[port];
     for (uint32_t p = 0; p < ports; p++)
-        per_elem += size[p];
-    return elems * per_elem;
+        total += (fixed[p] ? fixed[p] : elems) * size[p];
+    return total;
 }
 
 uint32_t gr_graph_widest_port(const gr_graph *g)
@@ -700,15 +770,31 @@ void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
 
 void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_args *out)
 {
+    const gr_tensor *t = it->tensor;
+
     memset(out, 0, sizeof(*out));
     for (uint32_t r = 0; r < node->n_reads; r++) {
         out->in[r] = it->base + it->offsets[node->reads[r]];
-        out->in_n[r] = gr_graph_buffer_elems(it->graph, (uint32_t)node->reads[r],
-                                             it->tensor->elems);
+        const gr_buffer_def *b = &it->graph->buffers[node->reads[r]];
+
+        out->in_n[r] = b->fixed ? b->fixed : t->elems;
     }
     out->out = it->base + it->offsets[node->write];
-    out->n = it->tensor->elems;
     memcpy(out->s, node->scalars, sizeof(out->s));
+    out->rank = t->rank;
+    memcpy(out->shape, t->shape, sizeof(out->shape));
+    switch (node->kernel->def.out_size) {
+    case GR_OUT_ONE:
+        out->n = 1;
+        break;
+    case GR_OUT_ROWS: /* validated at submit: the last dimension divides the elements */
+        out->n = t->rank ? t->elems / t->shape[t->rank - 1] : 1;
+        break;
+    case GR_OUT_ELEMS:
+    default:
+        out->n = t->elems;
+        break;
+    }
 }
 
 gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes)

@@ -25,7 +25,8 @@ typedef enum gr_node_kind {
 
 typedef struct gr_buffer_def {
     char name[GR_NAME_MAX + 1];
-    uint32_t num, den; /* elements = ceil(tensor_elems * num / den) */
+    uint32_t num, den; /* elements = ceil(tensor_elems * num / den), unless fixed */
+    uint64_t fixed;    /* nonzero: exactly this many elements, whatever the tensor */
     gr_dtype dtype;
 } gr_buffer_def;
 
@@ -56,8 +57,10 @@ struct gr_graph {
     uint32_t order[GR_MAX_NODES];     /* a topological order */
     uint64_t ancestors[GR_MAX_NODES]; /* transitive dependencies of each node */
     uint32_t n_inputs, n_outputs;     /* host ports */
-    /* Bytes per element of each host port: its buffers' element type. */
+    /* Bytes per element of each host port (its buffers' element type), and its elements
+     * per tensor when its buffers are fixed (0: the tensor's). */
     uint32_t in_size[GR_MAX_PORTS], out_size[GR_MAX_PORTS];
+    uint64_t in_fixed[GR_MAX_PORTS], out_fixed[GR_MAX_PORTS];
     bool splittable; /* every kernel elementwise and every buffer 1:1 with the tensor */
     /* inplace_ok[p]: bit q set when every H2D of input port q is an ancestor of the D2H of
      * output port p, so out[p] may be the very same memory as in[q] (in place). */
@@ -86,8 +89,9 @@ void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
 /* The kernel arguments of kernel node `node` in iteration `it`. */
 void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_args *out);
 
-/* Bytes of `elems` elements of host input port `port` (output port when `output`), or of
- * every input (or output) port together when `port` is GR_ALL_PORTS. Finalized graphs. */
+/* Bytes host input port `port` (output port when `output`) moves for a tensor of `elems`
+ * elements (a port of fixed buffers: their fixed size), or every input (or output) port
+ * together when `port` is GR_ALL_PORTS. Finalized graphs. */
 #define GR_ALL_PORTS UINT32_MAX
 uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint32_t port, uint64_t elems);
 

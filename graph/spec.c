@@ -53,6 +53,9 @@ typedef enum tok_kind {
     T_RPAREN,
     T_COMMA,
     T_SLASH,
+    T_LBRACKET,
+    T_RBRACKET,
+    T_STRING, /* "...": no escapes, no newline; the token spans the quotes */
     T_ARROW,
     T_EOL, /* a newline, or a comment and its newline */
     T_EOF,
@@ -67,6 +70,7 @@ typedef struct tok {
 } tok;
 
 typedef enum spec_pass {
+    PASS_SOURCES, /* `cuda` statements only: their kernels registered, other lines skipped */
     PASS_BUFFERS, /* syntax of every line, buffers added */
     PASS_NODES,
     PASS_DEPS,
@@ -151,7 +155,7 @@ static bool ends_token(const parser *p, size_t i)
         return true;
     c = p->text[i];
     return is_blank(c) || c == '\n' || c == '#' || c == ':' || c == '(' || c == ')' ||
-           c == ',' || c == '/';
+           c == ',' || c == '/' || c == '[' || c == ']';
 }
 
 /* `c` as a message shows it: 'c' when printable, else its byte value. */
@@ -241,6 +245,20 @@ static tok next(parser *p)
         case ')': t.kind = T_RPAREN; break;
         case ',': t.kind = T_COMMA; break;
         case '/': t.kind = T_SLASH; break;
+        case '[': t.kind = T_LBRACKET; break;
+        case ']': t.kind = T_RBRACKET; break;
+        case '"':
+            while (i < p->len && p->text[i] != '"' && p->text[i] != '\n' && p->text[i] != '\0')
+                i++;
+            if (i >= p->len || p->text[i] != '"') {
+                snprintf(p->lex_why, sizeof(p->lex_why),
+                         "a string that the line does not close with '\"'");
+                t.kind = T_BAD;
+                return t;
+            }
+            i++;
+            t.kind = T_STRING;
+            break;
         case '-': /* not a number: so "->" */
             t.kind = T_ARROW;
             i++;
@@ -309,7 +327,8 @@ static gr_status expected(parser *p, const tok *t, const char *fmt, ...)
 
 static bool is_keyword(const tok *t)
 {
-    return tok_is(t, "buffer") || tok_is(t, "h2d") || tok_is(t, "kernel") || tok_is(t, "d2h");
+    return tok_is(t, "buffer") || tok_is(t, "h2d") || tok_is(t, "kernel") || tok_is(t, "d2h") ||
+           tok_is(t, "cuda");
 }
 
 /* Words strtof would read as a number: they cannot be names, or `mul(x, inf)` would be
@@ -497,10 +516,32 @@ static void added_node(parser *p, const tok *t)
  * Statements. Each one starts after its keyword and consumes its end of line.
  * ---------------------------------------------------------------------------------- */
 
-/* buffer NAME [NUM[/DEN]] */
+/* An element count: a positive decimal integer of at most 2^40 (a fixed buffer's size). */
+static gr_status take_count(parser *p, const tok *t, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (t->kind != T_NUMBER)
+        return expected(p, t, "an element count after '['");
+    for (size_t i = 0; i < t->len; i++) {
+        if (!is_digit(t->p[i]))
+            return expected(p, t, "an element count (a positive integer) after '['");
+        v = v * 10 + (uint64_t)(t->p[i] - '0');
+        if (v > (1ull << 40))
+            return perr(p, t->pos, "element count '%.*s%s' is too large (at most 2^40)",
+                        (int)(t->len > 24 ? 24 : t->len), t->p, t->len > 24 ? "..." : "");
+    }
+    if (v == 0)
+        return perr(p, t->pos, "a fixed buffer holds at least one element");
+    *out = v;
+    return GR_OK;
+}
+
+/* buffer NAME [NUM[/DEN] | '[' COUNT ']'] */
 static gr_status parse_buffer(parser *p)
 {
     char name[GR_NAME_MAX + 1], after[64];
+    gr_buffer_desc desc = GR_BUFFER_DESC_INIT;
     uint32_t num = 1, den = 1;
     tok t = next(p), n, zero = {0};
     gr_status st;
@@ -511,7 +552,17 @@ static gr_status parse_buffer(parser *p)
         return st;
     n = t;
     t = next(p);
-    if (t.kind == T_NUMBER) {
+    if (t.kind == T_LBRACKET) {
+        t = next(p);
+        if ((st = take_count(p, &t, &desc.fixed_elems)) != GR_OK)
+            return st;
+        t = next(p);
+        if (t.kind != T_RBRACKET)
+            return expected(p, &t, "']' after the element count");
+        t = next(p);
+        if (t.kind != T_EOL && t.kind != T_EOF)
+            return expected(p, &t, "the end of the line after the fixed size");
+    } else if (t.kind == T_NUMBER) {
         if ((st = take_ratio_term(p, &t, &num)) != GR_OK)
             return st;
         if (num == 0)
@@ -534,16 +585,76 @@ static gr_status parse_buffer(parser *p)
             return expected(p, &t, "the end of the line after the size ratio");
     } else if (t.kind != T_EOL && t.kind != T_EOF) {
         snprintf(after, sizeof(after), "buffer '%s'", name);
-        return expected(p, &t, "a size ratio NUM/DEN or the end of the line after %s", after);
+        return expected(p, &t,
+                        "a size ratio NUM/DEN, a fixed size [COUNT] or the end of the line after "
+                        "%s",
+                        after);
     }
     if (p->pass != PASS_BUFFERS)
         return GR_OK;
     if ((st = new_buffer_name(p, &n, name)) != GR_OK)
         return st;
-    if (gr_graph_add_buffer(p->g, name, num, den) != GR_OK)
+    desc.num = num;
+    desc.den = den;
+    if (gr_graph_add_buffer_desc(p->g, name, &desc) != GR_OK)
         return builder_refused(p, &n);
     p->buffer_pos[p->g->n_buffers - 1] = n.pos;
     return GR_OK;
+}
+
+/* The path a `cuda` statement names, as the process opens it: absolute as written; relative
+ * to the spec's own directory when the spec was named by a path with a '/' in it (as
+ * gr_graph_load names it), else to the current directory. */
+static gr_status source_path(parser *p, const tok *t, char *out, size_t size)
+{
+    const char *slash = strrchr(p->name, '/');
+    size_t dir = t->p[1] == '/' || slash == NULL ? 0 : (size_t)(slash - p->name) + 1;
+
+    if (t->len <= 2)
+        return perr(p, t->pos, "the path of a CUDA source file is empty");
+    if (dir + (t->len - 2) + 1 > size)
+        return perr(p, t->pos, "the path of the CUDA source file is too long");
+    memcpy(out, p->name, dir);
+    memcpy(out + dir, t->p + 1, t->len - 2);
+    out[dir + t->len - 2] = '\0';
+    return GR_OK;
+}
+
+/* cuda STRING: the kernels a CUDA C source file declares (gr_kernel_load_file), registered
+ * in the first pass, so the file's kernels may be used anywhere in the spec. */
+static gr_status parse_cuda(parser *p)
+{
+    char path[4096];
+    gr_error_info inner;
+    tok t = next(p);
+    gr_status st;
+
+    if (t.kind != T_STRING)
+        return expected(p, &t, "a file name in double quotes after 'cuda'");
+    if ((st = expect_end(p, "the file name")) != GR_OK)
+        return st;
+    if (p->pass != PASS_SOURCES)
+        return GR_OK;
+    if ((st = source_path(p, &t, path, sizeof(path))) != GR_OK)
+        return st;
+    if ((st = gr_kernel_load_file(path, &inner)) != GR_OK) {
+        gr_error_set(p->err, st, GR_NO_INDEX, NULL, "%s", inner.message);
+        gr_error_prefix(p->err, "%s:%zu:%zu: ", p->name, t.pos.line, t.pos.col);
+        return st;
+    }
+    return GR_OK;
+}
+
+/* The rest of the line, unread: the first pass reads only `cuda` statements. */
+static void skip_line(parser *p)
+{
+    while (p->at < p->len && p->text[p->at] != '\n')
+        p->at++;
+    if (p->at < p->len) {
+        p->at++;
+        p->line++;
+        p->line_start = p->at;
+    }
 }
 
 /* The common start of node statements: NAME ':' */
@@ -819,10 +930,28 @@ static gr_status parse_statement(parser *p)
     tok t = next(p), n;
     char shown[48];
 
+    if (p->pass == PASS_SOURCES) {
+        /* Only a well-formed `cuda` line loads its file now; the next pass reports syntax
+         * errors, every line's in text order. */
+        if (tok_is(&t, "cuda")) {
+            size_t at = p->at, line = p->line, line_start = p->line_start;
+            tok path = next(p), end = next(p);
+
+            p->at = at;
+            p->line = line;
+            p->line_start = line_start;
+            if (path.kind == T_STRING && (end.kind == T_EOL || end.kind == T_EOF))
+                return parse_cuda(p);
+        }
+        if (t.kind != T_EOL && t.kind != T_EOF)
+            skip_line(p);
+        return GR_OK;
+    }
     if (t.kind == T_EOL || t.kind == T_EOF)
         return GR_OK;
     if (t.kind != T_WORD)
-        return expected(p, &t, "a statement (buffer, h2d, kernel, d2h) or a dependency chain");
+        return expected(p, &t,
+                        "a statement (buffer, h2d, kernel, d2h, cuda) or a dependency chain");
     if (tok_is(&t, "buffer"))
         return parse_buffer(p);
     if (tok_is(&t, "h2d"))
@@ -831,11 +960,13 @@ static gr_status parse_statement(parser *p)
         return parse_kernel(p);
     if (tok_is(&t, "d2h"))
         return parse_d2h(p);
+    if (tok_is(&t, "cuda"))
+        return parse_cuda(p);
     n = peek(p);
     if (n.kind == T_ARROW)
         return parse_chain(p, t);
     return perr(p, t.pos,
-                "unknown statement %s: expected buffer, h2d, kernel, d2h or a dependency "
+                "unknown statement %s: expected buffer, h2d, kernel, d2h, cuda or a dependency "
                 "chain 'a -> b'",
                 show(&t, shown, sizeof(shown)));
 }
@@ -899,7 +1030,8 @@ gr_status gr_graph_parse(const char *text, size_t len, const char *name, gr_grap
                      gr_status_str(st));
         goto out_free_parser;
     }
-    if ((st = run_pass(p, PASS_BUFFERS)) != GR_OK || (st = run_pass(p, PASS_NODES)) != GR_OK ||
+    if ((st = run_pass(p, PASS_SOURCES)) != GR_OK || (st = run_pass(p, PASS_BUFFERS)) != GR_OK ||
+        (st = run_pass(p, PASS_NODES)) != GR_OK ||
         (st = run_pass(p, PASS_DEPS)) != GR_OK || (st = finalize(p)) != GR_OK)
         goto out_destroy_graph;
     *out = p->g;

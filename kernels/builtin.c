@@ -15,18 +15,39 @@
 typedef struct builtin {
     const char *name;
     uint32_t n_inputs, n_scalars;
+    int elementwise;
+    gr_out_size out_size;
+    uint32_t small_inputs;
+    uint32_t block, max_blocks; /* the launch rule; 0: the defaults */
     gr_kernel_cpu_fn cpu;
     void (*cuda)(gr_kernel_args);
     const char *doc;
 } builtin;
 
+#define EW(name, in, sc, doc) {#name, in, sc, 1, GR_OUT_ELEMS, 0, 0, 0, gr_cpu_##name, gr_cuda_##name, doc}
+
 static const builtin table[] = {
-    {"mul", 1, 1, gr_cpu_mul, gr_cuda_mul, "out = x * s0"},
-    {"add", 1, 1, gr_cpu_add, gr_cuda_add, "out = x + s0"},
-    {"pow", 1, 1, gr_cpu_pow, gr_cuda_pow, "out = pow(x, s0); s0 = 0.5 is sqrt, as in PyTorch"},
-    {"axpby", 2, 2, gr_cpu_axpby, gr_cuda_axpby, "out = s0 * x + s1 * y"},
-    {"seed", 1, 0, gr_cpu_seed, gr_cuda_seed,
-     "ten rounds of x = pow(x * 1.01 + 1.01, 0.5), fused"},
+    EW(mul, 1, 1, "out = x * s0"),
+    EW(add, 1, 1, "out = x + s0"),
+    EW(pow, 1, 1, "out = pow(x, s0); s0 = 0.5 is sqrt, as in PyTorch"),
+    EW(axpby, 2, 2, "out = s0 * x + s1 * y"),
+    EW(seed, 1, 0, "ten rounds of x = pow(x * 1.01 + 1.01, 0.5), fused"),
+    EW(sub, 1, 1, "out = x - s0"),
+    EW(div, 1, 1, "out = x / s0"),
+    EW(exp, 1, 0, "out = exp(x)"),
+    EW(log, 1, 0, "out = log(x)"),
+    EW(tanh, 1, 0, "out = tanh(x)"),
+    EW(sigmoid, 1, 0, "out = 1 / (1 + exp(-x))"),
+    EW(clamp, 1, 2, "out = min(max(x, s0), s1)"),
+    EW(mul2, 2, 0, "out = x * y"),
+    EW(add2, 2, 0, "out = x + y"),
+    /* Not elementwise: each sees whole tensors (and their shapes). */
+    {"softmax", 1, 0, 0, GR_OUT_ELEMS, 0, 256, 0, gr_cpu_softmax, gr_cuda_softmax,
+     "softmax of each row of the last dimension (the whole tensor without a shape)"},
+    {"sum", 1, 0, 0, GR_OUT_ONE, 0, 1024, 1, gr_cpu_sum, gr_cuda_sum,
+     "out[0] = the sum of the tensor, accumulated in double"},
+    {"normalize", 3, 0, 0, GR_OUT_ELEMS, 0x6, 0, 0, gr_cpu_normalize, gr_cuda_normalize,
+     "out = (x - mean[c]) / std[c], c = i % C: per channel, channels last (mean, std: C each)"},
 };
 
 void gr__kernels_register_builtins(void)
@@ -41,7 +62,11 @@ void gr__kernels_register_builtins(void)
         d.doc = b->doc;
         d.n_inputs = b->n_inputs;
         d.n_scalars = b->n_scalars;
-        d.elementwise = 1;
+        d.elementwise = b->elementwise;
+        d.out_size = b->out_size;
+        d.small_inputs = b->small_inputs;
+        d.cuda_block = b->block;
+        d.cuda_max_blocks = b->max_blocks;
         d.cpu = b->cpu;
         d.cuda_kind = GR_CUDA_ENTRY;
         d.cuda = (const void *)b->cuda;

@@ -16,11 +16,21 @@
 extern "C" {
 #endif
 
+#define GR_KERNEL_ENTRY_MAX 63 /* longest cuda_name of a source kernel */
+
 typedef struct gr_kernel {
-    gr_kernel_def def;         /* name and doc point at the copies below */
+    gr_kernel_def def;         /* name, doc, cuda_name and a source's text point at the
+                                  copies below */
     uint64_t id;               /* 1, 2, ...: unique in the process, never reused */
     char name[GR_NAME_MAX + 1];
     char doc[160];
+    /* GR_CUDA_SOURCE: the text (def.cuda points at it), its entry, and the PTX NVRTC made
+     * of it (NULL when NVRTC could not be loaded: then cuda_unavailable says why, and only
+     * the CPU implementation can run). */
+    char *source;
+    char cuda_name[GR_KERNEL_ENTRY_MAX + 1];
+    const char *ptx;
+    char cuda_unavailable[256];
 } gr_kernel;
 
 /* The kernel called `name` (NUL-terminated), or NULL. Any thread. */
@@ -32,6 +42,11 @@ const gr_kernel *gr__kernel_at(uint32_t i);
 /* "mul, add, pow, ..." into buf (NUL-terminated, cut short with "..." when it does not
  * fit): for messages naming what is known. Any thread. */
 void gr__kernel_list(char *buf, size_t size);
+
+/* Whether `def` would register as exactly the kernel `k` is (same signature, same
+ * implementations, a source kernel's same text): for loaders that may see one file twice.
+ * Any thread. */
+bool gr__kernel_same(const gr_kernel *k, const gr_kernel_def *def);
 
 /* The seed workload's constants: ten rounds of x = pow(x * 1.01 + 1.01, 0.5). */
 #define GR_SEED_ROUNDS 10

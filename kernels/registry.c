@@ -18,6 +18,7 @@
 
 #include "kernels/builtin.h"
 #include "kernels/kernels.h"
+#include "kernels/nvrtc.h"
 #include "runtime/sync.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -33,7 +34,9 @@ static void ensure_builtins(void)
     pthread_once(&builtins_once, gr__kernels_register_builtins);
 }
 
-static bool valid_kernel_name(const char *name)
+/* A name as a spec's word spells it (`max` its longest), or with `identifier` as a C
+ * identifier (a source kernel's entry). */
+static bool valid_name(const char *name, size_t max, bool identifier)
 {
     size_t n;
 
@@ -41,14 +44,14 @@ static bool valid_kernel_name(const char *name)
         return false;
     n = strlen(name);
     /* The first character is one a spec's word may start with, so specs can name it. */
-    if (n == 0 || n > GR_NAME_MAX ||
+    if (n == 0 || n > max ||
         !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
           name[0] == '_'))
         return false;
     for (size_t i = 1; i < n; i++) {
         char c = name[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.'))
+              c == '_' || (!identifier && (c == '-' || c == '.'))))
             return false;
     }
     return true;
@@ -62,17 +65,12 @@ static const gr_kernel *find_among(const char *name, uint32_t n)
     return NULL;
 }
 
+/* `d` is a whole definition of this version (registry_add copied the caller's into one). */
 static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
 {
     const char *nm;
 
-    if (d == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel definition is NULL");
-    if (d->magic != GR_KERNEL_DEF_MAGIC || d->struct_size < DEF_V1_SIZE)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel definition not initialized with GR_KERNEL_DEF_INIT");
-    if (!valid_kernel_name(d->name))
+    if (!valid_name(d->name, GR_NAME_MAX, false))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "kernel name must be 1-%d characters of [A-Za-z0-9_.-], starting "
                             "with a letter or '_' (got '%.40s')",
@@ -99,10 +97,27 @@ static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
             return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                                 "kernel '%s': unknown element type %d of scalar %u", nm,
                                 (int)d->scalar_dtype[i], i);
-    if (d->cuda_kind != GR_CUDA_NONE && d->cuda_kind != GR_CUDA_ENTRY &&
-        d->cuda_kind != GR_CUDA_KERNEL)
+    if ((unsigned)d->cuda_kind > GR_CUDA_SOURCE)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "kernel '%s': unknown cuda_kind %d", nm, (int)d->cuda_kind);
+    if (d->cuda_kind == GR_CUDA_SOURCE &&
+        !valid_name(d->cuda_name, GR_KERNEL_ENTRY_MAX, true))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': cuda_name must name the source's extern \"C\" "
+                            "__global__ function, a C identifier of at most %d characters",
+                            nm, GR_KERNEL_ENTRY_MAX);
+    if ((unsigned)d->out_size > GR_OUT_ROWS)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': unknown out_size %d", nm, (int)d->out_size);
+    if (d->small_inputs >> d->n_inputs)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': small_inputs names an input past its %u", nm,
+                            d->n_inputs);
+    if (d->elementwise && (d->out_size != GR_OUT_ELEMS || d->small_inputs != 0))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel '%s': an elementwise kernel writes one element per element "
+                            "(out_size GR_OUT_ELEMS) and reads whole inputs (no small_inputs)",
+                            nm);
     if ((d->cuda_kind == GR_CUDA_NONE) != (d->cuda == NULL))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "kernel '%s': cuda must be set exactly when cuda_kind is not "
@@ -121,25 +136,69 @@ static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
     return GR_OK;
 }
 
+/* A source kernel's text and entry, copied, and its PTX: compiled now, so that source NVRTC
+ * refuses is refused at registration, with its log. Without NVRTC a kernel that also has a
+ * CPU implementation still registers (the host backend can run it; the CUDA backend
+ * refuses it, saying why); one that has none cannot run anywhere and is refused. */
+static gr_status add_source(gr_kernel *k, const gr_kernel_def *d, gr_error_info *err)
+{
+    char why[256];
+    gr_status st;
+
+    k->source = strdup((const char *)d->cuda);
+    if (k->source == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    gr_strlcpy(k->cuda_name, d->cuda_name, sizeof(k->cuda_name));
+    k->def.cuda = k->source;
+    k->def.cuda_name = k->cuda_name;
+    if (!gr__nvrtc_available(why, sizeof(why))) {
+        if (d->cpu == NULL)
+            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                                "kernel '%s': %s", k->name, why);
+        gr_strlcpy(k->cuda_unavailable, why, sizeof(k->cuda_unavailable));
+        return GR_OK;
+    }
+    st = gr__nvrtc_compile(k->source, k->name, &k->ptx, err);
+    if (st != GR_OK)
+        gr_error_prefix(err, "kernel '%s': ", k->name);
+    return st;
+}
+
 /* Check and insert: the one way into the registry, for the built-ins and every caller. */
-static gr_status registry_add(const gr_kernel_def *d, gr_error_info *err)
+static gr_status registry_add(const gr_kernel_def *caller, gr_error_info *err)
 {
     static uint64_t next_id = 1; /* guarded by mu */
-    gr_status st = check_def(d, err);
+    gr_kernel_def full, *d = &full;
+    gr_status st;
     gr_kernel *k;
     uint32_t n;
 
-    if (st != GR_OK)
+    if (caller == NULL)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel definition is NULL");
+    if (caller->magic != GR_KERNEL_DEF_MAGIC || caller->struct_size < DEF_V1_SIZE)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "kernel definition not initialized with GR_KERNEL_DEF_INIT");
+    /* A caller compiled against an older, shorter definition gets zeros (the defaults) for
+     * the fields it does not know. */
+    memset(&full, 0, sizeof(full));
+    memcpy(&full, caller, caller->struct_size < sizeof(full) ? caller->struct_size : sizeof(full));
+    if ((st = check_def(d, err)) != GR_OK)
         return st;
     k = calloc(1, sizeof(*k));
     if (k == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-    memcpy(&k->def, d, sizeof(k->def) < d->struct_size ? sizeof(k->def) : d->struct_size);
+    k->def = full;
     k->def.struct_size = sizeof(k->def);
     gr_strlcpy(k->name, d->name, sizeof(k->name));
     gr_strlcpy(k->doc, d->doc ? d->doc : "", sizeof(k->doc));
     k->def.name = k->name;
     k->def.doc = k->doc;
+    if (d->cuda_kind == GR_CUDA_SOURCE && (st = add_source(k, d, err)) != GR_OK) {
+        free(k->source);
+        free(k);
+        return st;
+    }
 
     pthread_mutex_lock(&mu);
     n = atomic_load_explicit(&count, memory_order_relaxed); /* only writers change it */
@@ -156,9 +215,34 @@ static gr_status registry_add(const gr_kernel_def *d, gr_error_info *err)
         atomic_store_explicit(&count, n + 1, memory_order_release);
     }
     pthread_mutex_unlock(&mu);
-    if (st != GR_OK)
+    if (st != GR_OK) {
+        free(k->source);
         free(k);
+    }
     return st;
+}
+
+bool gr__kernel_same(const gr_kernel *k, const gr_kernel_def *d)
+{
+    const gr_kernel_def *e = &k->def;
+
+    if (strcmp(k->name, d->name) != 0 || e->n_inputs != d->n_inputs ||
+        e->n_scalars != d->n_scalars || e->out_dtype != d->out_dtype ||
+        e->elementwise != d->elementwise || e->cpu != d->cpu || e->user != d->user ||
+        e->cuda_kind != d->cuda_kind || e->cuda_block != d->cuda_block ||
+        e->cuda_blocks_per_sm != d->cuda_blocks_per_sm || e->out_size != d->out_size ||
+        e->small_inputs != d->small_inputs || e->cuda_max_blocks != d->cuda_max_blocks)
+        return false;
+    for (uint32_t i = 0; i < e->n_inputs; i++)
+        if (e->in_dtype[i] != d->in_dtype[i])
+            return false;
+    for (uint32_t i = 0; i < e->n_scalars; i++)
+        if (e->scalar_dtype[i] != d->scalar_dtype[i])
+            return false;
+    if (e->cuda_kind != GR_CUDA_SOURCE)
+        return e->cuda == d->cuda;
+    return strcmp(k->source, (const char *)d->cuda) == 0 &&
+           strcmp(k->cuda_name, d->cuda_name) == 0;
 }
 
 gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err)

@@ -114,9 +114,9 @@ typedef struct gr_backend_ops {
     /* On the worker's own thread, before its first iteration, and after its last. */
     gr_status (*worker_open)(gr_worker *w, gr_error_info *err);
     void (*worker_close)(gr_worker *w);
-    /* NULL when this backend can run kernel k, else why not (a static phrase, "has no CUDA
-     * implementation"). Any thread. */
-    const char *(*kernel_missing)(const gr_kernel *k);
+    /* NULL when this backend, set up as `env` says, can run kernel k; else why not, a
+     * phrase that lives as long as k ("has no CUDA implementation"). Any thread. */
+    const char *(*kernel_missing)(const gr_backend_env *env, const gr_kernel *k);
     /* Run one iteration to completion: inputs copied in, kernels run, outputs copied out.
      * On failure fills err (node and reason) and *reach (how far the failure goes). */
     gr_status (*run)(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,

@@ -446,6 +446,22 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
                                     (unsigned long long)i, p, t[i].out[p] ? "set" : "NULL",
                                     g->n_outputs);
         }
+        if (t[i].rank > GR_MAX_DIMS)
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                "index %llu: rank %u (at most %d dimensions)",
+                                (unsigned long long)i, t[i].rank, GR_MAX_DIMS);
+        if (t[i].rank > 0) {
+            unsigned __int128 product = 1;
+
+            for (uint32_t d = 0; d < t[i].rank; d++)
+                product = t[i].shape[d] == 0 || product > UINT64_MAX ? 0
+                                                                     : product * t[i].shape[d];
+            if (product != t[i].elems)
+                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                    "index %llu: the shape's dimensions must multiply to its %llu "
+                                    "elements, and none be 0",
+                                    (unsigned long long)i, (unsigned long long)t[i].elems);
+        }
         if (t[i].elems > (UINTPTR_MAX / 2) / gr_graph_widest_port(g) ||
             gr_graph_layout(g, t[i].elems, NULL, &bytes) != GR_OK)
             return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
@@ -546,7 +562,7 @@ static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *ten
         const gr_node *n = &g->nodes[i];
         const char *missing;
 
-        if (n->kind == GR_NODE_KERNEL && (missing = rt->backend->kernel_missing(n->kernel)))
+        if (n->kind == GR_NODE_KERNEL && (missing = rt->backend->kernel_missing(&rt->env, n->kernel)))
             return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, n->name,
                                 "node '%s': kernel '%s' %s, which the %s backend needs",
                                 n->name, n->kernel->name, missing, rt->backend->name);

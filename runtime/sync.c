@@ -100,3 +100,20 @@ gr_status gr_error_set(gr_error_info *err, gr_status status, uint64_t index, con
     va_end(ap);
     return status;
 }
+
+void gr_error_prefix(gr_error_info *err, const char *fmt, ...)
+{
+    char prefix[sizeof(err->message)], rest[sizeof(err->message)];
+    size_t n;
+    va_list ap;
+
+    if (err == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    gr_strlcpy(rest, err->message, sizeof(rest));
+    n = strlen(prefix);
+    memcpy(err->message, prefix, n);
+    gr_strlcpy(err->message + n, rest, sizeof(err->message) - n);
+}

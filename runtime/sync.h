@@ -70,4 +70,10 @@ void gr_strlcpy(char *dst, const char *src, size_t size);
 gr_status gr_error_set(gr_error_info *err, gr_status status, uint64_t index, const char *node,
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Put a printf-style prefix in front of err->message (when err is not NULL), cutting the
+ * end of the message if the two do not fit: for callers that say where an inner failure
+ * happened ("FILE:LINE:COL: ", "kernel 'x': "). */
+void gr_error_prefix(gr_error_info *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #endif /* GR_SYNC_H */

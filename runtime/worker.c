@@ -101,6 +101,12 @@ static void set_view(gr_worker *w, const gr_job *job, const gr_unit *u)
 
     memset(&w->view, 0, sizeof(w->view));
     w->view.elems = u->elems;
+    /* The shape is the tensor's when the unit is the whole of it; a chunk or a batch (only
+     * ever of elementwise kernels, which ignore it) is one dimension. */
+    if (u->tensors == 1 && u->offset == 0 && u->elems == t->elems) {
+        w->view.rank = t->rank;
+        memcpy(w->view.shape, t->shape, sizeof(w->view.shape));
+    }
     for (uint32_t p = 0; p < g->n_inputs; p++)
         w->view.in[p] = u->staged ? (const void *)(w->staging + w->staging_at[p])
                                   : (const void *)((const char *)t->in[p] +

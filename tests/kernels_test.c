@@ -49,12 +49,16 @@ static void run(const char *name, const gr_kernel_args *a)
 
 static void registry_lookup(void)
 {
-    static const char *const builtins[] = {"mul", "add", "pow", "axpby", "seed"};
+    static const char *const builtins[] = {
+        "mul", "add", "pow", "axpby", "seed", "sub", "div", "exp", "log",
+        "tanh", "sigmoid", "clamp", "mul2", "add2", "softmax", "sum", "normalize",
+    };
+    uint32_t n = sizeof(builtins) / sizeof(builtins[0]);
 
     /* The built-ins come first, in their table's order, each complete: both
-     * implementations, float32 throughout, elementwise. */
-    ASSERT_EQ(gr_kernel_count(), 5);
-    for (uint32_t i = 0; i < 5; i++) {
+     * implementations, float32 throughout; elementwise all but the last three. */
+    ASSERT_EQ(gr_kernel_count(), n);
+    for (uint32_t i = 0; i < n; i++) {
         const gr_kernel *k = gr__kernel_at(i);
 
         ASSERT_TRUE(k != NULL);
@@ -64,7 +68,7 @@ static void registry_lookup(void)
         ASSERT_TRUE(k->def.cpu != NULL);
         ASSERT_EQ(k->def.cuda_kind, GR_CUDA_ENTRY);
         ASSERT_TRUE(k->def.cuda != NULL);
-        ASSERT_TRUE(k->def.elementwise);
+        ASSERT_EQ(k->def.elementwise, i < n - 3);
         ASSERT_EQ(k->def.out_dtype, GR_DTYPE_FLOAT32);
         ASSERT_EQ(k->id, i + 1);
     }
@@ -308,7 +312,7 @@ static void concurrent_registration(void)
         const gr_kernel *k = gr__kernel_at(gr_kernel_count() - 1);
 
         ASSERT_TRUE(k != NULL && k->def.name == k->name);
-        ASSERT_TRUE(k->id <= 5 || k->def.cpu == twice); /* a built-in, or a whole new entry */
+        ASSERT_TRUE(k->id <= 17 || k->def.cpu == twice); /* a built-in, or a whole new entry */
     }
     for (int t = 0; t < RACERS; t++) {
         void *won;
@@ -332,6 +336,135 @@ static void concurrent_registration(void)
         ASSERT_GT(gr__kernel_at(i)->id, gr__kernel_at(i - 1)->id);
 }
 
+/* The other elementwise built-ins against their formulas (the same C functions: what this
+ * checks is each kernel's plumbing, its scalars and its second input). */
+static void more_elementwise_kernels(void)
+{
+    static float out[N], y[N], pos[N];
+    gr_kernel_args a;
+
+    fill(11);
+    for (int i = 0; i < N; i++) {
+        y[i] = data[(i * 13) % N] - 0.5f;
+        pos[i] = data[i] + 0.125f; /* > 0, for log */
+    }
+    a = args1(data, out, 0.75f);
+    run("sub", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == data[i] - 0.75f);
+    a = args1(data, out, 3.0f);
+    run("div", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == data[i] / 3.0f);
+    a = args1(y, out, 0);
+    run("exp", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == expf(y[i]));
+    a = args1(pos, out, 0);
+    run("log", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == logf(pos[i]));
+    a = args1(y, out, 0);
+    run("tanh", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == tanhf(y[i]));
+    run("sigmoid", &a);
+    for (int i = 0; i < N; i++) {
+        ASSERT_TRUE(out[i] == 1.0f / (1.0f + expf(-y[i])));
+        ASSERT_TRUE(out[i] >= 0.0f && out[i] <= 1.0f);
+    }
+    a = args1(y, out, -0.25f);
+    a.s[1].f32 = 0.25f;
+    run("clamp", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == (y[i] < -0.25f ? -0.25f : y[i] > 0.25f ? 0.25f : y[i]));
+    a = args1(data, out, 0);
+    a.in[1] = y;
+    a.in_n[1] = N;
+    run("mul2", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == data[i] * y[i]);
+    run("add2", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == data[i] + y[i]);
+}
+
+/* softmax over rows of the last dimension, against a reference in double; one row when
+ * the tensor has no shape. */
+static void softmax_rows(void)
+{
+    static const uint64_t cols_of[] = {1, 7, 4099};
+    static float out[N];
+
+    fill(12);
+    for (size_t c = 0; c < sizeof(cols_of) / sizeof(cols_of[0]); c++) {
+        uint64_t cols = cols_of[c], rows = N / cols, n = rows * cols;
+        gr_kernel_args a = args1(data, out, 0);
+
+        a.n = a.in_n[0] = n;
+        a.rank = 2;
+        a.shape[0] = rows;
+        a.shape[1] = cols;
+        if (cols == N)
+            a.rank = 0; /* the whole tensor, one row */
+        run("softmax", &a);
+        for (uint64_t r = 0; r < rows; r++) {
+            double max = data[r * cols], sum = 0, total = 0;
+
+            for (uint64_t j = 0; j < cols; j++)
+                max = fmax(max, data[r * cols + j]);
+            for (uint64_t j = 0; j < cols; j++)
+                sum += exp(data[r * cols + j] - max);
+            for (uint64_t j = 0; j < cols; j++) {
+                double want = exp(data[r * cols + j] - max) / sum, got = out[r * cols + j];
+
+                if (fabs(got - want) > 1e-6 * want + 1e-30)
+                    GR_TEST_FAIL("%llu columns, row %llu, column %llu: %.9g, want %.9g",
+                                 (unsigned long long)cols, (unsigned long long)r,
+                                 (unsigned long long)j, got, want);
+                total += got;
+            }
+            ASSERT_TRUE(fabs(total - 1.0) < 1e-5);
+        }
+    }
+}
+
+/* sum writes one element, the tensor's sum (in double, rounded once). */
+static void sum_of_tensor(void)
+{
+    float out[2] = {-1.0f, -1.0f};
+    gr_kernel_args a;
+    double want = 0;
+
+    fill(13);
+    for (int i = 0; i < N; i++)
+        want += data[i];
+    a = args1(data, out, 0);
+    a.n = 1;
+    run("sum", &a);
+    ASSERT_TRUE(out[0] == (float)want);
+    ASSERT_TRUE(out[1] == -1.0f); /* one element, no more */
+}
+
+/* normalize: (x - mean[c]) / std[c] with c = i % C, channels last. */
+static void normalize_per_channel(void)
+{
+    static float out[N];
+    const float mean[3] = {0.25f, 0.5f, 0.75f}, sd[3] = {2.0f, 0.5f, 4.0f};
+    gr_kernel_args a;
+
+    fill(14);
+    a = args1(data, out, 0);
+    a.in[1] = mean;
+    a.in[2] = sd;
+    a.in_n[1] = a.in_n[2] = 3;
+    run("normalize", &a);
+    for (int i = 0; i < N; i++)
+        ASSERT_TRUE(out[i] == (data[i] - mean[i % 3]) / sd[i % 3]);
+}
+
 GR_TEST_MAIN(GR_TEST(registry_lookup), GR_TEST(elementwise_kernels_match_definitions),
              GR_TEST(seed_equals_composition), GR_TEST(user_kernel_registered),
-             GR_TEST(bad_definitions_refused), GR_TEST(concurrent_registration))
+             GR_TEST(bad_definitions_refused), GR_TEST(concurrent_registration),
+             GR_TEST(more_elementwise_kernels), GR_TEST(softmax_rows), GR_TEST(sum_of_tensor),
+             GR_TEST(normalize_per_channel))

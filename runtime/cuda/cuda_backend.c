@@ -16,8 +16,10 @@
  * No runtime lock is held across any CUDA call.
  *
  * Kernels: a node's kernel is resolved for the worker's context when its graph is built
- * (resolve_kernel): the registry's CUDA implementation, a __global__ entry of this CUDA
- * runtime or a cudaKernel_t, both valid in every context of the process.
+ * (resolve_kernel): a __global__ entry of this CUDA runtime or a cudaKernel_t (valid in
+ * every context of the process); a source kernel's library, loaded once for the process
+ * (source_kernel); a CUfunction (primary contexts only), put in by the driver API; a
+ * launch callback, captured into a child graph (lowering.h).
  *
  * Errors: a sticky error (illegal address, launch failure, ...) leaves the context unusable.
  * In the shared primary context the whole device is out (GR_REACH_DEVICE: the runtime marks
@@ -32,6 +34,7 @@
  * host-side range can cover them one by one; Nsight Systems' CUDA trace shows those nodes.
  */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +58,7 @@ typedef struct cuda_device {
 typedef struct cuda_worker {
     CUcontext ctx; /* private context, or NULL for the primary one */
     cudaStream_t stream;
+    cudaStream_t capture; /* launch callbacks are captured here (lowering.h) */
     cudaEvent_t done;
     uint64_t clock; /* for least-recently-used eviction in the graph cache */
     gr_cuda_graph cache[GRAPH_CACHE];
@@ -320,16 +324,25 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
         st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
         goto out_destroy_ctx;
     }
+    e = gr__fault_hit(GR_FAULT_STREAM)
+            ? cudaErrorMemoryAllocation
+            : cudaStreamCreateWithFlags(&cw->capture, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
+        goto out_destroy_stream;
+    }
     e = gr__fault_hit(GR_FAULT_EVENT)
             ? cudaErrorMemoryAllocation
             : cudaEventCreateWithFlags(&cw->done, cudaEventBlockingSync | cudaEventDisableTiming);
     if (e != cudaSuccess) {
         st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaEventCreateWithFlags");
-        goto out_destroy_stream;
+        goto out_destroy_capture;
     }
     w->backend_state = cw;
     return GR_OK;
 
+out_destroy_capture:
+    cudaStreamDestroy(cw->capture);
 out_destroy_stream:
     cudaStreamDestroy(cw->stream);
 out_destroy_ctx:
@@ -349,6 +362,7 @@ static void cuda_worker_close(gr_worker *w)
     for (int i = 0; i < GRAPH_CACHE; i++)
         gr_cuda_graph_release(&cw->cache[i]);
     cudaEventDestroy(cw->done);
+    cudaStreamDestroy(cw->capture);
     cudaStreamDestroy(cw->stream);
     if (cw->ctx)
         gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
@@ -356,27 +370,110 @@ static void cuda_worker_close(gr_worker *w)
     free(cw);
 }
 
-/* How this worker's context launches kernel k (lowering.h: gr_cuda_resolve_fn). Both kinds
- * of CUDA implementation the registry holds are valid in every context of the process. */
-static gr_status resolve_kernel(void *ctx, const gr_kernel *k, const void **func,
-                                gr_error_info *err)
+/* Source kernels' modules, for the process: a library per source kernel, loaded from its
+ * PTX (the driver compiles it for each device's architecture when a context first uses
+ * it) and never unloaded, as the registry never drops a kernel. Libraries are independent
+ * of contexts, so every runtime and every context of the process shares one. */
+typedef struct loaded_source {
+    uint64_t kernel_id;
+    cudaLibrary_t lib;
+    cudaKernel_t kernel;
+} loaded_source;
+
+static pthread_mutex_t sources_mu = PTHREAD_MUTEX_INITIALIZER;
+static loaded_source *sources;
+static uint32_t n_sources, sources_cap;
+
+static gr_status source_kernel(const gr_kernel *k, const void **func, gr_error_info *err)
 {
-    (void)ctx;
+    gr_status st = GR_OK;
+    cudaLibrary_t lib = NULL;
+    cudaKernel_t kernel = NULL;
+    cudaError_t e;
+
+    pthread_mutex_lock(&sources_mu);
+    for (uint32_t i = 0; i < n_sources; i++)
+        if (sources[i].kernel_id == k->id) {
+            *func = (const void *)sources[i].kernel;
+            goto out;
+        }
+    /* Loading under the lock: once per source kernel in the process, at graph build. */
+    e = cudaLibraryLoadData(&lib, k->ptx, NULL, NULL, 0, NULL, NULL, 0);
+    if (e == cudaSuccess)
+        e = cudaLibraryGetKernel(&kernel, lib, k->cuda_name);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (lib)
+            cudaLibraryUnload(lib);
+        st = gr_error_set(err, e == cudaErrorMemoryAllocation ? GR_ERR_CUDA : GR_ERR_UNAVAILABLE,
+                          GR_NO_INDEX, NULL,
+                          "kernel '%s': cannot load its compiled source or find '%s' in it: "
+                          "%s: %s",
+                          k->name, k->cuda_name, cudaGetErrorName(e), cudaGetErrorString(e));
+        goto out;
+    }
+    if (n_sources == sources_cap) {
+        uint32_t cap = sources_cap ? 2 * sources_cap : 16;
+        loaded_source *grown = realloc(sources, cap * sizeof(*grown));
+
+        if (grown == NULL) {
+            cudaLibraryUnload(lib);
+            st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+            goto out;
+        }
+        sources = grown;
+        sources_cap = cap;
+    }
+    sources[n_sources++] = (loaded_source){k->id, lib, kernel};
+    *func = (const void *)kernel;
+out:
+    pthread_mutex_unlock(&sources_mu);
+    return st;
+}
+
+static const char *cuda_kernel_missing(const gr_backend_env *env, const gr_kernel *k)
+{
     switch (k->def.cuda_kind) {
-    case GR_CUDA_ENTRY:
-    case GR_CUDA_KERNEL:
-        *func = k->def.cuda;
-        return GR_OK;
     case GR_CUDA_NONE:
+        return "has no CUDA implementation";
+    case GR_CUDA_SOURCE:
+        return k->ptx == NULL ? k->cuda_unavailable : NULL;
+    case GR_CUDA_FUNCTION:
+        return env->cfg->context_mode == GR_CONTEXT_PRIVATE
+                   ? "is a CUfunction, which only its own context can launch, and workers "
+                     "have private contexts (use GR_CUDA_KERNEL, or primary contexts)"
+                   : NULL;
     default:
-        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
-                            "kernel '%s' has no CUDA implementation", k->name);
+        return NULL;
     }
 }
 
-static const char *cuda_kernel_missing(const gr_kernel *k)
+/* How this worker's context launches kernel k (lowering.h: gr_cuda_resolve_fn). Entries,
+ * cudaKernel_t handles and loaded sources are valid in every context; a CUfunction only in
+ * the primary context (kernel_missing keeps it from private ones). */
+static gr_status resolve_kernel(void *ctx, const gr_kernel *k, gr_cuda_impl *impl,
+                                gr_error_info *err)
 {
-    return k->def.cuda_kind == GR_CUDA_NONE ? "has no CUDA implementation" : NULL;
+    gr_worker *w = ctx;
+    const char *missing = cuda_kernel_missing(w->env, k);
+
+    impl->how = GR_CUDA_NODE_KERNEL;
+    impl->func = k->def.cuda;
+    if (missing != NULL)
+        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "kernel '%s' %s",
+                            k->name, missing);
+    switch (k->def.cuda_kind) {
+    case GR_CUDA_SOURCE:
+        return source_kernel(k, &impl->func, err);
+    case GR_CUDA_FUNCTION:
+        impl->how = GR_CUDA_NODE_FUNCTION;
+        return GR_OK;
+    case GR_CUDA_LAUNCH:
+        impl->how = GR_CUDA_NODE_CAPTURE;
+        return GR_OK;
+    default:
+        return GR_OK;
+    }
 }
 
 /* The worker's lowered graph for this template and these host memory kinds, updated to
@@ -385,7 +482,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
                                gr_cuda_graph **out, gr_error_info *err)
 {
     cuda_device *cd = w->dev->backend_state;
-    gr_cuda_target target = {cd->sm_count, resolve_kernel, cw};
+    gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture};
     uint32_t kinds = gr_cuda_host_kinds(it);
     gr_cuda_graph *victim = &cw->cache[0];
     gr_status st;

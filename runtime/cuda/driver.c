@@ -37,7 +37,7 @@ static void load_all(void)
     if (LOAD(cuDeviceGet) && LOAD(cuCtxCreate) && LOAD(cuCtxDestroy) && LOAD(cuCtxSetCurrent) &&
         LOAD(cuMemCreate) && LOAD(cuMemRelease) && LOAD(cuMemAddressReserve) &&
         LOAD(cuMemAddressFree) && LOAD(cuMemMap) && LOAD(cuMemUnmap) && LOAD(cuMemSetAccess) &&
-        LOAD(cuGetErrorName))
+        LOAD(cuGetErrorName) && LOAD(cuGraphAddKernelNode) && LOAD(cuGraphExecKernelNodeSetParams))
         loaded = &driver;
 #undef LOAD
 }

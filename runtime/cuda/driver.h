@@ -1,6 +1,7 @@
 /*
  * cuda/driver.h - the few CUDA driver API functions graphrun needs (private contexts and
- * their shared device region), reached through cudaGetDriverEntryPointByVersion.
+ * their shared device region, kernel nodes of CUfunctions), reached through
+ * cudaGetDriverEntryPointByVersion.
  *
  * Nothing links libcuda: the static CUDA runtime finds the driver at run time, so the same
  * binary starts on a machine without one (and then simply has no CUDA backend).
@@ -28,6 +29,11 @@ typedef struct gr_cuda_driver {
     CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
     CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
     CUresult (*cuGetErrorName)(CUresult, const char **);
+    /* Kernel nodes of CUfunctions (GR_CUDA_FUNCTION), which the runtime API does not take. */
+    CUresult (*cuGraphAddKernelNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                     const CUDA_KERNEL_NODE_PARAMS *);
+    CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode,
+                                               const CUDA_KERNEL_NODE_PARAMS *);
 } gr_cuda_driver;
 
 /* The driver's functions, loaded once; NULL (with `err` filled) when the driver does not

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/cuda/cuda.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/fault.h"
 #include "runtime/sync.h"
 
@@ -18,7 +19,7 @@ gr_status gr_cuda_error(gr_error_info *err, gr_status st, cudaError_t e, const c
 }
 
 /* The launch rule (graphrun.h): ceil(n / block) blocks, at most blocks_per_sm per
- * multiprocessor. */
+ * multiprocessor and at most max_blocks. */
 static void launch_shape(const gr_kernel *k, uint64_t n, int sm_count, unsigned *grid,
                          unsigned *block)
 {
@@ -28,22 +29,24 @@ static void launch_shape(const gr_kernel *k, uint64_t n, int sm_count, unsigned 
     uint64_t blocks = (n + b - 1) / b;
     uint64_t cap = (uint64_t)(sm_count > 0 ? sm_count : 1) * per_sm;
 
+    if (k->def.cuda_max_blocks && cap > k->def.cuda_max_blocks)
+        cap = k->def.cuda_max_blocks;
     if (cap > INT32_MAX)
         cap = INT32_MAX;
     *grid = (unsigned)(blocks < cap ? blocks : cap);
     *block = (unsigned)b;
 }
 
-/* This node's parameters in iteration `it`; a kernel's function is what the node had
- * (`func`), resolved once when the graph is built. */
+/* This node's parameters in iteration `it`; a kernel's implementation is what the node had
+ * (`impl`), resolved once when the graph is built. */
 static void node_state(const gr_iteration *it, const gr_node *node, int sm_count,
-                       const void *func, gr_cuda_node_state *s)
+                       const gr_cuda_impl *impl, gr_cuda_node_state *s)
 {
     memset(s, 0, sizeof(*s));
     if (node->kind == GR_NODE_KERNEL) {
         gr_graph_node_args(it, node, &s->args);
         launch_shape(node->kernel, s->args.n, sm_count, &s->grid, &s->block);
-        s->func = func;
+        s->impl = *impl;
     } else {
         gr_graph_node_copy(it, node, &s->dst, &s->src, &s->bytes);
     }
@@ -53,12 +56,141 @@ static void kernel_params(gr_cuda_node_state *s, void **args, struct cudaKernelN
 {
     memset(p, 0, sizeof(*p));
     args[0] = &s->args;
-    p->func = (void *)s->func;
+    p->func = (void *)s->impl.func;
     p->gridDim.x = s->grid;
     p->gridDim.y = p->gridDim.z = 1;
     p->blockDim.x = s->block;
     p->blockDim.y = p->blockDim.z = 1;
     p->kernelParams = args;
+}
+
+static void function_params(gr_cuda_node_state *s, void **args, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    memset(p, 0, sizeof(*p));
+    args[0] = &s->args;
+    p->func = (CUfunction)s->impl.func;
+    p->gridDimX = s->grid;
+    p->gridDimY = p->gridDimZ = 1;
+    p->blockDimX = s->block;
+    p->blockDimY = p->blockDimZ = 1;
+    p->kernelParams = args;
+}
+
+/* The launch callback's work for these arguments, captured on the target's capture stream
+ * into *child. The callback's nonzero return, or a capture it broke (a synchronization, a
+ * call on another stream), fails the iteration. */
+static gr_status capture(const gr_cuda_target *target, const gr_node *node,
+                         gr_cuda_node_state *s, cudaGraph_t *child, gr_error_info *err)
+{
+    gr_kernel_launch_fn launch = (gr_kernel_launch_fn)(uintptr_t)s->impl.func;
+    cudaError_t e = cudaStreamBeginCapture(target->capture_stream,
+                                           cudaStreamCaptureModeThreadLocal);
+    int rc;
+
+    *child = NULL;
+    if (e != cudaSuccess)
+        return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaStreamBeginCapture");
+    rc = launch((void *)target->capture_stream, &s->args, node->kernel->def.user);
+    e = cudaStreamEndCapture(target->capture_stream, child);
+    if (rc != 0) {
+        if (e == cudaSuccess)
+            cudaGraphDestroy(*child);
+        cudaGetLastError();
+        *child = NULL;
+        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
+                            "kernel '%s': its launch callback returned %d", node->kernel->name,
+                            rc);
+    }
+    if (e != cudaSuccess) {
+        *child = NULL;
+        return gr_cuda_error(err, GR_ERR_CUDA, e, node->name,
+                             "cudaStreamEndCapture (the launch callback must only enqueue "
+                             "work on the stream it is given)");
+    }
+    return GR_OK;
+}
+
+/* Add kernel node i of the template, with state s, after `deps`. */
+static gr_status add_kernel(gr_cuda_graph *cg, const gr_cuda_target *target,
+                            const gr_node *node, uint32_t i, const cudaGraphNode_t *deps,
+                            size_t n_deps, gr_error_info *err)
+{
+    gr_cuda_node_state *s = &cg->state[i];
+    const gr_cuda_driver *drv;
+    struct cudaKernelNodeParams params;
+    CUDA_KERNEL_NODE_PARAMS fparams;
+    cudaGraph_t child;
+    void *args[1];
+    gr_status st;
+    cudaError_t e;
+    CUresult r;
+
+    switch (s->impl.how) {
+    case GR_CUDA_NODE_FUNCTION:
+        if ((drv = gr_cuda_driver_get(err)) == NULL)
+            return GR_ERR_UNAVAILABLE;
+        function_params(s, args, &fparams);
+        r = drv->cuGraphAddKernelNode((CUgraphNode *)&cg->nodes[i], (CUgraph)cg->graph,
+                                      (const CUgraphNode *)deps, n_deps, &fparams);
+        if (r != CUDA_SUCCESS)
+            return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
+                                "cuGraphAddKernelNode: %s", gr_cuda_driver_error_name(r));
+        return GR_OK;
+    case GR_CUDA_NODE_CAPTURE:
+        if ((st = capture(target, node, s, &child, err)) != GR_OK)
+            return st;
+        e = cudaGraphAddChildGraphNode(&cg->nodes[i], cg->graph, deps, n_deps, child);
+        cudaGraphDestroy(child); /* the node holds its own copy */
+        break;
+    case GR_CUDA_NODE_KERNEL:
+    default:
+        kernel_params(s, args, &params);
+        e = cudaGraphAddKernelNode(&cg->nodes[i], cg->graph, deps, n_deps, &params);
+        break;
+    }
+    if (e != cudaSuccess) {
+        cg->error = e;
+        return gr_cuda_error(err, GR_ERR_CUDA, e, node->name,
+                             s->impl.how == GR_CUDA_NODE_CAPTURE ? "cudaGraphAddChildGraphNode"
+                                                                 : "cudaGraphAddKernelNode");
+    }
+    return GR_OK;
+}
+
+/* Give kernel node i the parameters s in place. Anything but success means the graph must
+ * be built again (the caller does). */
+static cudaError_t set_kernel(gr_cuda_graph *cg, const gr_cuda_target *target,
+                              const gr_node *node, uint32_t i, gr_cuda_node_state *s)
+{
+    const gr_cuda_driver *drv;
+    struct cudaKernelNodeParams params;
+    CUDA_KERNEL_NODE_PARAMS fparams;
+    cudaGraph_t child;
+    void *args[1];
+    cudaError_t e;
+
+    switch (s->impl.how) {
+    case GR_CUDA_NODE_FUNCTION:
+        if ((drv = gr_cuda_driver_get(NULL)) == NULL)
+            return cudaErrorNotSupported;
+        function_params(s, args, &fparams);
+        return drv->cuGraphExecKernelNodeSetParams((CUgraphExec)cg->exec,
+                                                   (CUgraphNode)cg->nodes[i],
+                                                   &fparams) == CUDA_SUCCESS
+                   ? cudaSuccess
+                   : cudaErrorGraphExecUpdateFailure;
+    case GR_CUDA_NODE_CAPTURE:
+        if (capture(target, node, s, &child, NULL) != GR_OK)
+            return cudaErrorGraphExecUpdateFailure;
+        /* The new capture must have the old one's shape; when it does not, rebuild. */
+        e = cudaGraphExecChildGraphNodeSetParams(cg->exec, cg->nodes[i], child);
+        cudaGraphDestroy(child);
+        return e;
+    case GR_CUDA_NODE_KERNEL:
+    default:
+        kernel_params(s, args, &params);
+        return cudaGraphExecKernelNodeSetParams(cg->exec, cg->nodes[i], &params);
+    }
 }
 
 static enum cudaMemcpyKind copy_kind(const gr_node *node)
@@ -122,24 +254,21 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
             if ((node->preds >> p) & 1)
                 deps[n_deps++] = cg->nodes[p];
         if (node->kind == GR_NODE_KERNEL) {
-            struct cudaKernelNodeParams params;
-            const void *func = NULL;
-            void *args[1];
-            gr_status st = target->resolve(target->resolve_ctx, node->kernel, &func, err);
+            gr_cuda_impl impl;
+            gr_status st = target->resolve(target->resolve_ctx, node->kernel, &impl, err);
 
+            if (st == GR_OK) {
+                node_state(it, node, target->sm_count, &impl, s);
+                st = add_kernel(cg, target, node, i, deps, n_deps, err);
+            }
             if (st != GR_OK) {
+                cudaError_t sticky = cg->error;
+
                 gr_cuda_graph_release(cg);
+                cg->error = sticky;
                 if (err)
                     gr_strlcpy(err->node, node->name, sizeof(err->node));
                 return st;
-            }
-            node_state(it, node, target->sm_count, func, s);
-            kernel_params(s, args, &params);
-            e = cudaGraphAddKernelNode(&cg->nodes[i], cg->graph, deps, n_deps, &params);
-            if (e != cudaSuccess) {
-                gr_cuda_graph_release(cg);
-                cg->error = e;
-                return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaGraphAddKernelNode");
             }
         } else {
             node_state(it, node, target->sm_count, NULL, s);
@@ -180,15 +309,11 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
         gr_cuda_node_state s;
         cudaError_t e;
 
-        node_state(it, node, target->sm_count, cg->state[i].func, &s);
+        node_state(it, node, target->sm_count, &cg->state[i].impl, &s);
         if (memcmp(&s, &cg->state[i], sizeof(s)) == 0)
             continue;
         if (node->kind == GR_NODE_KERNEL) {
-            struct cudaKernelNodeParams params;
-            void *args[1];
-
-            kernel_params(&s, args, &params);
-            e = cudaGraphExecKernelNodeSetParams(cg->exec, cg->nodes[i], &params);
+            e = set_kernel(cg, target, node, i, &s);
         } else {
             e = cudaGraphExecMemcpyNodeSetParams1D(cg->exec, cg->nodes[i], s.dst, s.src,
                                                    s.bytes, copy_kind(node));

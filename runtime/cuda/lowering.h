@@ -22,28 +22,42 @@
 
 #include "graph/graph.h"
 
+/* How a kernel node is put into the graph, by its kernel's CUDA implementation. */
+typedef enum gr_cuda_node_how {
+    GR_CUDA_NODE_KERNEL = 0, /* a kernel node of the runtime API; func: a __global__ entry of
+                                this CUDA runtime, or a cudaKernel_t */
+    GR_CUDA_NODE_FUNCTION,   /* a kernel node of the driver API; func: a CUfunction */
+    GR_CUDA_NODE_CAPTURE,    /* a child graph captured from func, a gr_kernel_launch_fn */
+} gr_cuda_node_how;
+
+typedef struct gr_cuda_impl {
+    gr_cuda_node_how how;
+    const void *func;
+} gr_cuda_impl;
+
 /* The parameters one node was last given, to skip updates that change nothing. */
 typedef struct gr_cuda_node_state {
     void *dst;
     const void *src;
     uint64_t bytes;
     gr_kernel_args args;
-    const void *func; /* the kernel as this context launches it (gr_cuda_resolve_fn) */
+    gr_cuda_impl impl; /* the kernel as this context launches it (gr_cuda_resolve_fn) */
     unsigned grid, block;
 } gr_cuda_node_state;
 
-/* How the worker's context launches kernel `k`: what cudaKernelNodeParams.func takes (a
- * __global__ entry of this CUDA runtime, or a cudaKernel_t). GR_ERR_UNAVAILABLE with the
- * reason when it cannot. */
-typedef gr_status (*gr_cuda_resolve_fn)(void *ctx, const gr_kernel *k, const void **func,
+/* How the worker's context launches kernel `k`. GR_ERR_UNAVAILABLE (or the status of what
+ * failed: loading a module, say) with the reason when it cannot. */
+typedef gr_status (*gr_cuda_resolve_fn)(void *ctx, const gr_kernel *k, gr_cuda_impl *impl,
                                         gr_error_info *err);
 
-/* What lowering needs of the worker: its device's multiprocessors, for the grid rule, and
- * its kernel resolver. */
+/* What lowering needs of the worker: its device's multiprocessors, for the grid rule; its
+ * kernel resolver; the stream it captures launch callbacks on (never the one it launches
+ * graphs on, which must stay free of captures). */
 typedef struct gr_cuda_target {
     int sm_count;
     gr_cuda_resolve_fn resolve;
     void *resolve_ctx;
+    cudaStream_t capture_stream;
 } gr_cuda_target;
 
 typedef struct gr_cuda_graph {

@@ -95,8 +95,9 @@ static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     return GR_OK;
 }
 
-static const char *host_kernel_missing(const gr_kernel *k)
+static const char *host_kernel_missing(const gr_backend_env *env, const gr_kernel *k)
 {
+    (void)env;
     return k->def.cpu == NULL ? "has no CPU implementation" : NULL;
 }
 

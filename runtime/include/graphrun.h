@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define GR_VERSION_MAJOR 0
-#define GR_VERSION_MINOR 1
+#define GR_VERSION_MINOR 2
 #define GR_VERSION_PATCH 0
 
 /* ---------------------------------------------------------------------------------------
@@ -388,6 +388,21 @@ gr_status gr_host_register(void *p, uint64_t bytes);
 gr_status gr_host_unregister(void *p);
 
 /* ---------------------------------------------------------------------------------------
+ * Element types. Every buffer, host port and kernel argument has one; float32 is the only
+ * one so far.
+ * ------------------------------------------------------------------------------------- */
+typedef enum gr_dtype {
+    GR_DTYPE_FLOAT32 = 0,
+    GR_DTYPE_COUNT_
+} gr_dtype;
+
+/* "float32"; "unknown" for other values. Any thread. */
+const char *gr_dtype_name(gr_dtype t);
+
+/* Bytes per element; 0 for an unknown type. Any thread. */
+uint32_t gr_dtype_size(gr_dtype t);
+
+/* ---------------------------------------------------------------------------------------
  * Graph templates.
  *
  * A graph describes one iteration, for one tensor: named device buffers whose sizes are a
@@ -408,6 +423,7 @@ typedef struct gr_graph gr_graph;
 #define GR_MAX_SCALARS 8  /* scalar arguments per kernel node */
 #define GR_MAX_KERNEL_INPUTS 4 /* input buffers per kernel node */
 #define GR_NAME_MAX 31 /* longest buffer or node name */
+#define GR_MAX_DIMS 4  /* dimensions of a tensor's shape (gr_tensor) */
 
 /* Every device buffer starts on, and is sized to, a multiple of this many bytes: enough for
  * coalesced and vectorized device access (cudaMalloc itself aligns to 256). */
@@ -426,7 +442,30 @@ const char *gr_graph_error(const gr_graph *g);
 /* A buffer of ceil(tensor_elems * num / den) float32 elements. Owner. */
 gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint32_t den);
 
-/* Copy host input `port` (tensor_elems floats) into `buffer`. Owner. */
+/* A buffer described in full: its element type, and its size, either relative to the
+ * tensor (ceil(tensor_elems * num / den) elements, the default 1/1) or, with fixed_elems
+ * nonzero, exactly fixed_elems elements whatever the tensor (a reduction's result, a small
+ * vector of per-channel constants). Host ports copied to or from a fixed buffer move its
+ * fixed_elems elements per tensor. Start from GR_BUFFER_DESC_INIT. */
+typedef struct gr_buffer_desc {
+    uint32_t struct_size;
+    uint32_t magic; /* GR_BUFFER_DESC_MAGIC */
+    gr_dtype dtype;
+    uint32_t num, den;
+    uint64_t fixed_elems;
+} gr_buffer_desc;
+
+#define GR_BUFFER_DESC_MAGIC 0x67724244u /* "grBD" */
+#define GR_BUFFER_DESC_INIT                                                                 \
+    {                                                                                       \
+        sizeof(gr_buffer_desc), GR_BUFFER_DESC_MAGIC, GR_DTYPE_FLOAT32, 1, 1, 0             \
+    }
+
+/* Owner. */
+gr_status gr_graph_add_buffer_desc(gr_graph *g, const char *name, const gr_buffer_desc *desc);
+
+/* Copy host input `port` (tensor_elems elements, or a fixed buffer's fixed_elems) into
+ * `buffer`. Owner. */
 gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const char *buffer);
 
 /* Run a registered kernel over tensor_elems elements: reads `inputs`, writes `output`
@@ -436,7 +475,8 @@ gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
                               const char *const *inputs, uint32_t n_inputs, const char *output,
                               const float *scalars, uint32_t n_scalars);
 
-/* Copy `buffer` (tensor_elems floats) to host output `port`. Owner. */
+/* Copy `buffer` (tensor_elems elements, or a fixed buffer's fixed_elems) to host output
+ * `port`. Owner. */
 gr_status gr_graph_add_d2h(gr_graph *g, const char *node, const char *buffer, uint32_t port);
 
 /* Node `after` starts only when node `before` has finished. Owner. */
@@ -496,18 +536,6 @@ gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err);
  * dangling kernel) and limited to GR_MAX_KERNELS definitions.
  * ------------------------------------------------------------------------------------- */
 
-/* Element types. Every buffer and port has one; float32 is the only one so far. */
-typedef enum gr_dtype {
-    GR_DTYPE_FLOAT32 = 0,
-    GR_DTYPE_COUNT_
-} gr_dtype;
-
-/* "float32"; "unknown" for other values. Any thread. */
-const char *gr_dtype_name(gr_dtype t);
-
-/* Bytes per element; 0 for an unknown type. Any thread. */
-uint32_t gr_dtype_size(gr_dtype t);
-
 /* A scalar argument of a kernel, in the member its signature names (f32 for float32). */
 typedef union gr_scalar {
     float f32;
@@ -531,12 +559,29 @@ typedef struct gr_kernel_args {
     void *out;                            /* the output buffer */
     const void *in[GR_MAX_KERNEL_INPUTS]; /* the input buffers; unused ones NULL */
     uint64_t n;                           /* elements of `out` to compute */
-    uint64_t in_n[GR_MAX_KERNEL_INPUTS];  /* elements each input buffer holds (>= n) */
+    uint64_t in_n[GR_MAX_KERNEL_INPUTS];  /* elements of each input: the tensor's, or a
+                                             fixed buffer's (gr_buffer_desc) */
     gr_scalar s[GR_MAX_SCALARS];          /* the node's scalar arguments */
+    /* The tensor's shape (gr_tensor): rank 0 for an elementwise kernel's chunk or batch, and
+     * for a tensor given without one; then the data is one dimension of in_n[0] elements. */
+    uint64_t shape[GR_MAX_DIMS];
+    uint32_t rank;
+    uint32_t reserved_; /* zero */
 } gr_kernel_args;
 
 /* A CPU implementation: compute what `a` says; `user` is the definition's user pointer. */
 typedef void (*gr_kernel_cpu_fn)(const gr_kernel_args *a, void *user);
+
+/* A CUDA implementation as a launch callback (GR_CUDA_LAUNCH): enqueue the kernel's work
+ * on `stream` for the arguments `a` (device pointers), and return 0, or nonzero to fail
+ * the iteration. The calls are captured into the iteration's CUDA graph (stream capture,
+ * thread-local mode), and the capture is replayed; the callback runs again, and its capture
+ * replaces the old one, only when the arguments change. So it must enqueue the same kind
+ * of work for the same arguments, only stream-ordered work on `stream` (kernel launches,
+ * async copies and memsets, library calls that support capture, such as cuBLAS), and never
+ * synchronize. `stream` is a cudaStream_t (a CUstream), passed as a pointer so that this
+ * header needs no CUDA header. */
+typedef int (*gr_kernel_launch_fn)(void *stream, const gr_kernel_args *a, void *user);
 
 /* What gr_kernel_def.cuda holds. */
 typedef enum gr_cuda_kind {
@@ -549,7 +594,25 @@ typedef enum gr_cuda_kind {
      * or cudaLibraryGetKernel / cuLibraryGetKernel. Valid in every context and with every
      * CUDA runtime of the process. */
     GR_CUDA_KERNEL,
+    /* A CUfunction (cudaFunction_t, from cudaGetFuncBySymbol or cuModuleGetFunction): valid
+     * only in the context it was loaded in, so only with primary contexts (the CUDA
+     * backend refuses it with GR_CONTEXT_PRIVATE). */
+    GR_CUDA_FUNCTION,
+    /* A gr_kernel_launch_fn (cast to const void *), with `user` passed to it. */
+    GR_CUDA_LAUNCH,
+    /* CUDA C source text (NUL-terminated; copied), compiled at run time by NVRTC, with
+     * cuda_name naming its `extern "C" __global__ void NAME(gr_kernel_args)`. The source
+     * may #include "graphrun_kernel.h", which defines gr_kernel_args, gr_scalar and
+     * GR_FOR_EACH (docs/API.md). */
+    GR_CUDA_SOURCE,
 } gr_cuda_kind;
+
+/* How many elements a kernel writes to its output. */
+typedef enum gr_out_size {
+    GR_OUT_ELEMS = 0, /* as many as the tensor has: n = the tensor's elements */
+    GR_OUT_ONE,       /* one: a reduction of the whole tensor (n = 1) */
+    GR_OUT_ROWS,      /* one per row of the last dimension (n = elements / shape[rank-1]) */
+} gr_out_size;
 
 typedef struct gr_kernel_def {
     uint32_t struct_size; /* sizeof(gr_kernel_def) at the caller's compile time */
@@ -569,10 +632,18 @@ typedef struct gr_kernel_def {
     const void *cuda; /* as cuda_kind says */
     /* The launch rule on CUDA: blocks of cuda_block threads (0: 256, at most 1024), and
      * ceil(n / cuda_block) blocks, at most cuda_blocks_per_sm (0: 8) per multiprocessor of
-     * the device; the kernel must cover [0, n) whatever the grid (a grid-stride loop). */
+     * the device and at most cuda_max_blocks (0: no such cap); the kernel must cover [0, n)
+     * whatever the grid (a grid-stride loop). */
     uint32_t cuda_block;
     uint32_t cuda_blocks_per_sm;
-    void *user; /* passed to cpu */
+    void *user; /* passed to cpu (and to a launch callback) */
+    /* Appended in 0.2. */
+    gr_out_size out_size;    /* GR_OUT_ELEMS unless a reduction; elementwise needs ELEMS */
+    /* Bit i set: input i may be of any size (a small vector, a fixed buffer); the kernel
+     * reads in_n[i] elements of it. Clear: the input holds at least the tensor's elements. */
+    uint32_t small_inputs;
+    uint32_t cuda_max_blocks;
+    const char *cuda_name;   /* GR_CUDA_SOURCE: the entry's name; copied */
 } gr_kernel_def;
 
 #define GR_MAX_KERNELS 4096
@@ -592,6 +663,24 @@ typedef struct gr_kernel_def {
  * past GR_MAX_KERNELS; GR_ERR_OUT_OF_MEMORY. Any thread.
  */
 gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err);
+
+/*
+ * Register the kernels that the CUDA C source file at `path` declares, each compiled by
+ * NVRTC (GR_CUDA_SOURCE, no CPU implementation): a line of the form
+ *
+ *     // graphrun: kernel NAME [inputs=N] [scalars=N] [elementwise] [out=elems|one|rows]
+ *     //           [block=N] [blocks_per_sm=N] [max_blocks=N]   (all on one line)
+ *
+ * declares `extern "C" __global__ void NAME(gr_kernel_args a)` of the file, with its
+ * signature (inputs default 1, scalars 0, every type float32). A kernel of that name
+ * already registered from the very same file text and declaration is left as it is (so
+ * specs naming one file may be loaded many times); any other taken name is refused.
+ * GR_ERR_INVALID_ARGUMENT with "PATH:LINE:COL: reason" in err for a file that cannot be
+ * read, a malformed declaration, no declaration at all, or source NVRTC refuses (its log's
+ * first lines); GR_ERR_UNAVAILABLE when NVRTC cannot be loaded (the message says what to
+ * install). Kernels registered before a failure stay registered. Any thread.
+ */
+gr_status gr_kernel_load_file(const char *path, gr_error_info *err);
 
 /* Registered kernels, for listing (the built-ins first, then in registration order). */
 typedef struct gr_kernel_info {
@@ -614,13 +703,22 @@ gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out);
  * ------------------------------------------------------------------------------------- */
 typedef struct gr_job gr_job;
 
-/* One tensor: host pointers per port (float32 arrays of `elems` elements) and its size.
- * in[i] is read by the H2D nodes of input port i, out[i] written by the D2H of output port
- * i; out[i] may equal in[j] (in place). Unused ports must be NULL. */
+/* One tensor: host pointers per port and its size. in[i] is read by the H2D nodes of input
+ * port i, out[i] written by the D2H of output port i; each holds `elems` elements of the
+ * port's type (a port copied to or from a fixed buffer holds that buffer's fixed_elems).
+ * out[i] may equal in[j] (in place). Unused ports must be NULL.
+ *
+ * The shape is optional: rank 0 (the zeroed default) means one dimension of `elems`;
+ * otherwise shape[0 .. rank-1] (rank <= GR_MAX_DIMS, the last dimension the fastest
+ * varying, as in C and NumPy) must multiply to `elems`. Elementwise kernels ignore it;
+ * kernels that are not elementwise see it (gr_kernel_args), row-wise ones take their rows
+ * from the last dimension. */
 typedef struct gr_tensor {
     const void *in[GR_MAX_PORTS];
     void *out[GR_MAX_PORTS];
     uint64_t elems;
+    uint32_t rank;
+    uint64_t shape[GR_MAX_DIMS];
 } gr_tensor;
 
 /* Called exactly once per accepted job, when its last index has ended, with no runtime

@@ -234,13 +234,13 @@ static void accepted_forms(void)
 
 static void refuses_unknown_statements(void)
 {
-    REFUSE("bufer x\n", "1:1: unknown statement 'bufer': expected buffer, h2d, kernel, d2h or a "
+    REFUSE("bufer x\n", "1:1: unknown statement 'bufer': expected buffer, h2d, kernel, d2h, cuda or a "
                         "dependency chain 'a -> b'");
-    REFUSE(BASE "load\n", "5:1: unknown statement 'load': expected buffer, h2d, kernel, d2h or "
+    REFUSE(BASE "load\n", "5:1: unknown statement 'load': expected buffer, h2d, kernel, d2h, cuda or "
                           "a dependency chain 'a -> b'");
-    REFUSE("  -> x\n", "1:3: expected a statement (buffer, h2d, kernel, d2h) or a dependency "
+    REFUSE("  -> x\n", "1:3: expected a statement (buffer, h2d, kernel, d2h, cuda) or a dependency "
                        "chain, found '->'");
-    REFUSE("buffer x\n2x\n", "2:1: expected a statement (buffer, h2d, kernel, d2h) or a "
+    REFUSE("buffer x\n2x\n", "2:1: expected a statement (buffer, h2d, kernel, d2h, cuda) or a "
                              "dependency chain, found '2x'");
     REFUSE("buffer x\n  @\n", "2:3: unexpected '@'");
     REFUSE("buffer x # caf\xc3\xa9 is fine in a comment\n\xc3\xa9\n",
@@ -308,8 +308,8 @@ static void refuses_bad_ratios(void)
     REFUSE("buffer w 0\n", "1:10: buffer 'w': size ratio 0/1 must be positive");
     REFUSE("buffer w 3/\n", "1:12: expected a denominator after '/', found end of line");
     REFUSE("buffer w 3/", "1:12: expected a denominator after '/', found end of file");
-    REFUSE("buffer w x/2\n", "1:10: expected a size ratio NUM/DEN or the end of the line after "
-                             "buffer 'w', found 'x'");
+    REFUSE("buffer w x/2\n", "1:10: expected a size ratio NUM/DEN, a fixed size [COUNT] or the "
+                             "end of the line after buffer 'w', found 'x'");
     REFUSE("buffer w 1.5/2\n",
            "1:10: expected a size ratio NUM/DEN of positive integers, found '1.5'");
     REFUSE("buffer w -1/2\n",
@@ -323,13 +323,17 @@ static void refuses_bad_ratios(void)
            "4294967295)");
 }
 
+/* The built-ins, as a message lists the kernels that are known. */
+#define KNOWN                                                                               \
+    "mul, add, pow, axpby, seed, sub, div, exp, log, tanh, sigmoid, clamp, mul2, add2, "    \
+    "softmax, sum, normalize"
+
 static void refuses_unknown_kernels_and_arity(void)
 {
     REFUSE("buffer x\nkernel m: mull(x, 1.01) -> x\n",
-           "2:11: unknown kernel 'mull' (kernels: mul, add, pow, axpby, seed)");
+           "2:11: unknown kernel 'mull' (kernels: " KNOWN ")");
     REFUSE("buffer x\nkernel m: abcdefghijklmnopqrstuvwxyz0123456789(x) -> x\n",
-           "2:11: unknown kernel 'abcdefghijklmnopqrstuvwxyz012345' (kernels: mul, add, pow, "
-           "axpby, seed)");
+           "2:11: unknown kernel 'abcdefghijklmnopqrstuvwxyz012345' (kernels: " KNOWN ")");
     REFUSE("buffer x\nbuffer y\nkernel m: mul(x, y) -> x\n",
            "3:11: kernel 'mul' takes 1 input buffer and 1 scalar, got 2 buffers");
     REFUSE("buffer x\nkernel s: seed(x, 1) -> x\n",
