@@ -787,9 +787,6 @@ void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_a
     case GR_OUT_ONE:
         out->n = 1;
         break;
-    case GR_OUT_ROWS: /* validated at submit: the last dimension divides the elements */
-        out->n = t->rank ? t->elems / t->shape[t->rank - 1] : 1;
-        break;
     case GR_OUT_ELEMS:
     default:
         out->n = t->elems;

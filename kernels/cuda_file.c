@@ -6,7 +6,7 @@
  * of its kernels then find that compilation in NVRTC's cache. Declarations are comment
  * lines, so the file stays plain CUDA C that nvcc compiles too:
  *
- *     // graphrun: kernel NAME [inputs=N] [scalars=N] [elementwise] [out=elems|one|rows]
+ *     // graphrun: kernel NAME [inputs=N] [scalars=N] [elementwise] [out=elems|one]
  *     //                       [block=N] [blocks_per_sm=N] [max_blocks=N]
  */
 #include <errno.h>
@@ -135,12 +135,10 @@ static gr_status parse_decl(const char *path, size_t line, const char *text, con
             d->out_size = GR_OUT_ELEMS;
         } else if (KEY("out") && (size_t)(p - eq - 1) == 3 && strncmp(eq + 1, "one", 3) == 0) {
             d->out_size = GR_OUT_ONE;
-        } else if (KEY("out") && (size_t)(p - eq - 1) == 4 && strncmp(eq + 1, "rows", 4) == 0) {
-            d->out_size = GR_OUT_ROWS;
         } else {
             return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                                 "%s:%zu:%zu: unknown or bad '%.*s' (expected inputs=0..%d, "
-                                "scalars=0..%d, elementwise, out=elems|one|rows, block=1..1024, "
+                                "scalars=0..%d, elementwise, out=elems|one, block=1..1024, "
                                 "blocks_per_sm=N, max_blocks=N)",
                                 path, line, col, (int)(len > 32 ? 32 : len), w,
                                 GR_MAX_KERNEL_INPUTS, GR_MAX_SCALARS);

@@ -611,7 +611,6 @@ typedef enum gr_cuda_kind {
 typedef enum gr_out_size {
     GR_OUT_ELEMS = 0, /* as many as the tensor has: n = the tensor's elements */
     GR_OUT_ONE,       /* one: a reduction of the whole tensor (n = 1) */
-    GR_OUT_ROWS,      /* one per row of the last dimension (n = elements / shape[rank-1]) */
 } gr_out_size;
 
 typedef struct gr_kernel_def {
@@ -668,7 +667,7 @@ gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err);
  * Register the kernels that the CUDA C source file at `path` declares, each compiled by
  * NVRTC (GR_CUDA_SOURCE, no CPU implementation): a line of the form
  *
- *     // graphrun: kernel NAME [inputs=N] [scalars=N] [elementwise] [out=elems|one|rows]
+ *     // graphrun: kernel NAME [inputs=N] [scalars=N] [elementwise] [out=elems|one]
  *     //           [block=N] [blocks_per_sm=N] [max_blocks=N]   (all on one line)
  *
  * declares `extern "C" __global__ void NAME(gr_kernel_args a)` of the file, with its
