@@ -56,14 +56,49 @@ extern const char *gr_test_skip_reason;
             GR_TEST_FAIL("expected %s %s %s, got %llu vs %llu", sa, #op, sb, a_, b_);       \
     } while (0)
 
+/* Signed 64-bit comparisons (every integer type but uint64_t values above INT64_MAX). */
 #define ASSERT_EQ(a, b) GR_ASSERT_CMP_(a, ==, b, #a, #b)
 #define ASSERT_NE(a, b) GR_ASSERT_CMP_(a, !=, b, #a, #b)
 #define ASSERT_LT(a, b) GR_ASSERT_CMP_(a, <, b, #a, #b)
 #define ASSERT_LE(a, b) GR_ASSERT_CMP_(a, <=, b, #a, #b)
 #define ASSERT_GT(a, b) GR_ASSERT_CMP_(a, >, b, #a, #b)
 #define ASSERT_GE(a, b) GR_ASSERT_CMP_(a, >=, b, #a, #b)
+/* Unsigned 64-bit comparisons: sizes, counts, byte totals. */
 #define ASSERT_EQ_U64(a, b) GR_ASSERT_CMPU_(a, ==, b, #a, #b)
+#define ASSERT_NE_U64(a, b) GR_ASSERT_CMPU_(a, !=, b, #a, #b)
+#define ASSERT_LT_U64(a, b) GR_ASSERT_CMPU_(a, <, b, #a, #b)
 #define ASSERT_LE_U64(a, b) GR_ASSERT_CMPU_(a, <=, b, #a, #b)
+#define ASSERT_GT_U64(a, b) GR_ASSERT_CMPU_(a, >, b, #a, #b)
+#define ASSERT_GE_U64(a, b) GR_ASSERT_CMPU_(a, >=, b, #a, #b)
+
+/* Two floats with the same bits: what "equals the reference bit for bit" means. Unlike ==,
+ * 0.0 and -0.0 differ, and a NaN equals a NaN of the same bits. Both arguments must be
+ * floats (a double would be rounded to float silently): other types do not compile. */
+#define ASSERT_FLOAT_BITS_EQ(a, b)                                                          \
+    do {                                                                                    \
+        _Static_assert(_Generic((a), float: 1, default: 0) &&                               \
+                           _Generic((b), float: 1, default: 0),                             \
+                       "ASSERT_FLOAT_BITS_EQ compares floats");                             \
+        float a_ = (a), b_ = (b);                                                           \
+        uint32_t abits_, bbits_;                                                            \
+        memcpy(&abits_, &a_, sizeof(abits_));                                               \
+        memcpy(&bbits_, &b_, sizeof(bbits_));                                               \
+        if (abits_ != bbits_)                                                               \
+            GR_TEST_FAIL("expected %s == %s bit for bit, got %.9g (0x%08" PRIx32            \
+                         ") vs %.9g (0x%08" PRIx32 ")",                                     \
+                         #a, #b, (double)a_, abits_, (double)b_, bbits_);                   \
+    } while (0)
+
+/* |a - b| <= tol, as doubles; a NaN on either side fails. */
+#define ASSERT_DOUBLE_NEAR(a, b, tol)                                                       \
+    do {                                                                                    \
+        double a_ = (a), b_ = (b), tol_ = (tol);                                            \
+        double d_ = a_ > b_ ? a_ - b_ : b_ - a_;                                            \
+        if (!(d_ <= tol_))                                                                  \
+            GR_TEST_FAIL("expected %s within %s of %s, got %.17g vs %.17g (difference "     \
+                         "%.3g, tolerance %.3g)",                                           \
+                         #a, #tol, #b, a_, b_, d_, tol_);                                   \
+    } while (0)
 
 #define ASSERT_PTR_EQ(a, b)                                                                 \
     do {                                                                                    \
@@ -78,6 +113,16 @@ extern const char *gr_test_skip_reason;
         if (a_ != b_)                                                                       \
             GR_TEST_FAIL("expected %s == %s, got '%s' (%d) vs '%s' (%d)", #a, #b,           \
                          gr_status_str(a_), (int)a_, gr_status_str(b_), (int)b_);           \
+    } while (0)
+
+/* Two strings equal; NULL equals nothing. */
+#define ASSERT_STR_EQ(a, b)                                                                 \
+    do {                                                                                    \
+        const char *a_ = (a), *b_ = (b);                                                    \
+        if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                                \
+            GR_TEST_FAIL("expected %s == %s, got %s%s%s vs %s%s%s", #a, #b,                 \
+                         a_ ? "\"" : "", a_ ? a_ : "(null)", a_ ? "\"" : "",                \
+                         b_ ? "\"" : "", b_ ? b_ : "(null)", b_ ? "\"" : "");               \
     } while (0)
 
 #define ASSERT_STR_CONTAINS(hay, needle)                                                    \
