@@ -51,12 +51,8 @@ static gr_backend backend = GR_BACKEND_HOST;
 
 static void on_alarm(int sig)
 {
-    static const char msg[] = "FAIL fault_sweep: a wait or destroy hung (alarm)\n";
-
     (void)sig;
-    if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
-        _exit(2);
-    _exit(1);
+    gr_test_fail_from_signal("a wait or destroy hung (alarm)");
 }
 
 static void fill(void)

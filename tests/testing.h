@@ -1,10 +1,32 @@
 /*
- * testing.h - the test harness: cases, assertions that print both sides, skips.
+ * testing.h - the test harness: cases, assertions that print both values, skips.
  *
- * Each binary lists its cases in main with GR_TEST_MAIN(...). Every case prints one line
- * that tools/test counts: "PASS name", "FAIL name: ..." or "SKIP name: reason". A failed
- * assertion prints its FAIL line with both values and ends the binary (exit status 1), so
- * no later case runs on broken state. Assertions are never compiled out.
+ * Each binary lists its cases in main with GR_TEST_MAIN(...). The runner (testing.c) runs
+ * every case in a child process of its own, in its own process group, under a time limit,
+ * and prints one line per case that tools/test counts, at column 0: "PASS name",
+ * "FAIL name: ..." or "SKIP name: reason"; then a summary line starting with '#'
+ * ("# 12 passed, 1 failed, 2 skipped"). It goes on after a failure and exits 1 if any case
+ * failed, else 0. A case fails when an assertion fails (the line gives file:line and both
+ * values), or when its process dies of a signal, exits without reporting, or runs past the
+ * time limit (then its whole process group is killed). Each case starts from the state the
+ * binary had before any case ran: nothing one case does is seen by the next.
+ *
+ * Options:
+ *   --only NAME        run that case alone
+ *   --timeout SECONDS  each case's time limit; else GR_TEST_TIMEOUT from the environment,
+ *                      else GR_TEST_TIMEOUT_S (120 unless the binary defines it before
+ *                      including this file)
+ *   --no-fork          run the cases in this process, with no time limit, stopping at the
+ *                      first failure (for a debugger: break on gr__test_fail)
+ *
+ * What the runner keeps to, so that cases may do what they like: its own process stays
+ * single-threaded and never calls the runtime or CUDA (each child is a fresh process for
+ * tsan and CUDA), and it uses no signal or timer in the child (a case may set SIGALRM,
+ * call alarm() and fork()). A process a case forks should end with _exit(); an assertion
+ * failing in it prints its message (not as a FAIL line) and _exit(1)s, and the case's own
+ * process reports.
+ *
+ * Assertions are never compiled out.
  */
 #ifndef GR_TESTING_H
 #define GR_TESTING_H
@@ -17,22 +39,29 @@
 
 #include "runtime/graphrun.h"
 
+#ifndef GR_TEST_TIMEOUT_S
+#define GR_TEST_TIMEOUT_S 120
+#endif
+
 typedef struct gr_test_case {
     const char *name;
     void (*fn)(void);
 } gr_test_case;
 
+/* The running case's name, and the reason SKIP gave (NULL until it does). */
 extern const char *gr_test_current;
 extern const char *gr_test_skip_reason;
 
-#define GR_TEST_FAIL(...)                                                                   \
-    do {                                                                                    \
-        printf("FAIL %s: %s:%d: ", gr_test_current, __FILE__, __LINE__);                    \
-        printf(__VA_ARGS__);                                                                \
-        printf("\n");                                                                       \
-        fflush(stdout);                                                                     \
-        _exit(1);                                                                           \
-    } while (0)
+/* Fails the current case: the message is "file:line: " and the formatted text. Does not
+ * return. In a process the case forked, prints the message and _exit(1)s. */
+_Noreturn void gr__test_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The same from a signal handler (async-signal-safe): fails the current case with
+ * `message` and _exit(1)s, for a case's own alarm. */
+_Noreturn void gr_test_fail_from_signal(const char *message);
+
+#define GR_TEST_FAIL(...) gr__test_fail(__FILE__, __LINE__, __VA_ARGS__)
 
 #define ASSERT_TRUE(cond)                                                                   \
     do {                                                                                    \
@@ -140,7 +169,17 @@ extern const char *gr_test_skip_reason;
         return;                                                                             \
     } while (0)
 
-int gr_test_run_all(const gr_test_case *cases, size_t n, int argc, char **argv);
+/* Runs the cases as the top of this file says, each with a time limit of
+ * `default_timeout_s` unless --timeout or GR_TEST_TIMEOUT says otherwise; returns the exit
+ * status (or exits 2 on a bad option). Call it from main, before anything else that starts
+ * a thread or calls the runtime. */
+int gr_test_run(const gr_test_case *cases, size_t n, int argc, char **argv,
+                double default_timeout_s);
+
+static inline int gr_test_run_all(const gr_test_case *cases, size_t n, int argc, char **argv)
+{
+    return gr_test_run(cases, n, argc, argv, GR_TEST_TIMEOUT_S);
+}
 
 #define GR_TEST(fn) {#fn, fn}
 #define GR_TEST_MAIN(...)                                                                   \
@@ -175,5 +214,11 @@ typedef struct gr_stress_opts {
 } gr_stress_opts;
 
 void gr_stress_parse(int argc, char **argv, gr_stress_opts *o);
+
+/* A stress binary's time limit: its duration and two minutes to start and finish. */
+static inline double gr_stress_timeout_s(const gr_stress_opts *o)
+{
+    return o->duration_s + 120;
+}
 
 #endif /* GR_TESTING_H */
