@@ -29,24 +29,6 @@
 
 #define MiB (1ull << 20)
 
-static const char *no_gpu(void)
-{
-    static char why[300];
-    gr_error_info err;
-
-    if (gr_backend_probe(GR_BACKEND_CUDA, NULL, NULL, &err) == GR_OK)
-        return NULL;
-    snprintf(why, sizeof(why), "no usable CUDA device: %s", err.message);
-    return why;
-}
-
-#define REQUIRE_GPU()                                                                       \
-    do {                                                                                    \
-        const char *why_ = no_gpu();                                                        \
-        if (why_)                                                                           \
-            SKIP(why_);                                                                     \
-    } while (0)
-
 static gr_graph *fault_graph(void)
 {
     const char *x = "x";
