@@ -14,9 +14,11 @@
  * 4. A tiny RLIMIT_MEMLOCK: whatever the driver does with it, staged work stays right; what
  *    the driver did (pinned allocations refused or not) is printed.
  * A fault can leave the process's CUDA state unusable, and a resource limit stays for the
- * process's life, so run each case in a process of its own (--only NAME), as
- * tools/gpu_suite does.
+ * process's life, so each case needs a process of its own: the runner gives it one
+ * (testing.h; not with --no-fork, which runs them all in one). A case may take 240 s: the
+ * larger ones pin and copy tens of GiB.
  */
+#define GR_TEST_TIMEOUT_S 240
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <sys/resource.h>
