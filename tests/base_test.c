@@ -14,11 +14,11 @@ static void status_texts(void)
         for (int j = 0; j < i; j++)
             ASSERT_TRUE(strcmp(s, gr_status_str((gr_status)j)) != 0);
     }
-    ASSERT_TRUE(strcmp(gr_status_str(GR_STATUS_COUNT_), "unknown status") == 0);
-    ASSERT_TRUE(strcmp(gr_status_str((gr_status)-1), "unknown status") == 0);
-    ASSERT_TRUE(strcmp(gr_backend_name(GR_BACKEND_HOST), "host") == 0);
-    ASSERT_TRUE(strcmp(gr_backend_name(GR_BACKEND_CUDA), "cuda") == 0);
-    ASSERT_TRUE(strcmp(gr_backend_name((gr_backend)9), "unknown") == 0);
+    ASSERT_STR_EQ(gr_status_str(GR_STATUS_COUNT_), "unknown status");
+    ASSERT_STR_EQ(gr_status_str((gr_status)-1), "unknown status");
+    ASSERT_STR_EQ(gr_backend_name(GR_BACKEND_HOST), "host");
+    ASSERT_STR_EQ(gr_backend_name(GR_BACKEND_CUDA), "cuda");
+    ASSERT_STR_EQ(gr_backend_name((gr_backend)9), "unknown");
 }
 
 static void deadlines(void)
@@ -64,14 +64,14 @@ static void strings_and_error_detail(void)
     gr_error_info e;
 
     gr_strlcpy(buf, "abcdef", sizeof(buf));
-    ASSERT_TRUE(strcmp(buf, "abc") == 0);
+    ASSERT_STR_EQ(buf, "abc");
     gr_strlcpy(buf, NULL, sizeof(buf));
     ASSERT_TRUE(buf[0] == '\0');
     ASSERT_STATUS(gr_error_set(&e, GR_ERR_CUDA, 17, "kernel_node", "code %d", 700), GR_ERR_CUDA);
     ASSERT_STATUS(e.status, GR_ERR_CUDA);
     ASSERT_EQ_U64(e.index, 17);
-    ASSERT_TRUE(strcmp(e.node, "kernel_node") == 0);
-    ASSERT_TRUE(strcmp(e.message, "code 700") == 0);
+    ASSERT_STR_EQ(e.node, "kernel_node");
+    ASSERT_STR_EQ(e.message, "code 700");
     ASSERT_STATUS(gr_error_set(NULL, GR_ERR_TIMEOUT, 0, NULL, "x"), GR_ERR_TIMEOUT);
 }
 

@@ -14,9 +14,11 @@
  * 4. A tiny RLIMIT_MEMLOCK: whatever the driver does with it, staged work stays right; what
  *    the driver did (pinned allocations refused or not) is printed.
  * A fault can leave the process's CUDA state unusable, and a resource limit stays for the
- * process's life, so run each case in a process of its own (--only NAME), as
- * tools/gpu_suite does.
+ * process's life, so each case needs a process of its own: the runner gives it one
+ * (testing.h; not with --no-fork, which runs them all in one). A case may take 240 s: the
+ * larger ones pin and copy tens of GiB.
  */
+#define GR_TEST_TIMEOUT_S 240
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -29,24 +31,6 @@
 #include "tools/graphrun/workload.h"
 
 #define MiB (1ull << 20)
-
-static const char *no_gpu(void)
-{
-    static char why[300];
-    gr_error_info err;
-
-    if (gr_backend_probe(GR_BACKEND_CUDA, NULL, NULL, &err) == GR_OK)
-        return NULL;
-    snprintf(why, sizeof(why), "no usable CUDA device: %s", err.message);
-    return why;
-}
-
-#define REQUIRE_GPU()                                                                       \
-    do {                                                                                    \
-        const char *why_ = no_gpu();                                                        \
-        if (why_)                                                                           \
-            SKIP(why_);                                                                     \
-    } while (0)
 
 static gr_graph *fault_graph(void)
 {

@@ -27,24 +27,6 @@
  * PERFORMANCE.md has the measured figure). */
 #define STATED_OVERHEAD (32 * MiB)
 
-static const char *no_gpu(void)
-{
-    static char why[300];
-    gr_error_info err;
-
-    if (gr_backend_probe(GR_BACKEND_CUDA, NULL, NULL, &err) == GR_OK)
-        return NULL;
-    snprintf(why, sizeof(why), "no usable CUDA device: %s", err.message);
-    return why;
-}
-
-#define REQUIRE_GPU()                                                                       \
-    do {                                                                                    \
-        const char *why_ = no_gpu();                                                        \
-        if (why_)                                                                           \
-            SKIP(why_);                                                                     \
-    } while (0)
-
 static gr_runtime *cuda_runtime(uint32_t workers, uint64_t budget, gr_context_mode mode)
 {
     return gr_test_runtime((gr_test_shape){

@@ -26,6 +26,7 @@
 #include "runtime/fault.h"
 #include "runtime/handle.h"
 #include "runtime/job.h"
+#include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
 
@@ -51,12 +52,8 @@ static gr_backend backend = GR_BACKEND_HOST;
 
 static void on_alarm(int sig)
 {
-    static const char msg[] = "FAIL fault_sweep: a wait or destroy hung (alarm)\n";
-
     (void)sig;
-    if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
-        _exit(2);
-    _exit(1);
+    gr_test_fail_from_signal("a wait or destroy hung (alarm)");
 }
 
 static void fill(void)
@@ -285,10 +282,8 @@ static void cuda_fault_sweep(void)
         GR_FAULT_ARENA,  GR_FAULT_DEVICE_ALLOC, GR_FAULT_STREAM,
         GR_FAULT_EVENT,  GR_FAULT_GRAPH_INSTANTIATE, GR_FAULT_GRAPH_UPDATE,
         GR_FAULT_GRAPH_LAUNCH};
-    static gr_error_info err; /* the skip reason outlives this function */
 
-    if (gr_backend_probe(GR_BACKEND_CUDA, NULL, NULL, &err) != GR_OK)
-        SKIP(err.message);
+    REQUIRE_GPU();
     backend = GR_BACKEND_CUDA;
     sweep(sites, sizeof(sites) / sizeof(sites[0]));
     backend = GR_BACKEND_HOST;

@@ -112,3 +112,14 @@ gr_graph *gr_test_dag_graph(void)
     ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
     return g;
 }
+
+const char *gr_test_no_gpu(void)
+{
+    static char why[300];
+    gr_error_info err;
+
+    if (gr_backend_probe(GR_BACKEND_CUDA, NULL, NULL, &err) == GR_OK)
+        return NULL;
+    snprintf(why, sizeof(why), "no usable CUDA device: %s", err.message);
+    return why;
+}

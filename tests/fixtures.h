@@ -1,7 +1,7 @@
 /*
  * fixtures.h - helpers the runtime's tests share: a runtime with a given shape, waiting for
- * a job's result, in-place seed-workload tensors and their checks. Each fails the current
- * test on error (testing.h).
+ * a job's result, in-place seed-workload tensors and their checks, skipping without a GPU.
+ * Each fails the current test on error (testing.h).
  */
 #ifndef GR_FIXTURES_H
 #define GR_FIXTURES_H
@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #include <graphrun.h>
+
+#include "tests/testing.h"
 
 typedef struct gr_test_shape {
     gr_backend backend; /* GR_BACKEND_HOST unless set */
@@ -49,5 +51,17 @@ void gr_test_expect_processed(const gr_test_tensors *s, uint64_t i);
 void gr_test_expect_all_processed(const gr_test_tensors *s);
 /* Index i still holds its input. */
 void gr_test_expect_untouched(const gr_test_tensors *s, uint64_t i);
+
+/* NULL when a usable CUDA device is present (gr_backend_probe), else why not (static text,
+ * until the next call). It calls CUDA: call it from a case, never from main. */
+const char *gr_test_no_gpu(void);
+
+/* Skip the current case, saying why, unless a usable CUDA device is present. */
+#define REQUIRE_GPU()                                                                       \
+    do {                                                                                    \
+        const char *why_ = gr_test_no_gpu();                                                \
+        if (why_)                                                                           \
+            SKIP(why_);                                                                     \
+    } while (0)
 
 #endif /* GR_FIXTURES_H */

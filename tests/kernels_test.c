@@ -92,23 +92,23 @@ static void elementwise_kernels_match_definitions(void)
     a = args1(data, out, 1.5f);
     run("mul", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == data[i] * 1.5f);
+        ASSERT_FLOAT_BITS_EQ(out[i], data[i] * 1.5f);
     a = args1(data, out, -0.25f);
     run("add", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == data[i] + -0.25f);
+        ASSERT_FLOAT_BITS_EQ(out[i], data[i] + -0.25f);
     a = args1(data, out, 0.5f);
     run("pow", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == sqrtf(data[i]));
+        ASSERT_FLOAT_BITS_EQ(out[i], sqrtf(data[i]));
     a = args1(data, out, two);
     run("pow", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == data[i] * data[i]);
+        ASSERT_FLOAT_BITS_EQ(out[i], data[i] * data[i]);
     a = args1(data, out, three);
     run("pow", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == powf(data[i], 3.0f));
+        ASSERT_FLOAT_BITS_EQ(out[i], powf(data[i], 3.0f));
     a = args1(data, out, 2.0f);
     a.in[1] = y;
     a.in_n[1] = N;
@@ -116,7 +116,7 @@ static void elementwise_kernels_match_definitions(void)
     run("axpby", &a);
     for (int i = 0; i < N; i++) {
         float ax = 2.0f * data[i], by = -3.0f * y[i];
-        ASSERT_TRUE(out[i] == ax + by);
+        ASSERT_FLOAT_BITS_EQ(out[i], ax + by);
     }
 }
 
@@ -143,15 +143,16 @@ static void seed_equals_composition(void)
         for (int i = 0; i < N; i++) {
             if (memcmp(&fused[i], &step[i], sizeof(float)) != 0)
                 GR_TEST_FAIL("element %d: fused %a, composed %a", i, fused[i], step[i]);
-            ASSERT_TRUE(fused[i] == gr_seed_ref(data[i]));
+            ASSERT_FLOAT_BITS_EQ(fused[i], gr_seed_ref(data[i]));
         }
         /* In place gives the same. */
         a = args1(data, data, 0);
         run("seed", &a);
-        ASSERT_TRUE(memcmp(data, fused, sizeof(data)) == 0);
+        for (int i = 0; i < N; i++)
+            ASSERT_FLOAT_BITS_EQ(data[i], fused[i]);
     }
     /* A known value: the fixed point of x = sqrt(1.01 x + 1.01) is about 1.6287. */
-    ASSERT_TRUE(fabsf(gr_seed_ref(1.0f) - 1.6287f) < 1e-2f);
+    ASSERT_DOUBLE_NEAR(gr_seed_ref(1.0f), 1.6287f, 1e-2f);
 }
 
 /* A user's kernel: out = 2x, on the CPU only. */

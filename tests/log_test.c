@@ -407,8 +407,10 @@ static void staging_fallback_logged_once(void)
         result = gr_test_wait(job, 60000 * MS);
         gr_job_destroy(job);
         ASSERT_STATUS(result, GR_OK);
-        if (round == 0)
-            ASSERT_TRUE(memcmp(data, want, N * STRIDE * sizeof(float)) == 0);
+        if (round == 0) {
+            for (int k = 0; k < N * STRIDE; k++)
+                ASSERT_FLOAT_BITS_EQ(data[k], want[k]);
+        }
     }
     EXPECT_COUNT(s, GR_LOG_WARN, "cannot pin ", 1);
     EXPECT_COUNT(s, GR_LOG_WARN, "RLIMIT_MEMLOCK", 1);
@@ -426,12 +428,12 @@ static void staging_fallback_logged_once(void)
 
 static void level_names(void)
 {
-    ASSERT_TRUE(strcmp(gr_log_level_name(GR_LOG_DEBUG), "debug") == 0);
-    ASSERT_TRUE(strcmp(gr_log_level_name(GR_LOG_INFO), "info") == 0);
-    ASSERT_TRUE(strcmp(gr_log_level_name(GR_LOG_WARN), "warn") == 0);
-    ASSERT_TRUE(strcmp(gr_log_level_name(GR_LOG_ERROR), "error") == 0);
-    ASSERT_TRUE(strcmp(gr_log_level_name(GR_LOG_OFF), "off") == 0);
-    ASSERT_TRUE(strcmp(gr_log_level_name((gr_log_level)99), "unknown") == 0);
+    ASSERT_STR_EQ(gr_log_level_name(GR_LOG_DEBUG), "debug");
+    ASSERT_STR_EQ(gr_log_level_name(GR_LOG_INFO), "info");
+    ASSERT_STR_EQ(gr_log_level_name(GR_LOG_WARN), "warn");
+    ASSERT_STR_EQ(gr_log_level_name(GR_LOG_ERROR), "error");
+    ASSERT_STR_EQ(gr_log_level_name(GR_LOG_OFF), "off");
+    ASSERT_STR_EQ(gr_log_level_name((gr_log_level)99), "unknown");
 }
 
 GR_TEST_MAIN(GR_TEST(silent_by_default), GR_TEST(callback_events),

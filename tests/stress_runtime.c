@@ -42,5 +42,5 @@ int main(int argc, char **argv)
     static const gr_test_case cases[] = {{"stress_runtime", stress}};
 
     gr_stress_parse(argc, argv, &opt);
-    return gr_test_run_all(cases, 1, 1, argv);
+    return gr_test_run(cases, 1, 1, argv, gr_stress_timeout_s(&opt));
 }

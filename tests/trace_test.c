@@ -165,7 +165,7 @@ static tally check_record(const char *text, uint64_t job)
                 GR_TEST_FAIL("unit range with an unexpected name: %s", line);
             }
         } else if (strcmp(name, "budget wait") == 0) {
-            ASSERT_TRUE(strcmp(payload, "none") == 0);
+            ASSERT_STR_EQ(payload, "none");
             t.budget_waits++;
         } else if (strcmp(name, "gather") == 0 || strcmp(name, "scatter") == 0) {
             t.other_phases++;

@@ -87,7 +87,7 @@ static void example_seed_is_the_seed_graph(void)
     ASSERT_EQ(g->n_buffers, ref->n_buffers);
     ASSERT_EQ(g->n_nodes, ref->n_nodes);
     for (uint32_t b = 0; b < g->n_buffers; b++) {
-        ASSERT_TRUE(strcmp(g->buffers[b].name, ref->buffers[b].name) == 0);
+        ASSERT_STR_EQ(g->buffers[b].name, ref->buffers[b].name);
         ASSERT_EQ(g->buffers[b].num, ref->buffers[b].num);
         ASSERT_EQ(g->buffers[b].den, ref->buffers[b].den);
     }
@@ -128,11 +128,11 @@ static void example_seed_unfused_is_thirty_kernels_in_a_chain(void)
 
         snprintf(name, sizeof(name), "%s%u", ops[(i - 1) % 3], (i - 1) / 3);
         expect_node(g, i, GR_NODE_KERNEL, name, 1ull << (i - 1));
-        ASSERT_TRUE(strcmp(n->kernel->name, ops[(i - 1) % 3]) == 0);
+        ASSERT_STR_EQ(n->kernel->name, ops[(i - 1) % 3]);
         ASSERT_EQ(n->n_reads, 1);
         ASSERT_EQ(n->reads[0], 0);
         ASSERT_EQ(n->write, 0);
-        ASSERT_TRUE(n->scalars[0].f32 == scalars[(i - 1) % 3]);
+        ASSERT_FLOAT_BITS_EQ(n->scalars[0].f32, scalars[(i - 1) % 3]);
     }
     expect_node(g, 31, GR_NODE_D2H, "store", 1ull << 30);
     for (uint32_t i = 0; i < 32; i++)
@@ -162,17 +162,18 @@ static void example_dag_has_two_branches(void)
     ASSERT_EQ(g->nodes[1].port, 1);
     ASSERT_EQ(g->nodes[6].port, 1);
     n = &g->nodes[2];
-    ASSERT_TRUE(strcmp(n->kernel->name, "axpby") == 0);
+    ASSERT_STR_EQ(n->kernel->name, "axpby");
     ASSERT_EQ(n->n_reads, 2);
     ASSERT_EQ(n->reads[0], 0); /* a */
     ASSERT_EQ(n->reads[1], 1); /* b */
     ASSERT_EQ(n->write, 2);    /* d */
-    ASSERT_TRUE(n->scalars[0].f32 == 2.0f && n->scalars[1].f32 == -1.0f);
+    ASSERT_FLOAT_BITS_EQ(n->scalars[0].f32, 2.0f);
+    ASSERT_FLOAT_BITS_EQ(n->scalars[1].f32, -1.0f);
     n = &g->nodes[4];
-    ASSERT_TRUE(strcmp(n->kernel->name, "mul") == 0);
+    ASSERT_STR_EQ(n->kernel->name, "mul");
     ASSERT_EQ(n->reads[0], 0);
     ASSERT_EQ(n->write, 3);
-    ASSERT_TRUE(n->scalars[0].f32 == 3.0f);
+    ASSERT_FLOAT_BITS_EQ(n->scalars[0].f32, 3.0f);
     /* out0 comes from both inputs, out1 from input 0 only. */
     ASSERT_EQ(g->inplace_ok[0] & 3, 3);
     ASSERT_EQ(g->inplace_ok[1] & 3, 1);
@@ -210,10 +211,11 @@ static void accepted_forms(void)
     /* Nodes are numbered in the order they are declared. */
     expect_node(g, 0, GR_NODE_D2H, "store", (1ull << 1) | (1ull << 5));
     expect_node(g, 4, GR_NODE_H2D, "load", 0);
-    ASSERT_TRUE(g->nodes[3].scalars[0].f32 == -1e-3f);
-    ASSERT_TRUE(g->nodes[2].scalars[0].f32 == 0.5f);
-    ASSERT_TRUE(g->nodes[1].scalars[0].f32 == 2.5f && g->nodes[1].scalars[1].f32 == 0.25f);
-    ASSERT_TRUE(g->nodes[5].scalars[0].f32 == 10.0f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[3].scalars[0].f32, -1e-3f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[2].scalars[0].f32, 0.5f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[1].scalars[0].f32, 2.5f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[1].scalars[1].f32, 0.25f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[5].scalars[0].f32, 10.0f);
     gr_graph_destroy(g);
 
     /* A name may be as long as GR_NAME_MAX; a name may spell a port or a kernel. */
@@ -561,7 +563,7 @@ static void load_reports_the_path(void)
     fclose(f);
     ASSERT_STATUS(gr_graph_load(path, &g, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, ":3:8: node 'k' reads buffer 'x'");
-    ASSERT_TRUE(strcmp(err.node, "k") == 0);
+    ASSERT_STR_EQ(err.node, "k");
 
     /* Larger than the limit: refused without parsing. */
     f = fopen(path, "w");
