@@ -655,7 +655,7 @@ gr_status gr_graph_finalize(gr_graph *g)
         if (g->nodes[i].kind == GR_NODE_KERNEL && !g->nodes[i].kernel->def.elementwise)
             g->splittable = false;
     for (uint32_t b = 0; b < g->n_buffers; b++)
-        if (g->buffers[b].num != g->buffers[b].den)
+        if (g->buffers[b].fixed != 0 || g->buffers[b].num != g->buffers[b].den)
             g->splittable = false;
     g->finalized = true;
     return GR_OK;

@@ -95,6 +95,14 @@ void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_a
 #define GR_ALL_PORTS UINT32_MAX
 uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint32_t port, uint64_t elems);
 
+/* Where element `elems` of host port `port` (an output port when `output`) lies, in bytes
+ * from the port's start: an offset within one tensor (a chunk's start), or a batch's. */
+static inline uint64_t gr_graph_port_offset(const gr_graph *g, bool output, uint32_t port,
+                                            uint64_t elems)
+{
+    return elems * (output ? g->out_size[port] : g->in_size[port]);
+}
+
 /* Bytes per element of the widest host port (at least 1). Finalized graphs. */
 uint32_t gr_graph_widest_port(const gr_graph *g);
 

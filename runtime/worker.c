@@ -110,11 +110,11 @@ static void set_view(gr_worker *w, const gr_job *job, const gr_unit *u)
     for (uint32_t p = 0; p < g->n_inputs; p++)
         w->view.in[p] = u->staged ? (const void *)(w->staging + w->staging_at[p])
                                   : (const void *)((const char *)t->in[p] +
-                                                   gr_graph_port_bytes(g, false, p, u->offset));
+                                                   gr_graph_port_offset(g, false, p, u->offset));
     for (uint32_t p = 0; p < g->n_outputs; p++)
         w->view.out[p] = u->staged ? (void *)(w->staging + w->staging_at[g->n_inputs + p])
                                    : (void *)((char *)t->out[p] +
-                                              gr_graph_port_bytes(g, true, p, u->offset));
+                                              gr_graph_port_offset(g, true, p, u->offset));
 }
 
 /* Copy the live parts of a staged unit between the tensors and the staging buffer: inputs
@@ -135,14 +135,14 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
         for (uint32_t p = 0; w->live[k] && p < ports; p++) {
             struct gr_copy *c = &w->copies[n++];
             unsigned char *staged = w->staging + w->staging_at[gather ? p : g->n_inputs + p] +
-                                    gr_graph_port_bytes(g, !gather, p, pos);
+                                    gr_graph_port_offset(g, !gather, p, pos);
 
             c->bytes = gr_graph_port_bytes(g, !gather, p, elems);
             if (gather) {
                 c->dst = staged;
-                c->src = (const char *)t->in[p] + gr_graph_port_bytes(g, false, p, skip);
+                c->src = (const char *)t->in[p] + gr_graph_port_offset(g, false, p, skip);
             } else {
-                c->dst = (char *)t->out[p] + gr_graph_port_bytes(g, true, p, skip);
+                c->dst = (char *)t->out[p] + gr_graph_port_offset(g, true, p, skip);
                 c->src = staged;
             }
         }
