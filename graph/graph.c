@@ -671,6 +671,26 @@ uint32_t gr_graph_output_count(const gr_graph *g)
     return g && g->finalized ? g->n_outputs : 0;
 }
 
+gr_status gr_graph_port_get(const gr_graph *g, int output, uint32_t port, gr_port_info *out)
+{
+    if (g == NULL || !g->finalized || out == NULL ||
+        port >= (output ? g->n_outputs : g->n_inputs))
+        return GR_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof(*out));
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const gr_node *n = &g->nodes[i];
+
+        if (n->kind == (output ? GR_NODE_D2H : GR_NODE_H2D) && n->port == port) {
+            const gr_buffer_def *b = &g->buffers[output ? n->reads[0] : n->write];
+
+            out->dtype = b->dtype;
+            out->fixed_elems = b->fixed;
+            break;
+        }
+    }
+    return GR_OK;
+}
+
 uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems)
 {
     const gr_buffer_def *d = &g->buffers[b];

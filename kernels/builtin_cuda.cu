@@ -64,8 +64,6 @@ extern "C" __global__ void gr_cuda_seed(gr_kernel_args a)
 #define UNARY_CUDA(name, expr)                                                              \
     extern "C" __global__ void gr_cuda_##name(gr_kernel_args a)                             \
     {                                                                                       \
-        const gr_scalar *s = a.s;                                                           \
-        (void)s;                                                                            \
         GRID_STRIDE_LOOP(i, a.n)                                                            \
         {                                                                                   \
             float x = IN(a, 0)[i];                                                          \
@@ -75,13 +73,13 @@ extern "C" __global__ void gr_cuda_seed(gr_kernel_args a)
 
 /* Exact operations are written with the _rn intrinsics (no contraction), so they equal the
  * CPU's bit for bit; expf, logf and tanhf are CUDA's, within 2 ulp of the CPU's. */
-UNARY_CUDA(sub, __fsub_rn(x, s[0].f32))
-UNARY_CUDA(div, __fdiv_rn(x, s[0].f32))
+UNARY_CUDA(sub, __fsub_rn(x, a.s[0].f32))
+UNARY_CUDA(div, __fdiv_rn(x, a.s[0].f32))
 UNARY_CUDA(exp, expf(x))
 UNARY_CUDA(log, logf(x))
 UNARY_CUDA(tanh, tanhf(x))
 UNARY_CUDA(sigmoid, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x))))
-UNARY_CUDA(clamp, fminf(fmaxf(x, s[0].f32), s[1].f32))
+UNARY_CUDA(clamp, fminf(fmaxf(x, a.s[0].f32), a.s[1].f32))
 
 extern "C" __global__ void gr_cuda_mul2(gr_kernel_args a)
 {

@@ -7,6 +7,10 @@ of `graphrun run` with NumPy itself, so the test does not trust graphrun's own .
   npy_tool.py check-dag OUT0 OUT1 A B     out0 == seed(2a - b), out1 == 3a
   npy_tool.py check-raw-seed OUT IN SHAPE raw float32 files
   npy_tool.py write-seed OUT IN [--raw]  OUT = seed(IN) as np.save writes it (or raw float32)
+  npy_tool.py check-softmax OUT IN        out == softmax over IN's last axis (float64
+                                          reference, relative error under 1e-6)
+  npy_tool.py check-sum OUT IN            out is one float32, IN's sum in float64, rounded
+  npy_tool.py check-user OUT IN S         out == relu(S * x * x), float32 at each step
 
 The seed reference is computed in float32 exactly as the kernels do it: ten rounds of
 x = sqrt(x * 1.01 + 1.01), each operation rounded to float32 (NumPy does not fuse).
@@ -68,6 +72,23 @@ def main(argv):
         else:
             with open(argv[2], "wb") as f:
                 np.save(f, seed(np.load(argv[3])))
+    elif cmd == "check-softmax":
+        got, x = np.load(argv[2]), np.load(argv[3]).astype(np.float64)
+        if got.dtype != np.float32 or got.shape != x.shape:
+            sys.exit(f"{argv[2]}: {got.dtype} {got.shape}, want float32 {x.shape}")
+        axis = x.ndim - 1 if x.ndim else None
+        e = np.exp(x - (x.max(axis=axis, keepdims=True) if x.ndim else x))
+        want = e / (e.sum(axis=axis, keepdims=True) if x.ndim else e)
+        err = np.abs(got - want) / np.maximum(want, 1e-30)
+        if not (err.max() < 1e-6):
+            sys.exit(f"{argv[2]}: relative error {err.max()} at {np.argmax(err)}")
+    elif cmd == "check-sum":
+        got, x = np.load(argv[2]), np.load(argv[3])
+        want = np.array([x.astype(np.float64).sum()], dtype=np.float32)
+        same(got, want, argv[2])
+    elif cmd == "check-user":
+        x, s = np.load(argv[3]).astype(np.float32), np.float32(float(argv[4]))
+        same(np.load(argv[2]), np.maximum((x * x) * s, np.float32(0)), argv[2])
     else:
         sys.exit(f"unknown command {cmd}")
 

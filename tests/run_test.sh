@@ -200,6 +200,37 @@ case_ raw_files raw_files
 case_ directories directories
 case_ two_inputs_two_outputs two_inputs_two_outputs
 case_ unfused_graph_equals_fused unfused_graph_equals_fused
+softmax_rows_of_npy_shapes() { # the rows come from the file's shape
+  local s
+  for s in 7,33 2,3,5 1000 1; do
+    np make "$T/sm.npy" "$s" 8 && run 0 run --graph "$examples/softmax.graph" \
+      --input "$T/sm.npy" --output "$T/sm_out.npy" --force &&
+      np check-softmax "$T/sm_out.npy" "$T/sm.npy" || return 1
+  done
+}
+sum_to_one_element_outputs() { # a fixed-size output port: one float per tensor
+  mkdir -p "$T/sum_in"
+  local i
+  for i in 1 2 3; do np make "$T/sum_in/t$i.npy" "$((i * 1001))" "$((20 + i))" || return 1; done
+  run 0 run --graph "$examples/sum.graph" --input "$T/sum_in" --output "$T/sum_out" || return 1
+  for i in 1 2 3; do np check-sum "$T/sum_out/t$i.npy" "$T/sum_in/t$i.npy" || return 1; done
+}
+cuda_source_kernels_refused_on_host() { # NVRTC compiles them here; the host cannot run them
+  if ! ldconfig -p | grep -q libnvrtc.so.13 && [[ ! -e ${CUDA_PATH:-/usr/local/cuda}/lib64/libnvrtc.so.13 ]]; then
+    echo "    (no NVRTC on this machine: the refusal names it instead)"
+    run 2 run --graph "$examples/user_kernel.graph" --input "$T/u.npy" --output "$T/uk.npy" &&
+      has "$err" "NVRTC" && absent "$T/uk.npy"
+    return
+  fi
+  run 2 run --graph "$examples/user_kernel.graph" --input "$T/u.npy" --output "$T/uk.npy" &&
+    has "$err" "node 'sq': kernel 'scaled_square' has no CPU implementation, which the host backend needs" &&
+    absent "$T/uk.npy" || return 1
+  printf '// graphrun: kernel broken\nextern "C" __global__ void broken(gr_kernel_args a) { oops; }\n' >"$T/broken.cu"
+  run 2 run --kernels "$T/broken.cu" --graph "$examples/seed.graph" --input "$T/u.npy" \
+    --output "$T/uk.npy" && has "$err" "--kernels: NVRTC: " && has "$err" "broken.cu(2): error" &&
+    absent "$T/uk.npy"
+}
+
 case_ json_summary json_summary
 case_ environment_defaults environment_defaults
 case_ device_list_flags device_list_flags
@@ -214,4 +245,7 @@ case_ refuses_bad_spec_with_line_and_column refuses_bad_spec_with_line_and_colum
 case_ refuses_port_count_mismatch refuses_port_count_mismatch
 case_ existing_output_needs_force existing_output_needs_force
 case_ interrupted_run_writes_nothing interrupted_run_writes_nothing
+case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes
+case_ sum_to_one_element_outputs sum_to_one_element_outputs
+case_ cuda_source_kernels_refused_on_host cuda_source_kernels_refused_on_host
 exit $failed

@@ -490,6 +490,16 @@ gr_status gr_graph_finalize(gr_graph *g);
 uint32_t gr_graph_input_count(const gr_graph *g);
 uint32_t gr_graph_output_count(const gr_graph *g);
 
+/* What host port `port` (an output port when `output` is nonzero) of a finalized graph
+ * holds per tensor: its element type, and fixed_elems when its buffers have a fixed size
+ * (0: the tensor's own size). GR_ERR_INVALID_ARGUMENT for NULL, a graph not finalized or a
+ * port out of range. Any thread. */
+typedef struct gr_port_info {
+    gr_dtype dtype;
+    uint64_t fixed_elems;
+} gr_port_info;
+gr_status gr_graph_port_get(const gr_graph *g, int output, uint32_t port, gr_port_info *out);
+
 /*
  * Device bytes one iteration of this graph needs for a tensor of `elems` elements, as the
  * arena really allocates them (each buffer rounded to the arena alignment). Returns

@@ -71,6 +71,22 @@ static void shape_str(const gr_io_shape *s, char *buf, size_t len)
         snprintf(buf + at, len - at, ")");
 }
 
+uint32_t gr_io_lead_port(const gr_io_options *opt)
+{
+    for (uint32_t p = 0; p < opt->n_inputs; p++)
+        if (opt->in_fixed[p] == 0)
+            return p;
+    return 0;
+}
+
+uint64_t gr_io_out_elems(const gr_io_plan *plan, uint64_t i, uint32_t port)
+{
+    uint32_t lead = gr_io_lead_port(&plan->opt);
+
+    return plan->opt.out_fixed[port] ? plan->opt.out_fixed[port]
+                                     : plan->in[i * plan->opt.n_inputs + lead].elems;
+}
+
 bool gr_io_parse_shape(const char *s, gr_io_shape *out)
 {
     const char *p = s;
@@ -283,6 +299,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
     }
     for (uint64_t i = 0; i < plan->count; i++) {
         uint64_t g = i * shards + opt->shard; /* its index among the total */
+        uint32_t lead = gr_io_lead_port(opt);
 
         plan->index[i] = g;
         for (uint32_t p = 0; p < ni; p++) {
@@ -306,15 +323,24 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
             free(path);
             if (st != GR_OK)
                 goto out;
-            if (f->elems != plan->in[i * ni].elems) {
+            if (opt->in_fixed[p] != 0 && f->elems != opt->in_fixed[p]) {
+                st = fail(why, why_len,
+                          "input %u %s has %llu elements, but the graph's input port %u takes "
+                          "exactly %llu per tensor (a fixed buffer)",
+                          p, f->path, (unsigned long long)f->elems, p,
+                          (unsigned long long)opt->in_fixed[p]);
+                goto out;
+            }
+            if (opt->in_fixed[p] == 0 && p != lead && f->elems != plan->in[i * ni + lead].elems) {
+                const gr_io_file *l = &plan->in[i * ni + lead];
                 char a[256], b[256];
-                shape_str(&plan->in[i * ni].shape, a, sizeof(a));
+                shape_str(&l->shape, a, sizeof(a));
                 shape_str(&f->shape, b, sizeof(b));
                 st = fail(why, why_len,
-                          "shape mismatch: input 0 %s has shape %s (%llu elements) but input "
+                          "shape mismatch: input %u %s has shape %s (%llu elements) but input "
                           "%u %s has shape %s (%llu elements)",
-                          plan->in[i * ni].path, a, (unsigned long long)plan->in[i * ni].elems,
-                          p, f->path, b, (unsigned long long)f->elems);
+                          lead, l->path, a, (unsigned long long)l->elems, p, f->path, b,
+                          (unsigned long long)f->elems);
                 goto out;
             }
             plan->bytes_in += f->elems * sizeof(float);
@@ -335,7 +361,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
                     st = fail(why, why_len, "output %s is named twice", path);
                     goto out;
                 }
-            plan->bytes_out += plan->in[i * ni].elems * sizeof(float);
+            plan->bytes_out += gr_io_out_elems(plan, i, p) * sizeof(float);
         }
     }
 out:
@@ -410,6 +436,23 @@ gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
     return GR_OK;
 }
 
+/* The tensor's shape from its file's: its leading dimensions folded into one past
+ * GR_MAX_DIMS, so the last ones (the rows kernels work along) stay as they are. */
+static void set_shape(gr_tensor *t, const gr_io_shape *s)
+{
+    uint32_t fold = s->ndim > GR_MAX_DIMS ? s->ndim - GR_MAX_DIMS + 1 : 1;
+
+    t->rank = 0;
+    if (s->ndim == 0)
+        return;
+    t->shape[0] = 1;
+    for (uint32_t d = 0; d < fold; d++)
+        t->shape[0] *= s->dims[d];
+    for (uint32_t d = fold; d < s->ndim; d++)
+        t->shape[d - fold + 1] = s->dims[d];
+    t->rank = s->ndim - fold + 1;
+}
+
 static gr_status read_all(int fd, void *dst, uint64_t bytes, uint64_t offset)
 {
     char *p = dst;
@@ -438,13 +481,14 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
     if (!plan->in_data || !plan->out_data || !plan->tensors)
         return fail(why, why_len, "out of memory");
     for (uint64_t i = 0; i < plan->count; i++) {
-        uint64_t elems = plan->in[i * ni].elems;
+        const gr_io_file *lead = &plan->in[i * ni + gr_io_lead_port(&plan->opt)];
+        uint64_t elems = lead->elems;
 
         if (stop && *stop)
             return GR_ERR_CANCELED;
         for (uint32_t p = 0; p < ni; p++) {
             const gr_io_file *f = &plan->in[i * ni + p];
-            float *d = gr_hostbuf_alloc(plan->opt.memory, elems * sizeof(float));
+            float *d = gr_hostbuf_alloc(plan->opt.memory, f->elems * sizeof(float));
             int fd;
 
             if (d == NULL) {
@@ -454,7 +498,7 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
             }
             plan->in_data[i * ni + p] = d;
             fd = open(f->path, O_RDONLY | O_CLOEXEC);
-            if (fd < 0 || read_all(fd, d, elems * sizeof(float), f->data_offset) != GR_OK) {
+            if (fd < 0 || read_all(fd, d, f->elems * sizeof(float), f->data_offset) != GR_OK) {
                 int e = errno;
                 if (fd >= 0)
                     close(fd);
@@ -465,7 +509,8 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
             plan->tensors[i].in[p] = d;
         }
         for (uint32_t p = 0; p < no; p++) {
-            float *d = gr_hostbuf_alloc(plan->opt.memory, elems * sizeof(float));
+            float *d = gr_hostbuf_alloc(plan->opt.memory,
+                                        gr_io_out_elems(plan, i, p) * sizeof(float));
 
             if (d == NULL) {
                 fail(why, why_len, "out of %s host memory for output %s",
@@ -476,6 +521,7 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
             plan->tensors[i].out[p] = d;
         }
         plan->tensors[i].elems = elems;
+        set_shape(&plan->tensors[i], &lead->shape);
     }
     return GR_OK;
 }
@@ -500,20 +546,24 @@ static gr_status write_all(int fd, const void *src, uint64_t bytes)
 /* Write output k (of index i) into its temporary file. */
 static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
 {
-    const gr_io_file *in0 = &plan->in[i * plan->opt.n_inputs];
+    const gr_io_file *lead = &plan->in[i * plan->opt.n_inputs + gr_io_lead_port(&plan->opt)];
+    uint32_t port = (uint32_t)(k % plan->opt.n_outputs);
+    uint64_t elems = gr_io_out_elems(plan, i, port);
+    gr_io_shape fixed = {1, {elems}};
+    const gr_io_shape *shape = plan->opt.out_fixed[port] ? &fixed : &lead->shape;
     const char *out = plan->out[k];
     char header[4096];
     size_t hlen = 0;
     int fd;
 
     if (ends_with(out, ".npy")) {
-        hlen = gr_npy_format_header(in0->shape.dims, in0->shape.ndim, header, sizeof(header));
+        hlen = gr_npy_format_header(shape->dims, shape->ndim, header, sizeof(header));
         if (hlen == 0)
             return fail(why, len, "output %s: shape too large for a .npy header", out);
     }
     fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0 || (hlen && write_all(fd, header, hlen) != GR_OK) ||
-        write_all(fd, plan->out_data[k], in0->elems * sizeof(float)) != GR_OK ||
+        write_all(fd, plan->out_data[k], elems * sizeof(float)) != GR_OK ||
         fsync(fd) != 0) {
         int e = errno;
         if (fd >= 0)

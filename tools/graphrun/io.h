@@ -40,6 +40,10 @@ typedef struct gr_io_options {
     bool force;              /* overwrite existing outputs */
     gr_mem_kind memory;      /* where tensors live in host memory */
     uint32_t shard, shards;  /* this process's share (see above); shards 0 or 1: all */
+    /* Ports of a fixed size (the graph's fixed buffers: gr_graph_port_get): each file of
+     * such an input port holds exactly that many elements, and each output of such a port
+     * is that many, 1-D; 0: the tensor's size and (outputs) input 0's shape. */
+    uint64_t in_fixed[GR_MAX_PORTS], out_fixed[GR_MAX_PORTS];
 } gr_io_options;
 
 typedef struct gr_io_file {
@@ -62,7 +66,9 @@ typedef struct gr_io_plan {
     char **tmp;          /* their temporary files, once staged */
     float **in_data;     /* count * n_inputs */
     float **out_data;    /* count * n_outputs */
-    gr_tensor *tensors;  /* count, ready for gr_job_submit once loaded */
+    gr_tensor *tensors;  /* count, ready for gr_job_submit once loaded (with the shape of
+                            their first tensor-sized input, its leading dimensions folded
+                            together past GR_MAX_DIMS) */
     uint64_t bytes_in, bytes_out;
 } gr_io_plan;
 
@@ -100,6 +106,13 @@ void gr_io_abort(gr_io_plan *plan);
 
 /* Free everything (aborting first if needed). */
 void gr_io_plan_free(gr_io_plan *plan);
+
+/* The first input port of the tensor's own size (not fixed), whose files give each
+ * tensor's size and shape; 0 when every input port is fixed. */
+uint32_t gr_io_lead_port(const gr_io_options *opt);
+
+/* Elements output `port` of planned tensor i has. */
+uint64_t gr_io_out_elems(const gr_io_plan *plan, uint64_t i, uint32_t port);
 
 /* "3,4,5" into a shape; false on anything else. */
 bool gr_io_parse_shape(const char *s, gr_io_shape *out);

@@ -58,6 +58,9 @@ static void usage(FILE *f)
             "\n"
             "  --graph FILE     the graph spec (docs/GRAPH_SPEC.md), e.g.\n"
             "                   graph/examples/seed.graph\n"
+            "  --kernels FILE   register the kernels a CUDA C file declares ('// graphrun:\n"
+            "                   kernel NAME ...' lines), compiled by NVRTC, before the graph\n"
+            "                   is read (repeatable; a spec can name such files itself)\n"
             "  --input PATH     input port 0, 1, ... in order: a .npy file (float32, C order),\n"
             "                   a raw float32 file, or a directory of them (one tensor per\n"
             "                   file; every input directory holds the same file names)\n"
@@ -89,8 +92,12 @@ static void usage(FILE *f)
             DEFAULT_MPI_TIMEOUT_S);
 }
 
+#define MAX_KERNEL_FILES 16
+
 typedef struct run_args {
     const char *graph;
+    const char *kernels[MAX_KERNEL_FILES];
+    uint32_t n_kernels;
     const char **inputs, **outputs;
     uint32_t n_inputs, n_outputs;
     const char *dtype;
@@ -107,6 +114,7 @@ static int parse_args(int argc, char **argv, run_args *a)
     static const struct option longopts[] = {
         GR_RUNTIME_LONGOPTS,
         {"graph", required_argument, NULL, 'g'},
+        {"kernels", required_argument, NULL, 'K'},
         {"input", required_argument, NULL, 'i'},
         {"output", required_argument, NULL, 'o'},
         {"dtype", required_argument, NULL, 'd'},
@@ -130,6 +138,13 @@ static int parse_args(int argc, char **argv, run_args *a)
         switch (opt) {
         case 'g':
             a->graph = optarg;
+            break;
+        case 'K':
+            if (a->n_kernels == MAX_KERNEL_FILES) {
+                fprintf(stderr, "graphrun run: at most %d --kernels files\n", MAX_KERNEL_FILES);
+                return GR_EXIT_USAGE;
+            }
+            a->kernels[a->n_kernels++] = optarg;
             break;
         case 'i':
             if (a->n_inputs == GR_MAX_PORTS)
@@ -269,6 +284,11 @@ static int check_setup(run_state *s)
     gr_error_info err;
     uint32_t count = 0;
 
+    for (uint32_t k = 0; k < a->n_kernels; k++)
+        if (gr_kernel_load_file(a->kernels[k], &err) != GR_OK) {
+            snprintf(s->why, sizeof(s->why), "--kernels: %s", err.message);
+            return GR_EXIT_USAGE;
+        }
     if (gr_graph_load(a->graph, &s->g, &err) != GR_OK) {
         snprintf(s->why, sizeof(s->why), "%s", err.message);
         return GR_EXIT_USAGE;
@@ -340,6 +360,14 @@ static int load_inputs(run_state *s)
     io.memory = (gr_mem_kind)a->rt.memory;
     io.shard = (uint32_t)s->ranks.world.rank;
     io.shards = (uint32_t)s->ranks.world.size;
+    for (uint32_t p = 0; p < a->n_inputs || p < a->n_outputs; p++) {
+        gr_port_info port;
+
+        if (p < a->n_inputs && gr_graph_port_get(s->g, 0, p, &port) == GR_OK)
+            io.in_fixed[p] = port.fixed_elems;
+        if (p < a->n_outputs && gr_graph_port_get(s->g, 1, p, &port) == GR_OK)
+            io.out_fixed[p] = port.fixed_elems;
+    }
     if (gr_io_plan_create(&io, &s->plan, s->why, sizeof(s->why)) != GR_OK ||
         gr_io_stage(&s->plan, s->why, sizeof(s->why)) != GR_OK)
         return GR_EXIT_USAGE;
