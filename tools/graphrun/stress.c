@@ -2,7 +2,11 @@
  * stress.c - the runtime under many submitting threads (see stress.h).
  *
  * Submitter threads start behind a barrier and, until the duration is up, submit jobs of
- * 1..16 in-place seed tensors of random sizes (a quarter of them tiny). Jobs are randomly:
+ * 1..16 in-place tensors of random sizes (a quarter of them tiny), through the seed graph
+ * or, half of the time, through a graph of a kernel registered as a user would
+ * ("stress_affine": x * 0.5 + 0.25, a C function on the host backend, CUDA C source through
+ * NVRTC on the GPU; where it cannot run, every job is the seed's and the report says why).
+ * Jobs are randomly:
  * waited for, canceled after a random delay, given a short deadline, detached (no handle),
  * or released right after submission. Every job's completion callback records each index's
  * final state. Checked per job: the callback ran exactly once; every index ended exactly
@@ -42,6 +46,7 @@ typedef struct shared {
     gr_stress_report *r;
     gr_runtime *rt;
     gr_graph *g;
+    gr_graph *user; /* the user kernel's graph, or NULL when it cannot run here */
     uint64_t max_elems;
     pthread_barrier_t start;
     int64_t stop_at, hang_at;
@@ -54,6 +59,104 @@ typedef struct submitter {
     unsigned id;
     uint64_t rng;
 } submitter;
+
+static const char affine_source[] =
+    "#include \"graphrun_kernel.h\"\n"
+    "extern \"C\" __global__ void stress_affine(gr_kernel_args a)\n"
+    "{\n"
+    "    GR_FOR_EACH(i, a)\n"
+    "    GR_OUT(a, float)[i] = __fadd_rn(__fmul_rn(GR_IN(a, 0, float)[i], 0.5f), 0.25f);\n"
+    "}\n";
+
+static float affine_ref(float x)
+{
+    volatile float half = x * 0.5f; /* two roundings, as the CUDA version */
+    return half + 0.25f;
+}
+
+static void affine_cpu(const gr_kernel_args *a, void *user)
+{
+    const float *x = a->in[0];
+    float *out = a->out;
+
+    (void)user;
+    for (uint64_t i = 0; i < a->n; i++)
+        out[i] = affine_ref(x[i]);
+}
+
+static pthread_once_t affine_once = PTHREAD_ONCE_INIT;
+static gr_status affine_registered;
+static gr_error_info affine_why;
+
+static void register_affine(void)
+{
+    gr_kernel_def d = GR_KERNEL_DEF_INIT;
+
+    d.name = "stress_affine";
+    d.doc = "graphrun stress: x * 0.5 + 0.25";
+    d.n_inputs = 1;
+    d.elementwise = 1;
+    d.cpu = affine_cpu;
+    d.cuda_kind = GR_CUDA_SOURCE;
+    d.cuda = affine_source;
+    d.cuda_name = "stress_affine";
+    affine_registered = gr_kernel_register(&d, &affine_why);
+}
+
+/* The user kernel's graph, if it can run on `rt` (a one-element job says so), else NULL
+ * with the reason in `why`. */
+static gr_graph *user_graph(gr_runtime *rt, char *why, size_t size)
+{
+    static const char spec[] = "buffer x\nh2d l: in0 -> x\nkernel k: stress_affine(x) -> x\n"
+                               "d2h s: x -> out0\nl -> k -> s\n";
+    float x = 1.0f;
+    gr_tensor t = {{&x}, {&x}, 1, 0, {0}};
+    gr_error_info err;
+    gr_status result;
+    gr_job *job = NULL;
+    gr_graph *g;
+
+    pthread_once(&affine_once, register_affine);
+    if (affine_registered != GR_OK) {
+        snprintf(why, size, "%s", affine_why.message);
+        return NULL;
+    }
+    if (gr_graph_parse(spec, strlen(spec), "stress", &g, &err) != GR_OK) {
+        snprintf(why, size, "%s", err.message);
+        return NULL;
+    }
+    if (gr_job_submit(rt, g, &t, 1, NULL, &job, &err) != GR_OK ||
+        gr_job_wait(job, GR_WAIT_FOREVER, &result) != GR_OK || result != GR_OK ||
+        x != affine_ref(1.0f)) {
+        if (job != NULL)
+            gr_job_error_get(job, &err);
+        snprintf(why, size, "%s", err.message);
+        gr_job_destroy(job);
+        gr_graph_destroy(g);
+        return NULL;
+    }
+    gr_job_destroy(job);
+    return g;
+}
+
+/* Elements of out[0, n) that are not `f` of tensor (id, index)'s input; with `partial`,
+ * that are neither the input nor f of it. */
+static uint64_t check_affine(const float *out, uint64_t n, uint64_t id, uint64_t index,
+                             bool partial, uint64_t *first_bad)
+{
+    uint64_t bad = 0;
+
+    *first_bad = UINT64_MAX;
+    for (uint64_t j = 0; j < n; j++) {
+        float in = gr_workload_value(id, index, j), done = affine_ref(in);
+
+        if (memcmp(&out[j], &done, 4) != 0 && !(partial && memcmp(&out[j], &in, 4) == 0)) {
+            if (bad++ == 0)
+                *first_bad = j;
+        }
+    }
+    return bad;
+}
 
 static uint64_t next_rand(uint64_t *state)
 {
@@ -134,6 +237,8 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     gr_stress_report *rep = s->r;
     uint64_t count = 1 + below(&w->rng, MAX_TENSORS);
     uint64_t kind = below(&w->rng, 10);
+    bool user = s->user != NULL && below(&w->rng, 2) == 0;
+    gr_graph *g = user ? s->user : s->g;
     uint64_t done = 0, failed = 0, canceled = 0;
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_error_info err;
@@ -155,7 +260,7 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     o.user = &r;
     if (kind == 7)
         o.deadline_ns = gr_now_ns() + (int64_t)below(&w->rng, 3000000);
-    if (gr_job_submit(s->rt, s->g, t, count, &o, kind == 8 ? NULL : &job, &err) != GR_OK) {
+    if (gr_job_submit(s->rt, g, t, count, &o, kind == 8 ? NULL : &job, &err) != GR_OK) {
         breach(s, &rep->submit_errors, "job %llu: submit refused: %s", (unsigned long long)id,
                err.message);
         goto out;
@@ -202,7 +307,8 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
 
         if (r.state[i] == GR_INDEX_DONE) {
             done++;
-            bad = gr_workload_check_seed(data[i], 0, elems[i], id, i, &where);
+            bad = user ? check_affine(data[i], elems[i], id, i, false, &where)
+                       : gr_workload_check_seed(data[i], 0, elems[i], id, i, &where);
             if (bad)
                 breach(s, &rep->wrong_outputs, "job %llu index %llu: %llu wrong elements, "
                                                "first %llu",
@@ -219,7 +325,8 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
                    (unsigned long long)id, (unsigned long long)i, r.state[i]);
         /* Untouched, except that a tensor split into chunks may have had some chunks
          * written before it was stopped: each element is its input or its result. */
-        bad = gr_workload_check_partial(data[i], 0, elems[i], id, i, &where);
+        bad = user ? check_affine(data[i], elems[i], id, i, true, &where)
+                   : gr_workload_check_partial(data[i], 0, elems[i], id, i, &where);
         if (bad)
             breach(s, &rep->written_unfinished,
                    "job %llu index %llu (state %d): %llu elements are neither input nor "
@@ -229,6 +336,7 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     }
     pthread_mutex_lock(&s->mu);
     rep->jobs++;
+    rep->user_jobs += user;
     rep->done += done;
     rep->failed += failed;
     rep->canceled += canceled;
@@ -327,6 +435,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
         goto out;
     gr_runtime_info_get(s.rt, &info);
     r->budget_bytes = info.budget_bytes;
+    s.user = user_graph(s.rt, r->user_skipped, sizeof(r->user_skipped));
     pthread_barrier_init(&s.start, NULL, n + 1);
     for (unsigned i = 0; i < n; i++) {
         w[i] = (submitter){&s, i, c->seed * 104729 + i};
@@ -358,6 +467,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
 out:
     gr_runtime_destroy(s.rt);
     gr_graph_destroy(s.g);
+    gr_graph_destroy(s.user);
     pthread_mutex_destroy(&s.mu);
     free(w);
     free(th);
@@ -374,6 +484,11 @@ void gr_stress_print(const gr_stress_config *c, const gr_stress_report *r)
            (unsigned long long)r->done, (unsigned long long)r->failed,
            (unsigned long long)r->canceled, (unsigned long long)r->peak_budget,
            (unsigned long long)r->budget_samples);
+    if (r->user_skipped[0])
+        printf("user kernel: not run (%s)\n", r->user_skipped);
+    else
+        printf("user kernel: %llu of the %llu jobs ran the registered stress_affine kernel\n",
+               (unsigned long long)r->user_jobs, (unsigned long long)r->jobs);
     printf("breaches: %llu budget, %llu wrong outputs, %llu written though unfinished, %llu "
            "callback, %llu counts, %llu double ends, %llu refused submits, %llu left in use%s%s\n",
            (unsigned long long)r->budget_violations, (unsigned long long)r->wrong_outputs,

@@ -1,7 +1,9 @@
 /*
  * stress.h - the runtime under many submitting threads, for `graphrun stress` and
  * tests/stress_runtime: random tensor sizes, a budget of a few tensors, a small ring, and
- * jobs that are waited for, canceled, given short deadlines, detached or released early.
+ * jobs that are waited for, canceled, given short deadlines, detached or released early;
+ * half of them through the built-in seed kernel, half through a kernel registered as a user
+ * would (a C function for the host backend, CUDA C compiled by NVRTC for the GPU).
  * Every promise is checked and every breach counted (see gr_stress_report).
  */
 #ifndef GR_STRESS_H
@@ -24,6 +26,9 @@ typedef struct gr_stress_config {
 
 typedef struct gr_stress_report {
     uint64_t jobs, done, failed, canceled; /* indices by final state */
+    /* Jobs of the user kernel's graph (the rest are the seed's), or why none ran. */
+    uint64_t user_jobs;
+    char user_skipped[256];
     uint64_t budget_bytes, peak_budget, budget_samples;
     /* Breaches: every one must be 0. */
     uint64_t budget_violations; /* budget in use above the budget, at a sample */

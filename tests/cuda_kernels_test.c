@@ -1,0 +1,364 @@
+/*
+ * cuda_kernels_test.c - kernels on a real GPU beyond the seed: every way of bringing a
+ * user's CUDA kernel (an entry of this program, a cudaKernel_t, a CUfunction, a launch
+ * callback, NVRTC source), whole, chunked and batched, against its CPU version bit for bit;
+ * the built-ins added with them (exact ones bit for bit, CUDA's exp, log and tanh within
+ * 2 ulp, softmax and the double sum within a relative 1e-6); private contexts; and the
+ * device memory that source kernels' modules take. Every case says SKIP without a GPU.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "kernels/kernels.h"
+#include "runtime/runtime.h"
+#include "tests/fixtures.h"
+#include "tests/testing.h"
+#include "tests/user_kernels.h"
+#include "tools/graphrun/cuda_measure.h"
+#include "tools/graphrun/workload.h"
+
+#define MiB (1ull << 20)
+#define STATED_OVERHEAD (32 * MiB) /* docs/API.md: device memory beyond the budget */
+
+static gr_runtime *cuda_runtime(uint32_t workers, uint64_t budget, gr_context_mode mode)
+{
+    return gr_test_runtime((gr_test_shape){
+        .backend = GR_BACKEND_CUDA, .workers = workers, .budget = budget, .contexts = mode});
+}
+
+static void need_user_kernels(void)
+{
+    gr_error_info err;
+
+    if (gr_test_register_user_kernels(&err) != GR_OK)
+        GR_TEST_FAIL("registering the user kernels: %s", err.message);
+}
+
+/* In place: load x, KERNEL(x, s) -> x, store. */
+static gr_graph *in_place(const char *kernel, const float *s, uint32_t n_s)
+{
+    const char *x = "x";
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "k", kernel, &x, 1, "x", s, n_s), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    return g;
+}
+
+static gr_status run(gr_runtime *rt, gr_graph *g, gr_tensor *t, uint64_t n, gr_error_info *err)
+{
+    gr_job *job;
+    gr_status st = gr_job_submit(rt, g, t, n, NULL, &job, err);
+
+    if (st != GR_OK)
+        return st;
+    st = gr_test_wait(job, GR_WAIT_FOREVER);
+    if (st != GR_OK && err)
+        gr_job_error_get(job, err);
+    gr_job_destroy(job);
+    return st;
+}
+
+/* One user kernel over: odd sizes whole, one tensor in chunks (larger than a worker's
+ * share of an 8 MiB budget), 3000 small separate pinned tensors (staged batches). */
+static void user_kernel_everywhere(gr_runtime *rt, const char *name)
+{
+    static const uint64_t odd[] = {1, 3, 255, 257, 4099, 100003};
+    enum { SMALL = 3000, SMALL_ELEMS = 300, BIG = 3 * (1 << 20) + 5 };
+    const float s = 1.5f;
+    gr_graph *g = in_place(name, &s, 1);
+    uint64_t n = sizeof(odd) / sizeof(odd[0]) + 1 + SMALL;
+    gr_tensor *t = calloc(n, sizeof(*t));
+    float **data = calloc(n, sizeof(*data));
+    gr_error_info err;
+
+    ASSERT_TRUE(t != NULL && data != NULL);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t elems = i < 6 ? odd[i] : i == 6 ? BIG : SMALL_ELEMS + i % 7;
+
+        ASSERT_STATUS(gr_host_alloc(elems * 4, (void **)&data[i]), GR_OK);
+        gr_workload_fill(data[i], 0, elems, 41, i);
+        t[i].in[0] = t[i].out[0] = data[i];
+        t[i].elems = elems;
+    }
+    if (run(rt, g, t, n, &err) != GR_OK)
+        GR_TEST_FAIL("%s: index %llu node '%s': %s", name, (unsigned long long)err.index,
+                     err.node, err.message);
+    for (uint64_t i = 0; i < n; i++) {
+        for (uint64_t j = 0; j < t[i].elems; j++) {
+            float want = gr_test_user_ref(gr_workload_value(41, i, j), s);
+
+            if (memcmp(&data[i][j], &want, 4) != 0)
+                GR_TEST_FAIL("%s: tensor %llu element %llu: GPU %.9g, CPU %.9g", name,
+                             (unsigned long long)i, (unsigned long long)j, data[i][j], want);
+        }
+        gr_host_free(data[i]);
+    }
+    free(data);
+    free(t);
+    gr_graph_destroy(g);
+}
+
+static void user_kernels_every_way(void)
+{
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    need_user_kernels();
+    rt = cuda_runtime(2, 8 * MiB, GR_CONTEXT_PRIMARY);
+    for (int w = 0; w < GR_TEST_USER_WAYS; w++) {
+        user_kernel_everywhere(rt, gr_test_user_kernels[w]);
+        printf("    %s: whole, chunked and batched tensors right\n", gr_test_user_kernels[w]);
+    }
+    gr_runtime_destroy(rt);
+}
+
+/* With private contexts: the context-independent kinds run; a CUfunction (bound to the
+ * primary context it came from) is refused at submit, saying why. */
+static void user_kernels_private_contexts(void)
+{
+    const float s = 2.0f;
+    float *x;
+    gr_tensor t = {{0}, {0}, 1024, 0, {0}};
+    gr_error_info err;
+    gr_runtime *rt;
+    gr_graph *g;
+
+    REQUIRE_GPU();
+    need_user_kernels();
+    rt = cuda_runtime(2, 8 * MiB, GR_CONTEXT_PRIVATE);
+    user_kernel_everywhere(rt, "u_kernel");
+    user_kernel_everywhere(rt, "u_source");
+    user_kernel_everywhere(rt, "u_launch");
+    user_kernel_everywhere(rt, "u_entry");
+    g = in_place("u_function", &s, 1);
+    ASSERT_STATUS(gr_host_alloc(1024 * 4, (void **)&x), GR_OK);
+    t.in[0] = t.out[0] = x;
+    ASSERT_STATUS(run(rt, g, &t, 1, &err), GR_ERR_UNAVAILABLE);
+    ASSERT_STR_CONTAINS(err.message, "kernel 'u_function' is a CUfunction, which only its own "
+                                     "context can launch");
+    gr_host_free(x);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+}
+
+static int64_t ulps(float a, float b)
+{
+    int32_t ia, ib;
+
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    return (int64_t)ia - ib;
+}
+
+/* The built-ins beyond the seed, against their CPU versions. */
+static void new_builtins_match_cpu(void)
+{
+    enum { N = (1 << 20) + 3 };
+    static const struct {
+        const char *kernel;
+        uint32_t n_in;
+        float s[2];
+        uint32_t n_s;
+        int ulps;
+    } cases[] = {
+        {"sub", 1, {0.25f}, 1, 0},  {"div", 1, {3.0f}, 1, 0},     {"exp", 1, {0}, 0, 2},
+        {"tanh", 1, {0}, 0, 2},     {"sigmoid", 1, {0}, 0, 2},    {"clamp", 1, {0.2f, 0.7f}, 2, 0},
+        {"mul2", 2, {0}, 0, 0},     {"add2", 2, {0}, 0, 0},
+        {"log", 1, {0}, 0, 2}, /* last: its inputs are made positive in place */
+    };
+    const char *ins[] = {"a", "b"};
+    float *x, *y, *out, *want;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(2, 64 * MiB, GR_CONTEXT_PRIMARY);
+    ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&x), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&y), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&out), GR_OK);
+    want = malloc(N * 4);
+    gr_workload_fill(x, 0, N, 6, 0);
+    gr_workload_fill(y, 0, N, 6, 1);
+    for (uint64_t i = 0; i < N; i++)
+        x[i] = x[i] * 8.0f - 4.0f + 1e-3f; /* [-4, 4), and log's inputs > 0 below */
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        gr_tensor t = {{x, cases[c].n_in > 1 ? y : NULL}, {out}, N, 0, {0}};
+        const gr_kernel *k = gr__kernel_find(cases[c].kernel);
+        gr_kernel_args a = {.out = want, .in = {x, y}, .n = N, .in_n = {N, N},
+                            .s = {{cases[c].s[0]}, {cases[c].s[1]}}};
+        gr_graph *g;
+        gr_error_info err;
+
+        if (strcmp(cases[c].kernel, "log") == 0)
+            for (uint64_t i = 0; i < N; i++)
+                x[i] = fabsf(x[i]);
+        ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+        for (uint32_t i = 0; i < cases[c].n_in; i++) {
+            char load[8];
+
+            snprintf(load, sizeof(load), "l%u", i);
+            ASSERT_STATUS(gr_graph_add_buffer(g, ins[i], 1, 1), GR_OK);
+            ASSERT_STATUS(gr_graph_add_h2d(g, load, i, ins[i]), GR_OK);
+        }
+        ASSERT_STATUS(gr_graph_add_buffer(g, "o", 1, 1), GR_OK);
+        ASSERT_STATUS(gr_graph_add_kernel(g, "k", cases[c].kernel, ins, cases[c].n_in, "o",
+                                          cases[c].s, cases[c].n_s),
+                      GR_OK);
+        ASSERT_STATUS(gr_graph_add_d2h(g, "st", "o", 0), GR_OK);
+        ASSERT_STATUS(gr_graph_add_dep(g, "l0", "k"), GR_OK);
+        if (cases[c].n_in > 1)
+            ASSERT_STATUS(gr_graph_add_dep(g, "l1", "k"), GR_OK);
+        ASSERT_STATUS(gr_graph_add_dep(g, "k", "st"), GR_OK);
+        ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+        memset(out, 0xff, N * 4);
+        if (run(rt, g, &t, 1, &err) != GR_OK)
+            GR_TEST_FAIL("%s: %s", cases[c].kernel, err.message);
+        k->def.cpu(&a, k->def.user);
+        for (uint64_t i = 0; i < N; i++) {
+            int64_t d = ulps(out[i], want[i]);
+
+            if (d < -cases[c].ulps || d > cases[c].ulps)
+                GR_TEST_FAIL("%s: element %llu (x %.9g): GPU %.9g, CPU %.9g", cases[c].kernel,
+                             (unsigned long long)i, x[i], out[i], want[i]);
+        }
+        gr_graph_destroy(g);
+    }
+    gr_runtime_destroy(rt);
+    gr_host_free(x);
+    gr_host_free(y);
+    gr_host_free(out);
+    free(want);
+}
+
+/* softmax per row and sum to one element, on shapes the GPU's blocks divide unevenly, and
+ * normalize with small inputs: against the CPU versions. */
+static void reductions_match_cpu(void)
+{
+    static const uint64_t shapes[][2] = {{1, 1}, {3, 1000}, {1000, 3}, {257, 4099}, {1, 1 << 20}};
+    enum { T = sizeof(shapes) / sizeof(shapes[0]) };
+    const gr_kernel *sm = gr__kernel_find("softmax"), *su = gr__kernel_find("sum");
+    gr_runtime *rt;
+    gr_graph *gsm, *gsu;
+    gr_error_info err;
+    gr_tensor t[T], ts[T];
+    float *x[T], *y[T], sums[T];
+    static const char softmax_spec[] = "buffer x\nbuffer y\nh2d l: in0 -> x\n"
+                                       "kernel k: softmax(x) -> y\nd2h s: y -> out0\n"
+                                       "l -> k -> s\n";
+    static const char sum_spec[] = "buffer x\nbuffer t [1]\nh2d l: in0 -> x\n"
+                                   "kernel k: sum(x) -> t\nd2h s: t -> out0\nl -> k -> s\n";
+
+    REQUIRE_GPU();
+    rt = cuda_runtime(3, 128 * MiB, GR_CONTEXT_PRIMARY);
+    ASSERT_STATUS(gr_graph_parse(softmax_spec, strlen(softmax_spec), "softmax", &gsm, &err),
+                  GR_OK);
+    ASSERT_STATUS(gr_graph_parse(sum_spec, strlen(sum_spec), "sum", &gsu, &err), GR_OK);
+    memset(t, 0, sizeof(t));
+    memset(ts, 0, sizeof(ts));
+    for (int k = 0; k < T; k++) {
+        uint64_t e = shapes[k][0] * shapes[k][1];
+
+        ASSERT_STATUS(gr_host_alloc(e * 4, (void **)&x[k]), GR_OK);
+        ASSERT_STATUS(gr_host_alloc(e * 4, (void **)&y[k]), GR_OK);
+        gr_workload_fill(x[k], 0, e, 9, (uint64_t)k);
+        for (uint64_t i = 0; i < e; i++)
+            x[k][i] = x[k][i] * 20.0f - 10.0f;
+        t[k] = (gr_tensor){{x[k]}, {y[k]}, e, 2, {shapes[k][0], shapes[k][1]}};
+        ts[k] = (gr_tensor){{x[k]}, {&sums[k]}, e, 0, {0}};
+    }
+    if (run(rt, gsm, t, T, &err) != GR_OK || run(rt, gsu, ts, T, &err) != GR_OK)
+        GR_TEST_FAIL("%s", err.message);
+    for (int k = 0; k < T; k++) {
+        uint64_t e = t[k].elems;
+        float *want = malloc(e * 4), one;
+        gr_kernel_args a = {.out = want, .in = {x[k]}, .n = e, .in_n = {e},
+                            .shape = {shapes[k][0], shapes[k][1]}, .rank = 2};
+
+        sm->def.cpu(&a, NULL);
+        for (uint64_t i = 0; i < e; i++)
+            if (fabs((double)y[k][i] - want[i]) > 1e-6 * fabs(want[i]) + 1e-37)
+                GR_TEST_FAIL("softmax %llux%llu element %llu: GPU %.9g, CPU %.9g",
+                             (unsigned long long)shapes[k][0], (unsigned long long)shapes[k][1],
+                             (unsigned long long)i, y[k][i], want[i]);
+        a.out = &one;
+        a.n = 1;
+        su->def.cpu(&a, NULL);
+        if (fabs((double)sums[k] - one) > 1e-6 * fabs(one) + 1e-6)
+            GR_TEST_FAIL("sum of %llu: GPU %.9g, CPU %.9g", (unsigned long long)e, sums[k], one);
+        free(want);
+        gr_host_free(x[k]);
+        gr_host_free(y[k]);
+    }
+    gr_graph_destroy(gsm);
+    gr_graph_destroy(gsu);
+    gr_runtime_destroy(rt);
+}
+
+/* Many source kernels, each loaded and run: the modules stay within the device memory the
+ * docs state beyond the budget (STATED_OVERHEAD), with the budget itself. */
+static void source_modules_stay_within_overhead(void)
+{
+    enum { K = 64, E = 4096 };
+    const uint64_t budget = 64 * MiB;
+    uint64_t baseline, peak, total;
+    gr_devmem_sampler *sampler;
+    gr_error_info err;
+    gr_runtime *rt;
+    float *x;
+
+    REQUIRE_GPU();
+    ASSERT_STATUS(gr_devmem_start(0, 100, &sampler, &err), GR_OK);
+    rt = cuda_runtime(3, budget, GR_CONTEXT_PRIMARY);
+    ASSERT_STATUS(gr_host_alloc(E * 4, (void **)&x), GR_OK);
+    for (int k = 0; k < K; k++) {
+        char name[32], src[512];
+        gr_kernel_def d = GR_KERNEL_DEF_INIT;
+        const float s = 1.0f;
+        gr_tensor t = {{x}, {x}, E, 0, {0}};
+        gr_graph *g;
+
+        snprintf(name, sizeof(name), "many_%d", k);
+        snprintf(src, sizeof(src),
+                 "#include \"graphrun_kernel.h\"\n"
+                 "extern \"C\" __global__ void many_%d(gr_kernel_args a)\n"
+                 "{ GR_FOR_EACH(i, a) GR_OUT(a, float)[i] = GR_IN(a, 0, float)[i] + %d.0f; }\n",
+                 k, k);
+        d.name = name;
+        d.n_inputs = 1;
+        d.n_scalars = 1;
+        d.elementwise = 1;
+        d.cuda_kind = GR_CUDA_SOURCE;
+        d.cuda = src;
+        d.cuda_name = name;
+        if (gr_kernel_register(&d, &err) != GR_OK)
+            GR_TEST_FAIL("register %s: %s", name, err.message);
+        for (int i = 0; i < E; i++)
+            x[i] = (float)i;
+        g = in_place(name, &s, 1);
+        if (run(rt, g, &t, 1, &err) != GR_OK)
+            GR_TEST_FAIL("%s: %s", name, err.message);
+        for (int i = 0; i < E; i++)
+            if (x[i] != (float)(i + k))
+                GR_TEST_FAIL("%s: element %d: %.9g, want %d", name, i, x[i], i + k);
+        gr_graph_destroy(g);
+    }
+    gr_runtime_destroy(rt);
+    gr_devmem_stop(sampler, &baseline, &peak, &total);
+    printf("    %d source kernels: device memory %.1f MiB above the baseline (budget %.0f MiB, "
+           "stated overhead %.0f MiB)\n",
+           K, (peak - baseline) / 1048576.0, budget / 1048576.0, STATED_OVERHEAD / 1048576.0);
+    ASSERT_LE_U64(peak - baseline, budget + STATED_OVERHEAD);
+    gr_host_free(x);
+}
+
+GR_TEST_MAIN(GR_TEST(user_kernels_every_way), GR_TEST(user_kernels_private_contexts),
+             GR_TEST(new_builtins_match_cpu), GR_TEST(reductions_match_cpu),
+             GR_TEST(source_modules_stay_within_overhead))
