@@ -2,9 +2,10 @@
  * cuda_kernels_test.c - kernels on a real GPU beyond the seed: every way of bringing a
  * user's CUDA kernel (an entry of this program, a cudaKernel_t, a CUfunction, a launch
  * callback, NVRTC source), whole, chunked and batched, against its CPU version bit for bit;
- * the built-ins added with them (exact ones bit for bit, CUDA's exp, log and tanh within
- * 2 ulp, softmax and the double sum within a relative 1e-6); private contexts; and the
- * device memory that source kernels' modules take. Every case says SKIP without a GPU.
+ * the built-ins added with them (exact ones bit for bit, CUDA's exp and log within 2 ulp of
+ * the C library's, tanh and sigmoid within 4, softmax and the double sum within a relative
+ * 1e-6); private contexts; and the device memory that source kernels' modules take. Every
+ * case says SKIP without a GPU.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -171,7 +172,7 @@ static void new_builtins_match_cpu(void)
         int ulps;
     } cases[] = {
         {"sub", 1, {0.25f}, 1, 0},  {"div", 1, {3.0f}, 1, 0},     {"exp", 1, {0}, 0, 2},
-        {"tanh", 1, {0}, 0, 2},     {"sigmoid", 1, {0}, 0, 2},    {"clamp", 1, {0.2f, 0.7f}, 2, 0},
+        {"tanh", 1, {0}, 0, 4},     {"sigmoid", 1, {0}, 0, 4},    {"clamp", 1, {0.2f, 0.7f}, 2, 0},
         {"mul2", 2, {0}, 0, 0},     {"add2", 2, {0}, 0, 0},
         {"log", 1, {0}, 0, 2}, /* last: its inputs are made positive in place */
     };
