@@ -763,9 +763,10 @@ typedef struct gr_job_options {
  * memory it points to must stay valid, and outputs untouched by the caller, until the job
  * completes. Validates everything first: on a refusal nothing is queued, *out is NULL and
  * `err` (optional) names the index and reason. Refusals: NULL arguments, count 0, a graph
- * not finalized, a missing or extra port pointer, elems 0, outputs that overlap each other
- * or another index's input, a tensor whose iteration cannot fit the budget
- * (GR_ERR_OVER_BUDGET), a call from a completion callback (GR_ERR_INVALID_USAGE), shutdown
+ * not finalized, a missing or extra port pointer, elems 0, a shape that does not describe
+ * the tensor, outputs that overlap each other or another index's input, a tensor whose
+ * iteration cannot fit the budget (GR_ERR_OVER_BUDGET), a kernel the backend cannot run
+ * (GR_ERR_UNAVAILABLE), a call from a completion callback (GR_ERR_INVALID_USAGE), shutdown
  * (GR_ERR_SHUTDOWN).
  *
  * On GR_OK the job is accepted: all indices will end, even if the job's deadline passes or
