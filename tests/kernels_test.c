@@ -210,7 +210,7 @@ static void user_kernel_registered(void)
     a = args1(data, out, 0);
     run("twice", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == 2.0f * data[i]);
+        ASSERT_FLOAT_BITS_EQ(out[i], 2.0f * data[i]);
     /* A second registration of the name, and a built-in's name, are refused. */
     d = twice_def("twice");
     ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);
@@ -352,42 +352,42 @@ static void more_elementwise_kernels(void)
     a = args1(data, out, 0.75f);
     run("sub", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == data[i] - 0.75f);
+        ASSERT_FLOAT_BITS_EQ(out[i], data[i] - 0.75f);
     a = args1(data, out, 3.0f);
     run("div", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == data[i] / 3.0f);
+        ASSERT_FLOAT_BITS_EQ(out[i], data[i] / 3.0f);
     a = args1(y, out, 0);
     run("exp", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == expf(y[i]));
+        ASSERT_FLOAT_BITS_EQ(out[i], expf(y[i]));
     a = args1(pos, out, 0);
     run("log", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == logf(pos[i]));
+        ASSERT_FLOAT_BITS_EQ(out[i], logf(pos[i]));
     a = args1(y, out, 0);
     run("tanh", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == tanhf(y[i]));
+        ASSERT_FLOAT_BITS_EQ(out[i], tanhf(y[i]));
     run("sigmoid", &a);
     for (int i = 0; i < N; i++) {
-        ASSERT_TRUE(out[i] == 1.0f / (1.0f + expf(-y[i])));
+        ASSERT_FLOAT_BITS_EQ(out[i], 1.0f / (1.0f + expf(-y[i])));
         ASSERT_TRUE(out[i] >= 0.0f && out[i] <= 1.0f);
     }
     a = args1(y, out, -0.25f);
     a.s[1].f32 = 0.25f;
     run("clamp", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == (y[i] < -0.25f ? -0.25f : y[i] > 0.25f ? 0.25f : y[i]));
+        ASSERT_FLOAT_BITS_EQ(out[i], (y[i] < -0.25f ? -0.25f : y[i] > 0.25f ? 0.25f : y[i]));
     a = args1(data, out, 0);
     a.in[1] = y;
     a.in_n[1] = N;
     run("mul2", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == data[i] * y[i]);
+        ASSERT_FLOAT_BITS_EQ(out[i], data[i] * y[i]);
     run("add2", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == data[i] + y[i]);
+        ASSERT_FLOAT_BITS_EQ(out[i], data[i] + y[i]);
 }
 
 /* softmax over rows of the last dimension, against a reference in double; one row when
@@ -443,8 +443,8 @@ static void sum_of_tensor(void)
     a = args1(data, out, 0);
     a.n = 1;
     run("sum", &a);
-    ASSERT_TRUE(out[0] == (float)want);
-    ASSERT_TRUE(out[1] == -1.0f); /* one element, no more */
+    ASSERT_FLOAT_BITS_EQ(out[0], (float)want);
+    ASSERT_FLOAT_BITS_EQ(out[1], -1.0f); /* one element, no more */
 }
 
 /* normalize: (x - mean[c]) / std[c] with c = i % C, channels last. */
@@ -461,7 +461,7 @@ static void normalize_per_channel(void)
     a.in_n[1] = a.in_n[2] = 3;
     run("normalize", &a);
     for (int i = 0; i < N; i++)
-        ASSERT_TRUE(out[i] == (data[i] - mean[i % 3]) / sd[i % 3]);
+        ASSERT_FLOAT_BITS_EQ(out[i], (data[i] - mean[i % 3]) / sd[i % 3]);
 }
 
 GR_TEST_MAIN(GR_TEST(registry_lookup), GR_TEST(elementwise_kernels_match_definitions),

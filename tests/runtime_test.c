@@ -665,7 +665,7 @@ static void kernel_missing_on_backend_refused(void)
                                      "implementation, which the host backend needs");
     ASSERT_STR_CONTAINS(err.node, "user");
     for (int i = 0; i < 64; i++)
-        ASSERT_TRUE(x[i] == (float)i);
+        ASSERT_FLOAT_BITS_EQ(x[i], (float)i);
     ASSERT_EQ(RT(rt)->stats->jobs_submitted, 0);
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);
