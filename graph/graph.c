@@ -486,13 +486,19 @@ static gr_status check_sizes(gr_graph *g, uint32_t i)
     const gr_node *n = &g->nodes[i];
     const gr_kernel_def *k = n->kind == GR_NODE_KERNEL ? &n->kernel->def : NULL;
 
+    /* A fixed buffer is read whole (its fixed size is in_n), by a copy or as a kernel's
+     * small input; any other read is of the tensor's elements, which the buffer must hold
+     * (a small input of ratio below 1/1 included: the kernel would read in_n = the tensor's
+     * elements of it). */
     for (uint32_t r = 0; r < n->n_reads; r++) {
         const gr_buffer_def *b = &g->buffers[n->reads[r]];
-        bool any_size = k == NULL ? b->fixed != 0 : ((k->small_inputs >> r) & 1);
+        bool fixed_ok = b->fixed != 0 && (k == NULL || ((k->small_inputs >> r) & 1));
 
-        if (!any_size && !holds_tensor(b))
+        if (!fixed_ok && !holds_tensor(b))
             return too_small(g, n, n->reads[r]);
     }
+    /* A copy into a fixed buffer moves its fixed size; a kernel writing one element fits
+     * any buffer (every buffer holds at least one); anything else writes the tensor. */
     if (n->write != GR_NO_BUFFER) {
         const gr_buffer_def *b = &g->buffers[n->write];
         bool any_size = k == NULL ? b->fixed != 0 : k->out_size == GR_OUT_ONE;

@@ -83,6 +83,7 @@ typedef struct parser {
     gr_error_info *err;
     gr_graph *g;
     spec_pass pass;
+    bool files; /* `cuda` statements may read files: a spec from a file (gr_graph_load) */
 
     /* The cursor. */
     size_t at, line, line_start;
@@ -635,6 +636,13 @@ static gr_status parse_cuda(parser *p)
         return st;
     if (p->pass != PASS_SOURCES)
         return GR_OK;
+    /* Text given in memory may come from anyone (graphserve's ?spec=): it must not make
+     * the process read its files, nor echo them back in a compiler's log. */
+    if (!p->files)
+        return perr(p, t.pos,
+                    "a 'cuda' statement reads a file, which only a spec loaded from a file "
+                    "may do (gr_graph_load); register the kernels first "
+                    "(gr_kernel_load_file, graphrun run --kernels)");
     if ((st = source_path(p, &t, path, sizeof(path))) != GR_OK)
         return st;
     if ((st = gr_kernel_load_file(path, &inner)) != GR_OK) {
@@ -1005,8 +1013,9 @@ static gr_status finalize(parser *p)
     return perr(p, cursor(p), "%s", g->error);
 }
 
-gr_status gr_graph_parse(const char *text, size_t len, const char *name, gr_graph **out,
-                         gr_error_info *err)
+/* gr_graph_parse, with `files` saying whether `cuda` statements may read files. */
+static gr_status parse_spec(const char *text, size_t len, const char *name, bool files,
+                            gr_graph **out, gr_error_info *err)
 {
     parser *p;
     gr_status st;
@@ -1025,6 +1034,7 @@ gr_status gr_graph_parse(const char *text, size_t len, const char *name, gr_grap
     p->len = len;
     p->name = name ? name : "<graph spec>";
     p->err = err;
+    p->files = files;
     if ((st = gr_graph_create(&p->g)) != GR_OK) {
         gr_error_set(err, st, GR_NO_INDEX, NULL, "cannot create a graph: %s",
                      gr_status_str(st));
@@ -1043,6 +1053,12 @@ out_destroy_graph:
 out_free_parser:
     free(p);
     return st;
+}
+
+gr_status gr_graph_parse(const char *text, size_t len, const char *name, gr_graph **out,
+                         gr_error_info *err)
+{
+    return parse_spec(text, len, name, false, out, err);
 }
 
 gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err)
@@ -1093,7 +1109,7 @@ gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err)
                           SPEC_MAX_FILE_BYTES);
         goto out_free;
     }
-    st = gr_graph_parse(buf, used, path, out, err);
+    st = parse_spec(buf, used, path, true, out, err);
 
 out_free:
     free(buf);

@@ -1,18 +1,23 @@
 /*
  * cuda_file.c - kernels declared in a CUDA C source file (graphrun.h: gr_kernel_load_file).
  *
- * The file is compiled once, by its text, with its path as NVRTC's name for it, so that a
- * compile error's log points into the file ("PATH(LINE): error: ..."); the registrations
- * of its kernels then find that compilation in NVRTC's cache. Declarations are comment
- * lines, so the file stays plain CUDA C that nvcc compiles too:
+ * The file must be a regular file that declares at least one kernel, which is checked before
+ * anything compiles it (a spec could name any file). It is then compiled once, by its
+ * text, with its path as NVRTC's name for it, so that a compile error's log points into the
+ * file ("PATH(LINE): error: ..."); the registrations of its kernels then find that
+ * compilation in NVRTC's cache. Declarations are comment lines, so the file stays plain
+ * CUDA C that nvcc compiles too:
  *
  *     // graphrun: kernel NAME [inputs=N] [scalars=N] [elementwise] [out=elems|one]
  *     //                       [block=N] [blocks_per_sm=N] [max_blocks=N]
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kernels/kernels.h"
 #include "kernels/nvrtc.h"
@@ -21,47 +26,50 @@
 #define FILE_MAX_BYTES (4u << 20)
 #define MARK "// graphrun: kernel"
 
+/* The whole of a regular file: opened without blocking (a FIFO or a device named by a spec
+ * must not hold the caller), and refused unless it is a regular file of at most
+ * FILE_MAX_BYTES without a NUL byte. */
 static gr_status read_text(const char *path, char **out, gr_error_info *err)
 {
-    FILE *f = fopen(path, "rb");
-    size_t n = 0, cap = 0;
-    char *buf = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    size_t n = 0;
+    char *buf;
 
-    if (f == NULL)
+    if (fd < 0)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "%s: cannot open: %s", path, strerror(errno));
-    for (;;) {
-        size_t got;
-
-        if (n + 1 >= cap) {
-            char *grown;
-
-            cap = cap ? 2 * cap : 65536;
-            if (cap > FILE_MAX_BYTES + 1) {
-                free(buf);
-                fclose(f);
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                    "%s: larger than %u bytes", path, FILE_MAX_BYTES);
-            }
-            if ((grown = realloc(buf, cap)) == NULL) {
-                free(buf);
-                fclose(f);
-                return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-            }
-            buf = grown;
-        }
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        free(buf);
-        fclose(f);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "%s: cannot read: %s", path, strerror(errno));
+                            "%s: not a regular file", path);
     }
-    fclose(f);
+    if ((uint64_t)sb.st_size > FILE_MAX_BYTES) {
+        close(fd);
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "%s: larger than %u bytes", path, FILE_MAX_BYTES);
+    }
+    if ((buf = malloc((size_t)sb.st_size + 1)) == NULL) {
+        close(fd);
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    }
+    while (n < (size_t)sb.st_size) {
+        ssize_t got = read(fd, buf + n, (size_t)sb.st_size - n);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            int e = got < 0 ? errno : EIO;
+
+            free(buf);
+            close(fd);
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                "%s: cannot read: %s", path,
+                                got < 0 ? strerror(e) : "the file shrank while being read");
+        }
+        n += (size_t)got;
+    }
+    close(fd);
     buf[n] = '\0';
     if (strlen(buf) != n) {
         free(buf);
@@ -152,6 +160,24 @@ static gr_status parse_decl(const char *path, size_t line, const char *text, con
     return GR_OK;
 }
 
+/* The declaration on the line [p, eol), if it is one (*found); its def into `d`. */
+static gr_status line_decl(const char *path, size_t line, const char *p, const char *eol,
+                           bool *found, gr_kernel_def *d, char *name, size_t name_size,
+                           gr_error_info *err)
+{
+    const char *q = p;
+
+    *found = false;
+    while (q < eol && (*q == ' ' || *q == '\t'))
+        q++;
+    if ((size_t)(eol - q) < strlen(MARK) || strncmp(q, MARK, strlen(MARK)) != 0 ||
+        !(q + strlen(MARK) == eol || q[strlen(MARK)] == ' ' || q[strlen(MARK)] == '\t'))
+        return GR_OK;
+    *found = true;
+    d->n_inputs = 1;
+    return parse_decl(path, line, p, q + strlen(MARK), eol, d, name, name_size, err);
+}
+
 gr_status gr_kernel_load_file(const char *path, gr_error_info *err)
 {
     const char *ptx;
@@ -163,46 +189,54 @@ gr_status gr_kernel_load_file(const char *path, gr_error_info *err)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "path is NULL");
     if ((st = read_text(path, &text, err)) != GR_OK)
         return st;
-    if ((st = gr__nvrtc_compile(text, path, &ptx, err)) != GR_OK)
-        goto out;
-    for (const char *p = text; *p; ) {
-        const char *eol = strchr(p, '\n'), *q = p;
+    /* The declarations first: a file that declares nothing (not a kernel file at all) is
+     * refused before any compiler sees it, and so never echoed back in a log. */
+    for (const char *p = text; *p && st == GR_OK;) {
+        const char *eol = strchr(p, '\n');
         char name[GR_NAME_MAX + 2];
         gr_kernel_def d = GR_KERNEL_DEF_INIT;
-        const gr_kernel *existing;
+        bool found;
+
+        if (eol == NULL)
+            eol = p + strlen(p);
+        st = line_decl(path, ++line, p, eol, &found, &d, name, sizeof(name), err);
+        declared += found;
+        p = *eol ? eol + 1 : eol;
+    }
+    if (st == GR_OK && declared == 0)
+        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                          "%s: declares no kernel (no '" MARK " NAME ...' line)", path);
+    if (st == GR_OK)
+        st = gr__nvrtc_compile(text, path, &ptx, err);
+    line = 0;
+    for (const char *p = text; *p && st == GR_OK;) {
+        const char *eol = strchr(p, '\n');
+        char name[GR_NAME_MAX + 2];
+        gr_kernel_def d = GR_KERNEL_DEF_INIT;
+        bool found;
 
         if (eol == NULL)
             eol = p + strlen(p);
         line++;
-        while (q < eol && (*q == ' ' || *q == '\t'))
-            q++;
-        if ((size_t)(eol - q) >= strlen(MARK) && strncmp(q, MARK, strlen(MARK)) == 0 &&
-            (q + strlen(MARK) == eol || q[strlen(MARK)] == ' ' || q[strlen(MARK)] == '\t')) {
-            d.n_inputs = 1;
-            if ((st = parse_decl(path, line, p, q + strlen(MARK), eol, &d, name, sizeof(name),
-                                 err)) != GR_OK)
-                goto out;
+        line_decl(path, line, p, eol, &found, &d, name, sizeof(name), NULL);
+        if (found) {
             d.name = name;
             d.doc = "CUDA C source, compiled by NVRTC";
             d.cuda_kind = GR_CUDA_SOURCE;
             d.cuda = text;
             d.cuda_name = name;
-            declared++;
-            existing = gr__kernel_find(name);
-            if (existing == NULL || !gr__kernel_same(existing, &d)) {
-                st = gr_kernel_register(&d, err);
-                if (st != GR_OK) {
-                    gr_error_prefix(err, "%s:%zu:%zu: ", path, line, (size_t)(q - p) + 1);
-                    goto out;
-                }
+            /* The very same kernel registered already (this file loaded before, perhaps by
+             * another thread at this moment) is fine; the registry decides under its lock. */
+            if ((st = gr__kernel_register_same_ok(&d, err)) != GR_OK) {
+                const char *q = p;
+
+                while (*q == ' ' || *q == '\t')
+                    q++;
+                gr_error_prefix(err, "%s:%zu:%zu: ", path, line, (size_t)(q - p) + 1);
             }
         }
         p = *eol ? eol + 1 : eol;
     }
-    if (declared == 0)
-        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                          "%s: declares no kernel (no '" MARK " NAME ...' line)", path);
-out:
     free(text);
     return st;
 }

@@ -43,10 +43,11 @@ const gr_kernel *gr__kernel_at(uint32_t i);
  * fit): for messages naming what is known. Any thread. */
 void gr__kernel_list(char *buf, size_t size);
 
-/* Whether `def` would register as exactly the kernel `k` is (same signature, same
- * implementations, a source kernel's same text): for loaders that may see one file twice.
+/* gr_kernel_register, except that a kernel of that name registered already from exactly
+ * this definition (same signature, same implementations, a source kernel's same text) is
+ * not an error: for loaders that may see one file twice, from several threads at once.
  * Any thread. */
-bool gr__kernel_same(const gr_kernel *k, const gr_kernel_def *def);
+gr_status gr__kernel_register_same_ok(const gr_kernel_def *def, gr_error_info *err);
 
 /* The seed workload's constants: ten rounds of x = pow(x * 1.01 + 1.01, 0.5). */
 #define GR_SEED_ROUNDS 10

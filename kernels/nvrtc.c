@@ -6,9 +6,10 @@
  * only kernels given as source are refused there. The few declarations below stand in for
  * <nvrtc.h>, whose ABI (an int result, an opaque program handle) NVIDIA keeps stable.
  *
- * The cache: one entry per distinct source text, never evicted (a process registers a
- * bounded number of kernels: GR_MAX_KERNELS), so a file declaring several kernels, or a
- * spec loaded again, compiles once. Compilation runs outside the lock; two threads
+ * The cache: one entry per distinct text that compiled, never evicted, so a file declaring
+ * several kernels, or a spec loaded again, compiles once. Its size is that of the distinct
+ * sources a process compiles, which is the program's to bound (every registration or file
+ * load is one). Compilation runs outside the lock; two threads
  * compiling the same new text both compile, and the first to finish is kept.
  */
 #include "kernels/nvrtc.h"

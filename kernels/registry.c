@@ -164,11 +164,16 @@ static gr_status add_source(gr_kernel *k, const gr_kernel_def *d, gr_error_info 
     return st;
 }
 
-/* Check and insert: the one way into the registry, for the built-ins and every caller. */
-static gr_status registry_add(const gr_kernel_def *caller, gr_error_info *err)
+static bool same_kernel(const gr_kernel *k, const gr_kernel_def *d);
+
+/* Check and insert: the one way into the registry, for the built-ins and every caller. With
+ * `same_ok`, a kernel of the name registered from exactly this definition is success. */
+static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, gr_error_info *err)
 {
     static uint64_t next_id = 1; /* guarded by mu */
     gr_kernel_def full, *d = &full;
+    const gr_kernel *existing;
+    bool already = false;
     gr_status st;
     gr_kernel *k;
     uint32_t n;
@@ -202,27 +207,30 @@ static gr_status registry_add(const gr_kernel_def *caller, gr_error_info *err)
 
     pthread_mutex_lock(&mu);
     n = atomic_load_explicit(&count, memory_order_relaxed); /* only writers change it */
-    if (find_among(k->name, n) != NULL)
-        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                          "kernel '%s' is already registered", k->name);
-    else if (n == GR_MAX_KERNELS)
+    if ((existing = find_among(k->name, n)) != NULL) {
+        if (same_ok && same_kernel(existing, &k->def))
+            already = true;
+        else
+            st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                              "kernel '%s' is already registered", k->name);
+    } else if (n == GR_MAX_KERNELS)
         st = gr_error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
                           "the registry is full (%d kernels)", GR_MAX_KERNELS);
-    if (st == GR_OK) {
+    if (st == GR_OK && !already) {
         k->id = next_id++;
         entries[n] = k;
         /* release: a reader that sees the new count sees the entry it covers. */
         atomic_store_explicit(&count, n + 1, memory_order_release);
     }
     pthread_mutex_unlock(&mu);
-    if (st != GR_OK) {
+    if (st != GR_OK || already) {
         free(k->source);
         free(k);
     }
     return st;
 }
 
-bool gr__kernel_same(const gr_kernel *k, const gr_kernel_def *d)
+static bool same_kernel(const gr_kernel *k, const gr_kernel_def *d)
 {
     const gr_kernel_def *e = &k->def;
 
@@ -248,13 +256,19 @@ bool gr__kernel_same(const gr_kernel *k, const gr_kernel_def *d)
 gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err)
 {
     ensure_builtins();
-    return registry_add(def, err);
+    return registry_add(def, false, err);
+}
+
+gr_status gr__kernel_register_same_ok(const gr_kernel_def *def, gr_error_info *err)
+{
+    ensure_builtins();
+    return registry_add(def, true, err);
 }
 
 /* Called once, by pthread_once: the built-ins' registration cannot itself wait for it. */
 gr_status gr__kernels_add_builtin(const gr_kernel_def *def, gr_error_info *err)
 {
-    return registry_add(def, err);
+    return registry_add(def, false, err);
 }
 
 static uint32_t published(void)

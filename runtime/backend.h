@@ -33,6 +33,7 @@
  * device_open to device_close. */
 typedef struct gr_backend_env {
     const gr_config *cfg;  /* the runtime's validated copy of the caller's config */
+    uint32_t n_devices;    /* devices the runtime uses */
     const gr_logger *log;
     bool trace;            /* mark NVTX ranges (trace.h): a tool is attached */
 } gr_backend_env;

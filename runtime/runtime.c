@@ -364,6 +364,7 @@ static gr_status select_devices(gr_runtime *rt, gr_error_info *err)
                                 rt->backend_note);
     if (rt->cfg.device_count != 0)
         rt->n_devices = rt->cfg.device_count;
+    rt->env.n_devices = rt->n_devices;
     return GR_OK;
 }
 

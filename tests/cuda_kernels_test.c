@@ -264,6 +264,7 @@ static void reductions_match_cpu(void)
     ASSERT_STATUS(gr_graph_parse(sum_spec, strlen(sum_spec), "sum", &gsu, &err), GR_OK);
     memset(t, 0, sizeof(t));
     memset(ts, 0, sizeof(ts));
+    memset(sums, 0xff, sizeof(sums));
     for (int k = 0; k < T; k++) {
         uint64_t e = shapes[k][0] * shapes[k][1];
 
@@ -272,6 +273,7 @@ static void reductions_match_cpu(void)
         gr_workload_fill(x[k], 0, e, 9, (uint64_t)k);
         for (uint64_t i = 0; i < e; i++)
             x[k][i] = x[k][i] * 20.0f - 10.0f;
+        memset(y[k], 0xff, e * 4); /* NaN: every element must be written */
         t[k] = (gr_tensor){{x[k]}, {y[k]}, e, 2, {shapes[k][0], shapes[k][1]}};
         ts[k] = (gr_tensor){{x[k]}, {&sums[k]}, e, 0, {0}};
     }
@@ -285,14 +287,14 @@ static void reductions_match_cpu(void)
 
         sm->def.cpu(&a, NULL);
         for (uint64_t i = 0; i < e; i++)
-            if (fabs((double)y[k][i] - want[i]) > 1e-6 * fabs(want[i]) + 1e-37)
+            if (!(fabs((double)y[k][i] - want[i]) <= 1e-6 * fabs(want[i]) + 1e-37)) /* NaN too */
                 GR_TEST_FAIL("softmax %llux%llu element %llu: GPU %.9g, CPU %.9g",
                              (unsigned long long)shapes[k][0], (unsigned long long)shapes[k][1],
                              (unsigned long long)i, y[k][i], want[i]);
         a.out = &one;
         a.n = 1;
         su->def.cpu(&a, NULL);
-        if (fabs((double)sums[k] - one) > 1e-6 * fabs(one) + 1e-6)
+        if (!(fabs((double)sums[k] - one) <= 1e-6 * fabs(one) + 1e-6))
             GR_TEST_FAIL("sum of %llu: GPU %.9g, CPU %.9g", (unsigned long long)e, sums[k], one);
         free(want);
         gr_host_free(x[k]);

@@ -283,6 +283,26 @@ static void fixed_buffers_only_where_they_fit(void)
     ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(gr_graph_error(g), "buffer 'f' has a fixed size");
     gr_graph_destroy(g);
+    /* A small input reads what its buffer holds: a fixed size, or else the whole tensor, so
+     * a ratio buffer below 1/1 is refused there too (normalize would read past it). */
+    {
+        const char *in3[] = {"x", "m", "m"};
+
+        ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+        ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+        ASSERT_STATUS(gr_graph_add_buffer(g, "m", 1, 4), GR_OK);
+        ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
+        ASSERT_STATUS(gr_graph_add_kernel(g, "s", "sum", &x, 1, "m", NULL, 0), GR_OK);
+        ASSERT_STATUS(gr_graph_add_kernel(g, "n", "normalize", in3, 3, "x", NULL, 0), GR_OK);
+        ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
+        ASSERT_STATUS(gr_graph_add_dep(g, "load", "s"), GR_OK);
+        ASSERT_STATUS(gr_graph_add_dep(g, "s", "n"), GR_OK);
+        ASSERT_STATUS(gr_graph_add_dep(g, "n", "store"), GR_OK);
+        ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
+        ASSERT_STR_CONTAINS(gr_graph_error(g), "node 'n' works on the whole tensor, but buffer "
+                                               "'m' (1/4) is smaller than the tensor");
+        gr_graph_destroy(g);
+    }
     /* A bad description is refused by the builder. */
     ASSERT_STATUS(gr_graph_create(&g), GR_OK);
     ASSERT_STATUS(gr_graph_add_buffer_desc(g, "x", NULL), GR_ERR_INVALID_ARGUMENT);

@@ -5,7 +5,9 @@
  * sources, field by field against graphrun.h. Cases that need NVRTC say SKIP where it
  * cannot be loaded; CI machines have the CUDA toolkit, so they run there.
  */
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +212,16 @@ static void kernel_file_errors(void)
     write_file(path, "__global__ void k() {}\n");
     ASSERT_STATUS(gr_kernel_load_file(path, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, "bad.cu: declares no kernel");
+    /* Not a kernel file at all: refused before any compiler sees (and echoes) it. */
+    write_file(path, "root:x:0:0:root:/root:/bin/bash\n");
+    ASSERT_STATUS(gr_kernel_load_file(path, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "bad.cu: declares no kernel");
+    ASSERT_TRUE(strstr(err.message, "root:x") == NULL);
+    /* Only regular files: a device or a directory is refused without being read. */
+    ASSERT_STATUS(gr_kernel_load_file("/dev/null", &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "/dev/null: not a regular file");
+    ASSERT_STATUS(gr_kernel_load_file(tmpdir, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "not a regular file");
     write_file(path, "// graphrun: kernel k\nextern \"C\" __global__ void k(gr_kernel_args a) "
                      "{ nope; }\n");
     ASSERT_STATUS(gr_kernel_load_file(path, &err), GR_ERR_INVALID_ARGUMENT);
@@ -247,10 +259,16 @@ static void spec_cuda_statement(void)
     ASSERT_STR_EQ(g->nodes[1].kernel->name, "f_twice");
     ASSERT_TRUE(g->splittable);
     gr_graph_destroy(g);
-    /* From memory, a relative path is the current directory's: not there. */
-    ASSERT_STATUS(gr_graph_parse(text, strlen(text), "mem.graph", &g, &err),
-                  GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(err.message, "mem.graph:6:6: two.cu: cannot open");
+    /* Text in memory (a server's client's, say) may not make the process read files. */
+    ASSERT_STATUS(gr_graph_parse(text, strlen(text), spec, &g, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, ":6:6: a 'cuda' statement reads a file, which only a spec "
+                                     "loaded from a file may do");
+    /* A file that is not there, named by a spec file. */
+    write_file(spec, "cuda \"missing.cu\"\nbuffer x\nh2d l: in0 -> x\nd2h s: x -> out0\n"
+                     "l -> s\n");
+    ASSERT_STATUS(gr_graph_load(spec, &g, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "t.graph:1:6: ");
+    ASSERT_STR_CONTAINS(err.message, "missing.cu: cannot open: No such file or directory");
     ASSERT_STATUS(gr_graph_parse("cuda two.cu\n", 12, "m", &g, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, "m:1:6: expected a file name in double quotes after "
                                      "'cuda', found 'two.cu'");
@@ -294,7 +312,58 @@ static void host_backend_refuses_source_kernels(void)
     gr_runtime_destroy(rt);
 }
 
+enum { LOADERS = 8, LOADS = 20 };
+static char shared_path[128];
+static pthread_barrier_t loaders_start;
+
+static void *load_again_and_again(void *arg)
+{
+    gr_error_info err;
+    intptr_t failed = 0;
+
+    (void)arg;
+    pthread_barrier_wait(&loaders_start);
+    for (int i = 0; i < LOADS; i++)
+        failed += gr_kernel_load_file(shared_path, &err) != GR_OK;
+    return (void *)failed;
+}
+
+/* Many threads loading one file at once (specs parsed in parallel that name it): every
+ * load succeeds, each kernel is registered once. */
+static void concurrent_loads_of_one_file(void)
+{
+    pthread_t th[LOADERS];
+    uint32_t before;
+
+    REQUIRE_NVRTC();
+    temp_dir();
+    snprintf(shared_path, sizeof(shared_path), "%s/shared.cu", tmpdir);
+    write_file(shared_path, two_kernels);
+    /* Compiled once beforehand, so that the threads meet at the registry, not in NVRTC. */
+    {
+        gr_kernel_def d = source_def("warm_shared", "f_twice", two_kernels);
+
+        d.n_scalars = 0;
+        ASSERT_STATUS(gr_kernel_register(&d, NULL), GR_OK);
+    }
+    before = gr_kernel_count();
+    ASSERT_EQ(pthread_barrier_init(&loaders_start, NULL, LOADERS), 0);
+    for (intptr_t t = 0; t < LOADERS; t++)
+        ASSERT_EQ(pthread_create(&th[t], NULL, load_again_and_again, NULL), 0);
+    for (int t = 0; t < LOADERS; t++) {
+        void *failed;
+
+        ASSERT_EQ(pthread_join(th[t], &failed), 0);
+        ASSERT_EQ((intptr_t)failed, 0);
+    }
+    ASSERT_EQ(gr_kernel_count(), before + 2);
+    ASSERT_EQ(pthread_barrier_destroy(&loaders_start), 0);
+    unlink(shared_path);
+    rmdir(tmpdir);
+}
+
 GR_TEST_MAIN(GR_TEST(header_matches_the_api), GR_TEST(source_kernel_compiles),
              GR_TEST(compile_errors_refused_with_the_log), GR_TEST(kernel_file_declares_kernels),
              GR_TEST(kernel_file_errors), GR_TEST(spec_cuda_statement),
-             GR_TEST(host_backend_refuses_source_kernels))
+             GR_TEST(host_backend_refuses_source_kernels),
+             GR_TEST(concurrent_loads_of_one_file))

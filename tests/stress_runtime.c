@@ -34,6 +34,10 @@ static void stress(void)
     gr_stress_print(&c, &r);
     ASSERT_GT(r.jobs, 0);
     ASSERT_GT(r.done, 0);
+    /* The host backend runs the user kernel's C version: half the jobs go through it. */
+    ASSERT_STR_EQ(r.user_skipped, "");
+    ASSERT_GT(r.user_jobs, r.jobs / 4);
+    ASSERT_LT(r.user_jobs, r.jobs);
     ASSERT_EQ_U64(gr_stress_breaches(&r), 0);
 }
 

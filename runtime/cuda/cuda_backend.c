@@ -370,65 +370,76 @@ static void cuda_worker_close(gr_worker *w)
     free(cw);
 }
 
-/* Source kernels' modules, for the process: a library per source kernel, loaded from its
- * PTX (the driver compiles it for each device's architecture when a context first uses
- * it) and never unloaded, as the registry never drops a kernel. Libraries are independent
- * of contexts, so every runtime and every context of the process shares one. */
+/* Source kernels' modules, for the process: a library per compiled text (the kernels of one
+ * file share it), loaded from its PTX (the driver compiles it for each device's
+ * architecture when a context first uses it) and never unloaded, as the registry never
+ * drops a kernel. Libraries are independent of contexts, so every runtime and every context
+ * of the process shares one. Loading (a JIT that can take long) runs outside the lock; two
+ * threads loading one text both load it, and the one that comes second unloads its copy. */
 typedef struct loaded_source {
-    uint64_t kernel_id;
+    const char *ptx; /* the registry's (kernels/nvrtc.c: one per text) */
     cudaLibrary_t lib;
-    cudaKernel_t kernel;
 } loaded_source;
 
 static pthread_mutex_t sources_mu = PTHREAD_MUTEX_INITIALIZER;
 static loaded_source *sources;
 static uint32_t n_sources, sources_cap;
 
+static cudaLibrary_t find_library(const char *ptx)
+{
+    for (uint32_t i = 0; i < n_sources; i++)
+        if (sources[i].ptx == ptx)
+            return sources[i].lib;
+    return NULL;
+}
+
 static gr_status source_kernel(const gr_kernel *k, const void **func, gr_error_info *err)
 {
-    gr_status st = GR_OK;
-    cudaLibrary_t lib = NULL;
+    cudaLibrary_t lib, mine = NULL;
     cudaKernel_t kernel = NULL;
     cudaError_t e;
 
     pthread_mutex_lock(&sources_mu);
-    for (uint32_t i = 0; i < n_sources; i++)
-        if (sources[i].kernel_id == k->id) {
-            *func = (const void *)sources[i].kernel;
-            goto out;
+    lib = find_library(k->ptx);
+    pthread_mutex_unlock(&sources_mu);
+    if (lib == NULL) {
+        e = cudaLibraryLoadData(&mine, k->ptx, NULL, NULL, 0, NULL, NULL, 0);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                                "kernel '%s': cannot load its compiled source: %s: %s",
+                                k->name, cudaGetErrorName(e), cudaGetErrorString(e));
         }
-    /* Loading under the lock: once per source kernel in the process, at graph build. */
-    e = cudaLibraryLoadData(&lib, k->ptx, NULL, NULL, 0, NULL, NULL, 0);
-    if (e == cudaSuccess)
-        e = cudaLibraryGetKernel(&kernel, lib, k->cuda_name);
+        pthread_mutex_lock(&sources_mu);
+        if ((lib = find_library(k->ptx)) == NULL && n_sources == sources_cap) {
+            uint32_t cap = sources_cap ? 2 * sources_cap : 16;
+            loaded_source *grown = realloc(sources, cap * sizeof(*grown));
+
+            if (grown != NULL) {
+                sources = grown;
+                sources_cap = cap;
+            }
+        }
+        if (lib == NULL && n_sources < sources_cap) {
+            sources[n_sources++] = (loaded_source){k->ptx, mine};
+            lib = mine;
+            mine = NULL;
+        }
+        pthread_mutex_unlock(&sources_mu);
+        if (mine != NULL)
+            cudaLibraryUnload(mine); /* another thread's copy won, or no memory to keep it */
+        if (lib == NULL)
+            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    }
+    e = cudaLibraryGetKernel(&kernel, lib, k->cuda_name);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        if (lib)
-            cudaLibraryUnload(lib);
-        st = gr_error_set(err, e == cudaErrorMemoryAllocation ? GR_ERR_CUDA : GR_ERR_UNAVAILABLE,
-                          GR_NO_INDEX, NULL,
-                          "kernel '%s': cannot load its compiled source or find '%s' in it: "
-                          "%s: %s",
-                          k->name, k->cuda_name, cudaGetErrorName(e), cudaGetErrorString(e));
-        goto out;
+        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                            "kernel '%s': no entry '%s' in its compiled source: %s", k->name,
+                            k->cuda_name, cudaGetErrorName(e));
     }
-    if (n_sources == sources_cap) {
-        uint32_t cap = sources_cap ? 2 * sources_cap : 16;
-        loaded_source *grown = realloc(sources, cap * sizeof(*grown));
-
-        if (grown == NULL) {
-            cudaLibraryUnload(lib);
-            st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-            goto out;
-        }
-        sources = grown;
-        sources_cap = cap;
-    }
-    sources[n_sources++] = (loaded_source){k->id, lib, kernel};
     *func = (const void *)kernel;
-out:
-    pthread_mutex_unlock(&sources_mu);
-    return st;
+    return GR_OK;
 }
 
 static const char *cuda_kernel_missing(const gr_backend_env *env, const gr_kernel *k)
@@ -439,10 +450,13 @@ static const char *cuda_kernel_missing(const gr_backend_env *env, const gr_kerne
     case GR_CUDA_SOURCE:
         return k->ptx == NULL ? k->cuda_unavailable : NULL;
     case GR_CUDA_FUNCTION:
-        return env->cfg->context_mode == GR_CONTEXT_PRIVATE
-                   ? "is a CUfunction, which only its own context can launch, and workers "
-                     "have private contexts (use GR_CUDA_KERNEL, or primary contexts)"
-                   : NULL;
+        if (env->cfg->context_mode == GR_CONTEXT_PRIVATE)
+            return "is a CUfunction, which only its own context can launch, and workers have "
+                   "private contexts (use GR_CUDA_KERNEL, or primary contexts)";
+        return env->n_devices > 1 ? "is a CUfunction, which only its own context can launch, "
+                                    "and this runtime has several devices (use "
+                                    "GR_CUDA_KERNEL, or one device)"
+                                  : NULL;
     default:
         return NULL;
     }
@@ -529,7 +543,7 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     if (trace)
         gr__trace_pop();
     if (st != GR_OK) {
-        if (st == GR_ERR_CUDA && is_sticky(cg->error))
+        if (is_sticky(cg->error))
             return sticky_error(w, cg->error, "lowering the graph", reach, err);
         return st;
     }

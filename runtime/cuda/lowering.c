@@ -157,39 +157,68 @@ static gr_status add_kernel(gr_cuda_graph *cg, const gr_cuda_target *target,
     return GR_OK;
 }
 
-/* Give kernel node i the parameters s in place. Anything but success means the graph must
- * be built again (the caller does). */
-static cudaError_t set_kernel(gr_cuda_graph *cg, const gr_cuda_target *target,
-                              const gr_node *node, uint32_t i, gr_cuda_node_state *s)
+/* Give kernel node i the parameters s in place. GR_OK; or a failure with *rebuild set when
+ * the driver would not change the node in place (the caller builds the graph again), or
+ * clear when the kernel's own launch callback failed (then nothing would help: the
+ * iteration fails, and the callback is not called again for it). */
+static gr_status set_kernel(gr_cuda_graph *cg, const gr_cuda_target *target,
+                            const gr_node *node, uint32_t i, gr_cuda_node_state *s,
+                            bool *rebuild, gr_error_info *err)
 {
     const gr_cuda_driver *drv;
     struct cudaKernelNodeParams params;
     CUDA_KERNEL_NODE_PARAMS fparams;
     cudaGraph_t child;
     void *args[1];
+    gr_status st;
     cudaError_t e;
 
+    *rebuild = true;
     switch (s->impl.how) {
     case GR_CUDA_NODE_FUNCTION:
-        if ((drv = gr_cuda_driver_get(NULL)) == NULL)
-            return cudaErrorNotSupported;
+        if ((drv = gr_cuda_driver_get(err)) == NULL)
+            return GR_ERR_UNAVAILABLE;
         function_params(s, args, &fparams);
-        return drv->cuGraphExecKernelNodeSetParams((CUgraphExec)cg->exec,
-                                                   (CUgraphNode)cg->nodes[i],
-                                                   &fparams) == CUDA_SUCCESS
-                   ? cudaSuccess
-                   : cudaErrorGraphExecUpdateFailure;
+        if (drv->cuGraphExecKernelNodeSetParams((CUgraphExec)cg->exec, (CUgraphNode)cg->nodes[i],
+                                                &fparams) != CUDA_SUCCESS)
+            return GR_ERR_CUDA;
+        return GR_OK;
     case GR_CUDA_NODE_CAPTURE:
-        if (capture(target, node, s, &child, NULL) != GR_OK)
-            return cudaErrorGraphExecUpdateFailure;
+        if ((st = capture(target, node, s, &child, err)) != GR_OK) {
+            *rebuild = false;
+            return st;
+        }
         /* The new capture must have the old one's shape; when it does not, rebuild. */
         e = cudaGraphExecChildGraphNodeSetParams(cg->exec, cg->nodes[i], child);
         cudaGraphDestroy(child);
-        return e;
+        break;
     case GR_CUDA_NODE_KERNEL:
     default:
         kernel_params(s, args, &params);
-        return cudaGraphExecKernelNodeSetParams(cg->exec, cg->nodes[i], &params);
+        e = cudaGraphExecKernelNodeSetParams(cg->exec, cg->nodes[i], &params);
+        break;
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return GR_ERR_CUDA;
+    }
+    return GR_OK;
+}
+
+/* After a kernel node failed to go in (its kernel could not be resolved, the driver or a
+ * capture refused it): whether the context itself is ruined, which only a query of the
+ * context's state says for failures that did not come back as a cudaError_t (a callback's,
+ * the driver API's). Recorded in cg->error, where the backend looks for sticky errors. */
+static void note_context_state(gr_cuda_graph *cg, const gr_cuda_target *target)
+{
+    cudaError_t e;
+
+    if (cg->error != cudaSuccess)
+        return;
+    e = cudaStreamQuery(target->capture_stream);
+    if (e != cudaSuccess && e != cudaErrorNotReady) {
+        cudaGetLastError();
+        cg->error = e;
     }
 }
 
@@ -262,10 +291,12 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
                 st = add_kernel(cg, target, node, i, deps, n_deps, err);
             }
             if (st != GR_OK) {
-                cudaError_t sticky = cg->error;
+                cudaError_t why;
 
+                note_context_state(cg, target);
+                why = cg->error;
                 gr_cuda_graph_release(cg);
-                cg->error = sticky;
+                cg->error = why;
                 if (err)
                     gr_strlcpy(err->node, node->name, sizeof(err->node));
                 return st;
@@ -306,24 +337,33 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
     *rebuilt = false;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const gr_node *node = &g->nodes[i];
+        bool rebuild = true;
         gr_cuda_node_state s;
-        cudaError_t e;
 
         node_state(it, node, target->sm_count, &cg->state[i].impl, &s);
         if (memcmp(&s, &cg->state[i], sizeof(s)) == 0)
             continue;
         if (node->kind == GR_NODE_KERNEL) {
-            e = set_kernel(cg, target, node, i, &s);
+            st = set_kernel(cg, target, node, i, &s, &rebuild, err);
         } else {
-            e = cudaGraphExecMemcpyNodeSetParams1D(cg->exec, cg->nodes[i], s.dst, s.src,
-                                                   s.bytes, copy_kind(node));
+            cudaError_t e = cudaGraphExecMemcpyNodeSetParams1D(cg->exec, cg->nodes[i], s.dst,
+                                                               s.src, s.bytes, copy_kind(node));
+
+            if (e != cudaSuccess)
+                cudaGetLastError();
+            st = e == cudaSuccess ? GR_OK : GR_ERR_CUDA;
         }
-        if (e == cudaSuccess && gr__fault_hit(GR_FAULT_GRAPH_UPDATE))
-            e = cudaErrorGraphExecUpdateFailure;
-        if (e != cudaSuccess) {
+        if (st == GR_OK && gr__fault_hit(GR_FAULT_GRAPH_UPDATE))
+            st = GR_ERR_CUDA;
+        if (st != GR_OK && !rebuild) {
+            note_context_state(cg, target);
+            if (err)
+                gr_strlcpy(err->node, node->name, sizeof(err->node));
+            return st;
+        }
+        if (st != GR_OK) {
             /* Not a device fault: the driver will not change this node in place. Lower the
              * template again with this iteration's parameters. */
-            cudaGetLastError();
             gr_cuda_graph_release(cg);
             st = gr_cuda_graph_build(cg, it, target, kinds, err);
             cg->last_use = last_use;

@@ -531,8 +531,9 @@ gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err);
  * Kernels.
  *
  * One process-wide registry of kernel definitions, which graphs name. The built-in kernels
- * (`mul`, `add`, `pow`, `axpby`, `seed`) are registered through gr_kernel_register like any
- * other, the first time the registry is used. A definition says everything the runtime
+ * (`mul`, `add`, ..., `seed`, `softmax`, `sum`, `normalize`: docs/API.md lists them) are
+ * registered through the same checks and insertion as gr_kernel_register, the first time
+ * the registry is used. A definition says everything the runtime
  * needs: the signature (inputs, scalars and their element types), whether the kernel is
  * elementwise (which lets the runtime cut a tensor into chunks and pack small tensors into
  * batches), a CPU implementation (the host backend's, and the reference of tests) and a
@@ -605,8 +606,8 @@ typedef enum gr_cuda_kind {
      * CUDA runtime of the process. */
     GR_CUDA_KERNEL,
     /* A CUfunction (cudaFunction_t, from cudaGetFuncBySymbol or cuModuleGetFunction): valid
-     * only in the context it was loaded in, so only with primary contexts (the CUDA
-     * backend refuses it with GR_CONTEXT_PRIVATE). */
+     * only in the context it was loaded in, so only with primary contexts on one device (the
+     * CUDA backend refuses it with GR_CONTEXT_PRIVATE or several devices). */
     GR_CUDA_FUNCTION,
     /* A gr_kernel_launch_fn (cast to const void *), with `user` passed to it. */
     GR_CUDA_LAUNCH,

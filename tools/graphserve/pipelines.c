@@ -2,7 +2,8 @@
  * pipelines.c - graph specs loaded from a directory (pipelines.h).
  *
  * Loaded all at once before the server starts, so a bad spec stops graphserve at start-up
- * with the parser's message instead of failing requests later; after that the table is
+ * with the parser's message instead of failing requests later (a spec of CUDA C kernels
+ * where NVRTC is missing is only left out, with a line on stderr); after that the table is
  * immutable and needs no lock. Names are unique because file names in a directory are.
  */
 #define _GNU_SOURCE /* strdup */
@@ -51,7 +52,14 @@ gr_status gs_pipelines_load(const char *dir, gs_pipelines *out, char *why, size_
             break;
         }
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        if ((st = gr_graph_load(path, &g, &err)) != GR_OK) {
+        if ((st = gr_graph_load(path, &g, &err)) == GR_ERR_UNAVAILABLE) {
+            /* A pipeline of CUDA C kernels on a machine without NVRTC: the others serve. */
+            fprintf(stderr, "graphserve: pipeline %.*s not served: %s\n", (int)stem, e->d_name,
+                    err.message);
+            st = GR_OK;
+            continue;
+        }
+        if (st != GR_OK) {
             snprintf(why, why_len, "%s", err.message);
             break;
         }
