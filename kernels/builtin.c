@@ -22,7 +22,9 @@ typedef struct builtin {
     const char *doc;
 } builtin;
 
-#define EW(name, in, sc, doc) {#name, in, sc, 1, GR_OUT_ELEMS, 0, 0, 0, gr_cpu_##name, gr_cuda_##name, doc}
+/* An elementwise row: the default launch rule, no small inputs. */
+#define EW(name, in, sc, doc)                                                               \
+    {#name, in, sc, 1, GR_OUT_ELEMS, 0, 0, 0, gr_cpu_##name, gr_cuda_##name, doc}
 
 static const builtin table[] = {
     EW(mul, 1, 1, "out = x * s0"),

@@ -178,19 +178,16 @@ static gr_status line_decl(const char *path, size_t line, const char *p, const c
     return parse_decl(path, line, p, q + strlen(MARK), eol, d, name, name_size, err);
 }
 
-gr_status gr_kernel_load_file(const char *path, gr_error_info *err)
+/* Every declaration of the file, in order: checked and counted, or (with `add`) registered.
+ * The very same kernel registered already (this file loaded before, perhaps by another
+ * thread at this moment) is fine; the registry decides that under its lock. */
+static gr_status each_decl(const char *path, const char *text, bool add, size_t *declared,
+                           gr_error_info *err)
 {
-    const char *ptx;
-    char *text = NULL;
-    size_t line = 0, declared = 0;
-    gr_status st;
+    size_t line = 0;
+    gr_status st = GR_OK;
 
-    if (path == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "path is NULL");
-    if ((st = read_text(path, &text, err)) != GR_OK)
-        return st;
-    /* The declarations first: a file that declares nothing (not a kernel file at all) is
-     * refused before any compiler sees it, and so never echoed back in a log. */
+    *declared = 0;
     for (const char *p = text; *p && st == GR_OK;) {
         const char *eol = strchr(p, '\n');
         char name[GR_NAME_MAX + 2];
@@ -200,43 +197,47 @@ gr_status gr_kernel_load_file(const char *path, gr_error_info *err)
         if (eol == NULL)
             eol = p + strlen(p);
         st = line_decl(path, ++line, p, eol, &found, &d, name, sizeof(name), err);
-        declared += found;
-        p = *eol ? eol + 1 : eol;
-    }
-    if (st == GR_OK && declared == 0)
-        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                          "%s: declares no kernel (no '" MARK " NAME ...' line)", path);
-    if (st == GR_OK)
-        st = gr__nvrtc_compile(text, path, &ptx, err);
-    line = 0;
-    for (const char *p = text; *p && st == GR_OK;) {
-        const char *eol = strchr(p, '\n');
-        char name[GR_NAME_MAX + 2];
-        gr_kernel_def d = GR_KERNEL_DEF_INIT;
-        bool found;
+        if (st == GR_OK && found && add) {
+            const char *q = p;
 
-        if (eol == NULL)
-            eol = p + strlen(p);
-        line++;
-        line_decl(path, line, p, eol, &found, &d, name, sizeof(name), NULL);
-        if (found) {
             d.name = name;
             d.doc = "CUDA C source, compiled by NVRTC";
             d.cuda_kind = GR_CUDA_SOURCE;
             d.cuda = text;
             d.cuda_name = name;
-            /* The very same kernel registered already (this file loaded before, perhaps by
-             * another thread at this moment) is fine; the registry decides under its lock. */
             if ((st = gr__kernel_register_same_ok(&d, err)) != GR_OK) {
-                const char *q = p;
-
                 while (*q == ' ' || *q == '\t')
                     q++;
                 gr_error_prefix(err, "%s:%zu:%zu: ", path, line, (size_t)(q - p) + 1);
             }
         }
+        *declared += found;
         p = *eol ? eol + 1 : eol;
     }
+    return st;
+}
+
+gr_status gr_kernel_load_file(const char *path, gr_error_info *err)
+{
+    const char *ptx;
+    char *text = NULL;
+    size_t declared = 0;
+    gr_status st;
+
+    if (path == NULL)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "path is NULL");
+    if ((st = read_text(path, &text, err)) != GR_OK)
+        return st;
+    /* The declarations first: a file that declares nothing (not a kernel file at all) is
+     * refused before any compiler sees it, and so never echoed back in a log. */
+    st = each_decl(path, text, false, &declared, err);
+    if (st == GR_OK && declared == 0)
+        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                          "%s: declares no kernel (no '" MARK " NAME ...' line)", path);
+    if (st == GR_OK)
+        st = gr__nvrtc_compile(text, path, &ptx, err);
+    if (st == GR_OK)
+        st = each_decl(path, text, true, &declared, err);
     free(text);
     return st;
 }

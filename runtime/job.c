@@ -562,7 +562,8 @@ static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *ten
         const gr_node *n = &g->nodes[i];
         const char *missing;
 
-        if (n->kind == GR_NODE_KERNEL && (missing = rt->backend->kernel_missing(&rt->env, n->kernel)))
+        if (n->kind == GR_NODE_KERNEL &&
+            (missing = rt->backend->kernel_missing(&rt->env, n->kernel)) != NULL)
             return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, n->name,
                                 "node '%s': kernel '%s' %s, which the %s backend needs",
                                 n->name, n->kernel->name, missing, rt->backend->name);

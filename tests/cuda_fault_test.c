@@ -58,7 +58,7 @@ static gr_status run_fault(gr_runtime *rt, gr_graph *fg, gr_error_info *err)
 
     ASSERT_STATUS(gr_host_alloc(1024 * 4, (void **)&x), GR_OK);
     memset(x, 0, 1024 * 4);
-    t = (gr_tensor){{x}, {x}, 1024};
+    t = (gr_tensor){{x}, {x}, 1024, 0, {0}};
     ASSERT_STATUS(gr_job_submit(rt, fg, &t, 1, NULL, &job, NULL), GR_OK);
     st = gr_test_wait(job, 30ll * 1000000000);
     gr_job_error_get(job, err);

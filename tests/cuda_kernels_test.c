@@ -37,23 +37,6 @@ static void need_user_kernels(void)
         GR_TEST_FAIL("registering the user kernels: %s", err.message);
 }
 
-/* In place: load x, KERNEL(x, s) -> x, store. */
-static gr_graph *in_place(const char *kernel, const float *s, uint32_t n_s)
-{
-    const char *x = "x";
-    gr_graph *g;
-
-    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "k", kernel, &x, 1, "x", s, n_s), GR_OK);
-    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
-    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
-    return g;
-}
-
 static gr_status run(gr_runtime *rt, gr_graph *g, gr_tensor *t, uint64_t n, gr_error_info *err)
 {
     gr_job *job;
@@ -75,7 +58,7 @@ static void user_kernel_everywhere(gr_runtime *rt, const char *name)
     static const uint64_t odd[] = {1, 3, 255, 257, 4099, 100003};
     enum { SMALL = 3000, SMALL_ELEMS = 300, BIG = 3 * (1 << 20) + 5 };
     const float s = 1.5f;
-    gr_graph *g = in_place(name, &s, 1);
+    gr_graph *g = gr_test_kernel_graph(name, 1, &s, 1, true);
     uint64_t n = sizeof(odd) / sizeof(odd[0]) + 1 + SMALL;
     gr_tensor *t = calloc(n, sizeof(*t));
     float **data = calloc(n, sizeof(*data));
@@ -140,7 +123,7 @@ static void user_kernels_private_contexts(void)
     user_kernel_everywhere(rt, "u_source");
     user_kernel_everywhere(rt, "u_launch");
     user_kernel_everywhere(rt, "u_entry");
-    g = in_place("u_function", &s, 1);
+    g = gr_test_kernel_graph("u_function", 1, &s, 1, true);
     ASSERT_STATUS(gr_host_alloc(1024 * 4, (void **)&x), GR_OK);
     t.in[0] = t.out[0] = x;
     ASSERT_STATUS(run(rt, g, &t, 1, &err), GR_ERR_UNAVAILABLE);
@@ -176,7 +159,6 @@ static void new_builtins_match_cpu(void)
         {"mul2", 2, {0}, 0, 0},     {"add2", 2, {0}, 0, 0},
         {"log", 1, {0}, 0, 2}, /* last: its inputs are made positive in place */
     };
-    const char *ins[] = {"a", "b"};
     float *x, *y, *out, *want;
     gr_runtime *rt;
 
@@ -201,24 +183,8 @@ static void new_builtins_match_cpu(void)
         if (strcmp(cases[c].kernel, "log") == 0)
             for (uint64_t i = 0; i < N; i++)
                 x[i] = fabsf(x[i]);
-        ASSERT_STATUS(gr_graph_create(&g), GR_OK);
-        for (uint32_t i = 0; i < cases[c].n_in; i++) {
-            char load[8];
-
-            snprintf(load, sizeof(load), "l%u", i);
-            ASSERT_STATUS(gr_graph_add_buffer(g, ins[i], 1, 1), GR_OK);
-            ASSERT_STATUS(gr_graph_add_h2d(g, load, i, ins[i]), GR_OK);
-        }
-        ASSERT_STATUS(gr_graph_add_buffer(g, "o", 1, 1), GR_OK);
-        ASSERT_STATUS(gr_graph_add_kernel(g, "k", cases[c].kernel, ins, cases[c].n_in, "o",
-                                          cases[c].s, cases[c].n_s),
-                      GR_OK);
-        ASSERT_STATUS(gr_graph_add_d2h(g, "st", "o", 0), GR_OK);
-        ASSERT_STATUS(gr_graph_add_dep(g, "l0", "k"), GR_OK);
-        if (cases[c].n_in > 1)
-            ASSERT_STATUS(gr_graph_add_dep(g, "l1", "k"), GR_OK);
-        ASSERT_STATUS(gr_graph_add_dep(g, "k", "st"), GR_OK);
-        ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+        g = gr_test_kernel_graph(cases[c].kernel, cases[c].n_in, cases[c].s, cases[c].n_s,
+                                 false);
         memset(out, 0xff, N * 4);
         if (run(rt, g, &t, 1, &err) != GR_OK)
             GR_TEST_FAIL("%s: %s", cases[c].kernel, err.message);
@@ -345,7 +311,7 @@ static void source_modules_stay_within_overhead(void)
             GR_TEST_FAIL("register %s: %s", name, err.message);
         for (int i = 0; i < E; i++)
             x[i] = (float)i;
-        g = in_place(name, &s, 1);
+        g = gr_test_kernel_graph(name, 1, &s, 1, true);
         if (run(rt, g, &t, 1, &err) != GR_OK)
             GR_TEST_FAIL("%s: %s", name, err.message);
         for (int i = 0; i < E; i++)

@@ -68,28 +68,6 @@ static void check_budget(gr_runtime *rt)
 
 /* ------------------------------------------------------------------------------------- */
 
-/* in0 [-> in1] -> kernel -> out0, out of place. */
-static gr_graph *one_kernel_graph(const char *kernel, uint32_t n_in, const float *s,
-                                  uint32_t n_s)
-{
-    const char *ins[2] = {"a", "b"}, *loads[2] = {"la", "lb"};
-    gr_graph *g;
-
-    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
-    for (uint32_t i = 0; i < n_in; i++) {
-        ASSERT_STATUS(gr_graph_add_buffer(g, ins[i], 1, 1), GR_OK);
-        ASSERT_STATUS(gr_graph_add_h2d(g, loads[i], i, ins[i]), GR_OK);
-    }
-    ASSERT_STATUS(gr_graph_add_buffer(g, "o", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "k", kernel, ins, n_in, "o", s, n_s), GR_OK);
-    ASSERT_STATUS(gr_graph_add_d2h(g, "st", "o", 0), GR_OK);
-    for (uint32_t i = 0; i < n_in; i++)
-        ASSERT_STATUS(gr_graph_add_dep(g, loads[i], "k"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "k", "st"), GR_OK);
-    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
-    return g;
-}
-
 /* Each kernel through a one-kernel graph (out of place), against its CPU version. */
 static void kernels_match_cpu(void)
 {
@@ -121,11 +99,12 @@ static void kernels_match_cpu(void)
     x[1] = 1.0f;
     x[2] = 1e-30f;
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        gr_tensor t = {{x, cases[c].n_in > 1 ? y : NULL}, {out}, N};
-        gr_kernel_args a = {want, {x, y}, N, {N, N}, {{cases[c].s[0]}, {cases[c].s[1]}}};
+        gr_tensor t = {{x, cases[c].n_in > 1 ? y : NULL}, {out}, N, 0, {0}};
+        gr_kernel_args a = {.out = want, .in = {x, y}, .n = N, .in_n = {N, N},
+                            .s = {{cases[c].s[0]}, {cases[c].s[1]}}};
         const gr_kernel *k = gr__kernel_find(cases[c].kernel);
-        gr_graph *g = one_kernel_graph(cases[c].kernel, cases[c].n_in, cases[c].s,
-                                       cases[c].n_s);
+        gr_graph *g = gr_test_kernel_graph(cases[c].kernel, cases[c].n_in, cases[c].s,
+                                           cases[c].n_s, false);
         gr_job *job;
 
         memset(out, 0xff, N * 4); /* poison: every element must be written */
@@ -406,7 +385,7 @@ static void *dag_main(void *p)
         gr_host_alloc(N * 4, (void **)&o[i]);
         gr_workload_fill(a[i], 0, N, 70, 2 * i);
         gr_workload_fill(b[i], 0, N, 70, 2 * i + 1);
-        t[i] = (gr_tensor){{a[i], b[i]}, {o[i]}, N};
+        t[i] = (gr_tensor){{a[i], b[i]}, {o[i]}, N, 0, {0}};
     }
     if (gr_job_submit(d->rt, g, t, COUNT, NULL, &job, NULL) == GR_OK &&
         gr_job_wait(job, GR_WAIT_FOREVER, &result) == GR_OK && result == GR_OK) {

@@ -64,7 +64,7 @@ static void fill(void)
             ASSERT_TRUE(data[i] != NULL);
         }
         gr_workload_fill(data[i], 0, sizes[i], SEED, i);
-        tensors[i] = (gr_tensor){{data[i]}, {data[i]}, sizes[i]};
+        tensors[i] = (gr_tensor){{data[i]}, {data[i]}, sizes[i], 0, {0}};
     }
 }
 

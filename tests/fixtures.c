@@ -26,6 +26,38 @@ gr_runtime *gr_test_runtime(gr_test_shape shape)
     return rt;
 }
 
+gr_graph *gr_test_kernel_graph(const char *kernel, uint32_t n_inputs, const float *scalars,
+                               uint32_t n_scalars, bool in_place)
+{
+    const char *ins[2] = {"a", "b"}, *loads[2] = {"la", "lb"}, *x = "x";
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    if (in_place) {
+        ASSERT_EQ(n_inputs, 1);
+        ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+        ASSERT_STATUS(gr_graph_add_h2d(g, "la", 0, "x"), GR_OK);
+        ins[0] = x;
+    } else {
+        ASSERT_TRUE(n_inputs <= 2);
+        for (uint32_t i = 0; i < n_inputs; i++) {
+            ASSERT_STATUS(gr_graph_add_buffer(g, ins[i], 1, 1), GR_OK);
+            ASSERT_STATUS(gr_graph_add_h2d(g, loads[i], i, ins[i]), GR_OK);
+        }
+        ASSERT_STATUS(gr_graph_add_buffer(g, "o", 1, 1), GR_OK);
+    }
+    if (gr_graph_add_kernel(g, "k", kernel, ins, n_inputs, in_place ? "x" : "o", scalars,
+                            n_scalars) != GR_OK)
+        GR_TEST_FAIL("kernel node '%s': %s", kernel, gr_graph_error(g));
+    ASSERT_STATUS(gr_graph_add_d2h(g, "st", in_place ? "x" : "o", 0), GR_OK);
+    for (uint32_t i = 0; i < n_inputs; i++)
+        ASSERT_STATUS(gr_graph_add_dep(g, loads[i], "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "st"), GR_OK);
+    if (gr_graph_finalize(g) != GR_OK)
+        GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
+    return g;
+}
+
 gr_status gr_test_wait(gr_job *job, int64_t timeout_ns)
 {
     gr_status result = GR_ERR_INTERNAL;

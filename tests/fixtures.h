@@ -30,6 +30,12 @@ gr_runtime *gr_test_runtime(gr_test_shape shape);
  * returns the job's result. */
 gr_status gr_test_wait(gr_job *job, int64_t timeout_ns);
 
+/* A graph of one kernel node "k" over buffers the tensor's size, finalized: in place
+ * (load in0 -> x, k(x, scalars) -> x, store x -> out0; n_inputs 1), or else out of place
+ * (in0 -> a [, in1 -> b], k(a [, b], scalars) -> o, o -> out0). */
+gr_graph *gr_test_kernel_graph(const char *kernel, uint32_t n_inputs, const float *scalars,
+                               uint32_t n_scalars, bool in_place);
+
 /* out0 = seed(2a - b), out1 = 3a: a DAG of two inputs (two loads), independent branches and
  * two outputs, every buffer the tensor's size. */
 gr_graph *gr_test_dag_graph(void);

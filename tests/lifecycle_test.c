@@ -258,7 +258,7 @@ static void submitting_callback(gr_job *job, gr_status st, void *user)
 static void submit_from_callback_is_refused(void)
 {
     float one[16], data[8 * 16];
-    gr_tensor t = {{one}, {one}, 16};
+    gr_tensor t = {{one}, {one}, 16, 0, {0}};
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_job *job;
 
@@ -339,7 +339,7 @@ static void deadline_lets_an_executing_iteration_finish(void)
     static const int64_t deadlines_ms[] = {5, 20, 80, 320};
     uint64_t n = 32u << 20;
     float *d = malloc(n * sizeof(float));
-    gr_tensor t[2] = {{{d}, {d}, n / 2}, {{d + n / 2}, {d + n / 2}, n / 2}};
+    gr_tensor t[2] = {{{d}, {d}, n / 2, 0, {0}}, {{d + n / 2}, {d + n / 2}, n / 2, 0, {0}}};
     bool shown = false;
     gr_graph *g;
 

@@ -30,7 +30,7 @@ static void fill(void)
 {
     for (uint64_t i = 0; i < N; i++) {
         gr_workload_fill(data[i], 0, ELEMS, SEED, i);
-        tensors[i] = (gr_tensor){{data[i]}, {data[i]}, ELEMS};
+        tensors[i] = (gr_tensor){{data[i]}, {data[i]}, ELEMS, 0, {0}};
     }
 }
 
@@ -451,7 +451,7 @@ static void *submit_racing_main(void *arg)
     gr_tensor t[2];
 
     for (int i = 0; i < 2; i++)
-        t[i] = (gr_tensor){{r->mine[i]}, {r->mine[i]}, ELEMS};
+        t[i] = (gr_tensor){{r->mine[i]}, {r->mine[i]}, ELEMS, 0, {0}};
     pthread_barrier_wait(r->start);
     for (;;) {
         gr_job *job = NULL;

@@ -127,7 +127,9 @@ static char tmpdir[64];
 
 static const char *temp_dir(void)
 {
-    snprintf(tmpdir, sizeof(tmpdir), "%s/nvrtcXXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+
+    snprintf(tmpdir, sizeof(tmpdir), "%s/nvrtcXXXXXX", base);
     ASSERT_TRUE(mkdtemp(tmpdir) != NULL);
     return tmpdir;
 }

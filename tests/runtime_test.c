@@ -189,7 +189,7 @@ static void submit_refusals(void)
         const float two = 2.0f;
         gr_graph *wide;
         float *big = calloc(300000, sizeof(float));
-        gr_tensor tb[1] = {{{big}, {big}, 300000}};
+        gr_tensor tb[1] = {{{big}, {big}, 300000, 0, {0}}};
 
         ASSERT_STATUS(gr_graph_create(&wide), GR_OK);
         ASSERT_STATUS(gr_graph_add_buffer(wide, "x", 1, 1), GR_OK);
@@ -565,23 +565,6 @@ static void twice_plus(const gr_kernel_args *a, void *user)
         out[i] = 2.0f * x[i] + add;
 }
 
-static gr_graph *one_node_graph(const char *kernel, const float *scalars, uint32_t n_scalars)
-{
-    const char *x = "x";
-    gr_graph *g;
-
-    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "user", kernel, &x, 1, "x", scalars, n_scalars),
-                  GR_OK);
-    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "load", "user"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "user", "store"), GR_OK);
-    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
-    return g;
-}
-
 /* A kernel registered by the caller runs on the host backend like a built-in: whole
  * tensors, chunks of a tensor larger than a worker's share of the budget, and batches of
  * small tensors, each output exactly what the CPU function computes, with its scalar and
@@ -604,7 +587,7 @@ static void user_kernel_runs_in_chunks_and_batches(void)
     d.cpu = twice_plus;
     d.user = (void *)&user_add;
     ASSERT_STATUS(gr_kernel_register(&d, NULL), GR_OK);
-    g = one_node_graph("rt_twice_plus", &scalar, 1);
+    g = gr_test_kernel_graph("rt_twice_plus", 1, &scalar, 1, true);
     /* 256 KiB of budget over 2 workers: the 250000-element tensor (1 MB) goes in chunks,
      * the small ones in batches. */
     rt = gr_test_runtime((gr_test_shape){.workers = 2, .budget = 256 << 10});
@@ -643,7 +626,7 @@ static void kernel_missing_on_backend_refused(void)
     static const int handle = 1; /* never launched: the host backend refuses first */
     gr_kernel_def d = GR_KERNEL_DEF_INIT;
     float x[64];
-    gr_tensor t = {{x}, {x}, 64};
+    gr_tensor t = {{x}, {x}, 64, 0, {0}};
     gr_error_info err;
     gr_runtime *rt;
     gr_graph *g;
@@ -655,15 +638,15 @@ static void kernel_missing_on_backend_refused(void)
     d.cuda_kind = GR_CUDA_KERNEL;
     d.cuda = &handle;
     ASSERT_STATUS(gr_kernel_register(&d, NULL), GR_OK);
-    g = one_node_graph("rt_cuda_only", NULL, 0);
+    g = gr_test_kernel_graph("rt_cuda_only", 1, NULL, 0, true);
     rt = make_runtime(1, 1 << 20);
     for (int i = 0; i < 64; i++)
         x[i] = (float)i;
     ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, &err), GR_ERR_UNAVAILABLE);
     ASSERT_TRUE(job == NULL);
-    ASSERT_STR_CONTAINS(err.message, "node 'user': kernel 'rt_cuda_only' has no CPU "
+    ASSERT_STR_CONTAINS(err.message, "node 'k': kernel 'rt_cuda_only' has no CPU "
                                      "implementation, which the host backend needs");
-    ASSERT_STR_CONTAINS(err.node, "user");
+    ASSERT_STR_EQ(err.node, "k");
     for (int i = 0; i < 64; i++)
         ASSERT_FLOAT_BITS_EQ(x[i], (float)i);
     ASSERT_EQ(RT(rt)->stats->jobs_submitted, 0);

@@ -33,7 +33,7 @@ static set make_set(const uint64_t *elems, uint64_t count)
         s.data[i] = malloc(elems[i] * sizeof(float));
         ASSERT_TRUE(s.data[i] != NULL);
         gr_workload_fill(s.data[i], 0, elems[i], SEED, i);
-        s.t[i] = (gr_tensor){{s.data[i]}, {s.data[i]}, elems[i]};
+        s.t[i] = (gr_tensor){{s.data[i]}, {s.data[i]}, elems[i], 0, {0}};
     }
     return s;
 }
@@ -132,7 +132,7 @@ static void contiguous_tiny_tensors(void)
 
     for (uint64_t i = 0; i < N; i++) {
         gr_workload_fill(slab + i * E, 0, E, SEED, i);
-        t[i] = (gr_tensor){{slab + i * E}, {slab + i * E}, E};
+        t[i] = (gr_tensor){{slab + i * E}, {slab + i * E}, E, 0, {0}};
     }
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, NULL), GR_OK);
@@ -187,7 +187,7 @@ static void dag_tensors(gr_tensor *t, int n, const uint64_t *elems)
         ASSERT_TRUE(in0 && in1 && o0 && o1);
         gr_workload_fill(in0, 0, elems[i], 12, 2 * (uint64_t)i);
         gr_workload_fill(in1, 0, elems[i], 12, 2 * (uint64_t)i + 1);
-        t[i] = (gr_tensor){{in0, in1}, {o0, o1}, elems[i]};
+        t[i] = (gr_tensor){{in0, in1}, {o0, o1}, elems[i], 0, {0}};
     }
 }
 

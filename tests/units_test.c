@@ -26,7 +26,7 @@ static gr_tensor *tensors_of(const uint64_t *elems, uint64_t count)
     gr_tensor *t = calloc(count, sizeof(*t));
 
     for (uint64_t i = 0; i < count; i++)
-        t[i] = (gr_tensor){{dummy}, {dummy}, elems[i]};
+        t[i] = (gr_tensor){{dummy}, {dummy}, elems[i], 0, {0}};
     return t;
 }
 
@@ -269,7 +269,7 @@ static void contiguous_batches_go_direct(void)
     uint64_t n;
 
     for (int i = 0; i < N; i++)
-        t[i] = (gr_tensor){{slab + 10 * i}, {slab + 10 * i}, 10};
+        t[i] = (gr_tensor){{slab + 10 * i}, {slab + 10 * i}, 10, 0, {0}};
     ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
     ASSERT_EQ_U64(n, 1);
     ASSERT_TRUE(!u[0].staged);
@@ -280,7 +280,7 @@ static void contiguous_batches_go_direct(void)
     ASSERT_TRUE(u[0].staged); /* pageable: staged */
     free(u);
     free(pending);
-    t[50] = (gr_tensor){{slab + 501}, {slab + 501}, 9}; /* a gap after tensor 49 */
+    t[50] = (gr_tensor){{slab + 501}, {slab + 501}, 9, 0, {0}}; /* a gap after tensor 49 */
     ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
     ASSERT_EQ_U64(n, 1);
     ASSERT_TRUE(u[0].staged);

@@ -236,10 +236,10 @@ static void accepted_forms(void)
 
 static void refuses_unknown_statements(void)
 {
-    REFUSE("bufer x\n", "1:1: unknown statement 'bufer': expected buffer, h2d, kernel, d2h, cuda or a "
-                        "dependency chain 'a -> b'");
-    REFUSE(BASE "load\n", "5:1: unknown statement 'load': expected buffer, h2d, kernel, d2h, cuda or "
-                          "a dependency chain 'a -> b'");
+    REFUSE("bufer x\n", "1:1: unknown statement 'bufer': expected buffer, h2d, kernel, d2h, "
+                        "cuda or a dependency chain 'a -> b'");
+    REFUSE(BASE "load\n", "5:1: unknown statement 'load': expected buffer, h2d, kernel, d2h, "
+                          "cuda or a dependency chain 'a -> b'");
     REFUSE("  -> x\n", "1:3: expected a statement (buffer, h2d, kernel, d2h, cuda) or a dependency "
                        "chain, found '->'");
     REFUSE("buffer x\n2x\n", "2:1: expected a statement (buffer, h2d, kernel, d2h, cuda) or a "
