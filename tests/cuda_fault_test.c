@@ -34,19 +34,8 @@
 
 static gr_graph *fault_graph(void)
 {
-    const char *x = "x";
-    gr_graph *g;
-
     gr_test_register_fault_kernel();
-    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
-    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
-    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_kernel(g, "boom", "fault", &x, 1, "x", NULL, 0), GR_OK);
-    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "load", "boom"), GR_OK);
-    ASSERT_STATUS(gr_graph_add_dep(g, "boom", "store"), GR_OK);
-    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
-    return g;
+    return gr_test_kernel_graph("fault", 1, NULL, 0, true);
 }
 
 static gr_status run_fault(gr_runtime *rt, gr_graph *fg, gr_error_info *err)

@@ -134,75 +134,36 @@ static void user_kernels_private_contexts(void)
     gr_runtime_destroy(rt);
 }
 
-static int64_t ulps(float a, float b)
-{
-    int32_t ia, ib;
-
-    memcpy(&ia, &a, 4);
-    memcpy(&ib, &b, 4);
-    return (int64_t)ia - ib;
-}
-
 /* The built-ins beyond the seed, against their CPU versions. */
 static void new_builtins_match_cpu(void)
 {
     enum { N = (1 << 20) + 3 };
-    static const struct {
-        const char *kernel;
-        uint32_t n_in;
-        float s[2];
-        uint32_t n_s;
-        int ulps;
-    } cases[] = {
+    static const gr_test_kernel_case cases[] = {
         {"sub", 1, {0.25f}, 1, 0},  {"div", 1, {3.0f}, 1, 0},     {"exp", 1, {0}, 0, 2},
         {"tanh", 1, {0}, 0, 4},     {"sigmoid", 1, {0}, 0, 4},    {"clamp", 1, {0.2f, 0.7f}, 2, 0},
         {"mul2", 2, {0}, 0, 0},     {"add2", 2, {0}, 0, 0},
         {"log", 1, {0}, 0, 2}, /* last: its inputs are made positive in place */
     };
-    float *x, *y, *out, *want;
+    float *x, *y;
     gr_runtime *rt;
 
     REQUIRE_GPU();
     rt = cuda_runtime(2, 64 * MiB, GR_CONTEXT_PRIMARY);
     ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&x), GR_OK);
     ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&y), GR_OK);
-    ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&out), GR_OK);
-    want = malloc(N * 4);
     gr_workload_fill(x, 0, N, 6, 0);
     gr_workload_fill(y, 0, N, 6, 1);
     for (uint64_t i = 0; i < N; i++)
         x[i] = x[i] * 8.0f - 4.0f + 1e-3f; /* [-4, 4), and log's inputs > 0 below */
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        gr_tensor t = {{x, cases[c].n_in > 1 ? y : NULL}, {out}, N, 0, {0}};
-        const gr_kernel *k = gr__kernel_find(cases[c].kernel);
-        gr_kernel_args a = {.out = want, .in = {x, y}, .n = N, .in_n = {N, N},
-                            .s = {{cases[c].s[0]}, {cases[c].s[1]}}};
-        gr_graph *g;
-        gr_error_info err;
-
         if (strcmp(cases[c].kernel, "log") == 0)
             for (uint64_t i = 0; i < N; i++)
                 x[i] = fabsf(x[i]);
-        g = gr_test_kernel_graph(cases[c].kernel, cases[c].n_in, cases[c].s, cases[c].n_s,
-                                 false);
-        memset(out, 0xff, N * 4);
-        if (run(rt, g, &t, 1, &err) != GR_OK)
-            GR_TEST_FAIL("%s: %s", cases[c].kernel, err.message);
-        k->def.cpu(&a, k->def.user);
-        for (uint64_t i = 0; i < N; i++) {
-            int64_t d = ulps(out[i], want[i]);
-
-            if (d < -cases[c].ulps || d > cases[c].ulps)
-                GR_TEST_FAIL("%s: element %llu (x %.9g): GPU %.9g, CPU %.9g", cases[c].kernel,
-                             (unsigned long long)i, x[i], out[i], want[i]);
-        }
-        gr_graph_destroy(g);
+        gr_test_expect_kernel_matches_cpu(rt, &cases[c], x, y, N);
     }
     gr_runtime_destroy(rt);
     gr_host_free(x);
     gr_host_free(y);
-    gr_host_free(out);
-    free(want);
 }
 
 /* softmax per row and sum to one element, on shapes the GPU's blocks divide unevenly, and
@@ -289,7 +250,7 @@ static void source_modules_stay_within_overhead(void)
     ASSERT_STATUS(gr_host_alloc(E * 4, (void **)&x), GR_OK);
     for (int k = 0; k < K; k++) {
         char name[32], src[512];
-        gr_kernel_def d = GR_KERNEL_DEF_INIT;
+        gr_kernel_def d;
         const float s = 1.0f;
         gr_tensor t = {{x}, {x}, E, 0, {0}};
         gr_graph *g;
@@ -300,13 +261,7 @@ static void source_modules_stay_within_overhead(void)
                  "extern \"C\" __global__ void many_%d(gr_kernel_args a)\n"
                  "{ GR_FOR_EACH(i, a) GR_OUT(a, float)[i] = GR_IN(a, 0, float)[i] + %d.0f; }\n",
                  k, k);
-        d.name = name;
-        d.n_inputs = 1;
-        d.n_scalars = 1;
-        d.elementwise = 1;
-        d.cuda_kind = GR_CUDA_SOURCE;
-        d.cuda = src;
-        d.cuda_name = name;
+        d = gr_test_source_def(name, name, src);
         if (gr_kernel_register(&d, &err) != GR_OK)
             GR_TEST_FAIL("register %s: %s", name, err.message);
         for (int i = 0; i < E; i++)

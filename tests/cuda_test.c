@@ -72,64 +72,29 @@ static void check_budget(gr_runtime *rt)
 static void kernels_match_cpu(void)
 {
     enum { N = (1 << 20) + 3 };
-    static const struct {
-        const char *kernel;
-        uint32_t n_in;
-        float s[2];
-        uint32_t n_s;
-        int ulps;
-    } cases[] = {
+    static const gr_test_kernel_case cases[] = {
         {"mul", 1, {1.01f}, 1, 0},     {"add", 1, {1.01f}, 1, 0},
         {"pow", 1, {0.5f}, 1, 0},      {"pow", 1, {2.0f}, 1, 0},
         {"pow", 1, {3.0f}, 1, 2},      {"axpby", 2, {2.0f, -1.0f}, 2, 0},
         {"seed", 1, {0}, 0, 0},
     };
     gr_runtime *rt;
-    float *x, *y, *out, *want;
+    float *x, *y;
 
     REQUIRE_GPU();
     rt = cuda_runtime(2, 64 * MiB, GR_CONTEXT_PRIMARY);
     ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&x), GR_OK);
     ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&y), GR_OK);
-    ASSERT_STATUS(gr_host_alloc(N * 4, (void **)&out), GR_OK);
-    want = malloc(N * 4);
     gr_workload_fill(x, 0, N, 5, 0);
     gr_workload_fill(y, 0, N, 5, 1);
     x[0] = 0.0f;
     x[1] = 1.0f;
     x[2] = 1e-30f;
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        gr_tensor t = {{x, cases[c].n_in > 1 ? y : NULL}, {out}, N, 0, {0}};
-        gr_kernel_args a = {.out = want, .in = {x, y}, .n = N, .in_n = {N, N},
-                            .s = {{cases[c].s[0]}, {cases[c].s[1]}}};
-        const gr_kernel *k = gr__kernel_find(cases[c].kernel);
-        gr_graph *g = gr_test_kernel_graph(cases[c].kernel, cases[c].n_in, cases[c].s,
-                                           cases[c].n_s, false);
-        gr_job *job;
-
-        memset(out, 0xff, N * 4); /* poison: every element must be written */
-        ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, NULL), GR_OK);
-        ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
-        k->def.cpu(&a, k->def.user);
-        for (uint64_t i = 0; i < N; i++) {
-            int32_t gi, wi;
-            int64_t ulps;
-
-            memcpy(&gi, &out[i], 4);
-            memcpy(&wi, &want[i], 4);
-            ulps = (int64_t)gi - wi;
-            if (ulps < -cases[c].ulps || ulps > cases[c].ulps)
-                GR_TEST_FAIL("%s(%g): element %llu: GPU %a, CPU %a", cases[c].kernel,
-                             cases[c].s[0], (unsigned long long)i, out[i], want[i]);
-        }
-        gr_job_destroy(job);
-        gr_graph_destroy(g);
-    }
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+        gr_test_expect_kernel_matches_cpu(rt, &cases[c], x, y, N);
     gr_runtime_destroy(rt);
     gr_host_free(x);
     gr_host_free(y);
-    gr_host_free(out);
-    free(want);
 }
 
 static void seed_odd_and_prime_sizes(void)

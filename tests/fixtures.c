@@ -3,6 +3,10 @@
  */
 #include "tests/fixtures.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
 
@@ -56,6 +60,62 @@ gr_graph *gr_test_kernel_graph(const char *kernel, uint32_t n_inputs, const floa
     if (gr_graph_finalize(g) != GR_OK)
         GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
     return g;
+}
+
+gr_kernel_def gr_test_source_def(const char *name, const char *entry, const char *src)
+{
+    gr_kernel_def d = GR_KERNEL_DEF_INIT;
+
+    d.name = name;
+    d.n_inputs = 1;
+    d.n_scalars = 1;
+    d.elementwise = 1;
+    d.cuda_kind = GR_CUDA_SOURCE;
+    d.cuda = src;
+    d.cuda_name = entry;
+    return d;
+}
+
+void gr_test_expect_kernel_matches_cpu(gr_runtime *rt, const gr_test_kernel_case *c,
+                                       const float *x, const float *y, uint64_t n)
+{
+    const gr_kernel *k = gr__kernel_find(c->kernel);
+    gr_graph *g = gr_test_kernel_graph(c->kernel, c->n_in, c->s, c->n_s, false);
+    float *out = NULL, *want = malloc(n * sizeof(float));
+    gr_tensor t;
+    gr_kernel_args a = {.out = want, .in = {x, y}, .n = n, .in_n = {n, n},
+                        .s = {{c->s[0]}, {c->s[1]}}};
+    gr_error_info err;
+    gr_status st;
+    gr_job *job;
+
+    ASSERT_TRUE(k != NULL && k->def.cpu != NULL && want != NULL);
+    ASSERT_STATUS(gr_host_alloc(n * sizeof(float), (void **)&out), GR_OK);
+    t = (gr_tensor){{x, c->n_in > 1 ? y : NULL}, {out}, n, 0, {0}};
+    memset(out, 0xff, n * sizeof(float));
+    if (gr_job_submit(rt, g, &t, 1, NULL, &job, &err) != GR_OK)
+        GR_TEST_FAIL("%s: submit: %s", c->kernel, err.message);
+    if ((st = gr_test_wait(job, GR_WAIT_FOREVER)) != GR_OK) {
+        gr_job_error_get(job, &err);
+        GR_TEST_FAIL("%s: %s: %s", c->kernel, gr_status_str(st), err.message);
+    }
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    k->def.cpu(&a, k->def.user);
+    for (uint64_t i = 0; i < n; i++) {
+        int32_t gi, wi;
+        int64_t ulps;
+
+        memcpy(&gi, &out[i], 4);
+        memcpy(&wi, &want[i], 4);
+        ulps = (int64_t)gi - wi;
+        if (ulps < -c->ulps || ulps > c->ulps)
+            GR_TEST_FAIL("%s(%g): element %llu (x %.9g): GPU %.9g (%a), CPU %.9g (%a)",
+                         c->kernel, c->s[0], (unsigned long long)i, x[i], out[i], out[i],
+                         want[i], want[i]);
+    }
+    gr_host_free(out);
+    free(want);
 }
 
 gr_status gr_test_wait(gr_job *job, int64_t timeout_ns)

@@ -36,6 +36,28 @@ gr_status gr_test_wait(gr_job *job, int64_t timeout_ns);
 gr_graph *gr_test_kernel_graph(const char *kernel, uint32_t n_inputs, const float *scalars,
                                uint32_t n_scalars, bool in_place);
 
+/* The definition of an elementwise kernel of one input and one scalar, given as CUDA C
+ * source `src` whose extern "C" __global__ function `entry` it names. */
+gr_kernel_def gr_test_source_def(const char *name, const char *entry, const char *src);
+
+/* One row of a table of kernels checked against their CPU versions: a registered
+ * elementwise kernel of one or two inputs, its scalars, and how many ULPs its result may
+ * differ from the CPU version's by. */
+typedef struct gr_test_kernel_case {
+    const char *kernel;
+    uint32_t n_in;
+    float s[2];
+    uint32_t n_s;
+    int ulps;
+} gr_test_kernel_case;
+
+/* Run c's kernel on `rt` through gr_test_kernel_graph (out of place) over n elements of x
+ * (and y, the second input), into pinned memory poisoned first (every element must be
+ * written), and its CPU version; fail the test at the first element where the two differ
+ * by more than c->ulps. */
+void gr_test_expect_kernel_matches_cpu(gr_runtime *rt, const gr_test_kernel_case *c,
+                                       const float *x, const float *y, uint64_t n);
+
 /* out0 = seed(2a - b), out1 = 3a: a DAG of two inputs (two loads), independent branches and
  * two outputs, every buffer the tensor's size. */
 gr_graph *gr_test_dag_graph(void);

@@ -63,24 +63,10 @@ static const char scale_src[] =
     "    GR_FOR_EACH(i, a) GR_OUT(a, float)[i] = GR_IN(a, 0, float)[i] * a.s[0].f32;\n"
     "}\n";
 
-static gr_kernel_def source_def(const char *name, const char *entry, const char *src)
-{
-    gr_kernel_def d = GR_KERNEL_DEF_INIT;
-
-    d.name = name;
-    d.n_inputs = 1;
-    d.n_scalars = 1;
-    d.elementwise = 1;
-    d.cuda_kind = GR_CUDA_SOURCE;
-    d.cuda = src;
-    d.cuda_name = entry;
-    return d;
-}
-
 /* Source compiles at registration, to PTX holding the entry; one text compiles once. */
 static void source_kernel_compiles(void)
 {
-    gr_kernel_def d = source_def("scale_src", "scale", scale_src);
+    gr_kernel_def d = gr_test_source_def("scale_src", "scale", scale_src);
     const gr_kernel *a, *b;
     gr_error_info err;
 
@@ -102,7 +88,7 @@ static void source_kernel_compiles(void)
  * a definition without an entry name. Nothing is registered. */
 static void compile_errors_refused_with_the_log(void)
 {
-    gr_kernel_def d = source_def("broken", "broken",
+    gr_kernel_def d = gr_test_source_def("broken", "broken",
                                  "extern \"C\" __global__ void broken(int a)\n"
                                  "{\n"
                                  "    undefined_thing(a);\n"
@@ -114,11 +100,11 @@ static void compile_errors_refused_with_the_log(void)
     ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, "kernel 'broken': NVRTC: broken(3): error: identifier "
                                      "\"undefined_thing\" is undefined");
-    d = source_def("no_entry", NULL, scale_src);
+    d = gr_test_source_def("no_entry", NULL, scale_src);
     ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, "cuda_name must name the source's extern \"C\" "
                                      "__global__ function");
-    d = source_def("bad_entry", "not-an-identifier", scale_src);
+    d = gr_test_source_def("bad_entry", "not-an-identifier", scale_src);
     ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_EQ(gr_kernel_count(), before);
 }
@@ -285,7 +271,7 @@ static void spec_cuda_statement(void)
  * submit, naming the kernel, and nothing runs. */
 static void host_backend_refuses_source_kernels(void)
 {
-    gr_kernel_def d = source_def("host_src", "scale", scale_src);
+    gr_kernel_def d = gr_test_source_def("host_src", "scale", scale_src);
     const char *x = "x";
     float data[16] = {1};
     gr_tensor t = {{data}, {data}, 16, 0, {0}};
@@ -343,7 +329,7 @@ static void concurrent_loads_of_one_file(void)
     write_file(shared_path, two_kernels);
     /* Compiled once beforehand, so that the threads meet at the registry, not in NVRTC. */
     {
-        gr_kernel_def d = source_def("warm_shared", "f_twice", two_kernels);
+        gr_kernel_def d = gr_test_source_def("warm_shared", "f_twice", two_kernels);
 
         d.n_scalars = 0;
         ASSERT_STATUS(gr_kernel_register(&d, NULL), GR_OK);
