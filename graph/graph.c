@@ -800,9 +800,9 @@ void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_a
 
     memset(out, 0, sizeof(*out));
     for (uint32_t r = 0; r < node->n_reads; r++) {
-        out->in[r] = it->base + it->offsets[node->reads[r]];
         const gr_buffer_def *b = &it->graph->buffers[node->reads[r]];
 
+        out->in[r] = it->base + it->offsets[node->reads[r]];
         out->in_n[r] = b->fixed ? b->fixed : t->elems;
     }
     out->out = it->base + it->offsets[node->write];

@@ -257,6 +257,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
 {
     uint32_t ni = opt->n_inputs, no = opt->n_outputs, dirs = 0;
     uint32_t shards = opt->shards > 1 ? opt->shards : 1;
+    uint32_t lead = gr_io_lead_port(opt); /* the input whose size the tensor's is */
     char **names = NULL;
     gr_status st = GR_OK;
 
@@ -299,7 +300,6 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
     }
     for (uint64_t i = 0; i < plan->count; i++) {
         uint64_t g = i * shards + opt->shard; /* its index among the total */
-        uint32_t lead = gr_io_lead_port(opt);
 
         plan->index[i] = g;
         for (uint32_t p = 0; p < ni; p++) {
