@@ -8,6 +8,7 @@
  */
 #include "graph/graph.h"
 
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,44 +263,64 @@ gr_status gr_graph_add_d2h(gr_graph *g, const char *node, const char *buffer, ui
     return add_copy(g, node, GR_NODE_D2H, port, buffer);
 }
 
-/* Whether buffer `b` holds the element type the kernel wants for its input `input` (its
- * output when `input` is negative). */
-static gr_status check_arg_type(gr_graph *g, const char *node, const gr_kernel *k, int32_t b,
-                                int input)
+/* The kernel called `name` for the element types of the node's buffers (reads[0 .. n_in),
+ * write): one of its overloads, or a refusal naming the types it has. */
+static gr_status resolve_kernel(gr_graph *g, const char *node, const char *name,
+                                const gr_node *n, uint32_t n_in, const gr_kernel **out)
 {
-    const gr_buffer_def *buf = &g->buffers[b];
-    gr_dtype want = input < 0 ? k->def.out_dtype : k->def.in_dtype[input];
-    char what[16];
+    gr_dtype in[GR_MAX_KERNEL_INPUTS];
+    char have[256], got[96];
+    size_t at = 0;
 
-    if (buf->dtype == want)
+    for (uint32_t i = 0; i < n_in; i++)
+        in[i] = g->buffers[n->reads[i]].dtype;
+    *out = gr__kernel_find_typed(name, in, n_in, g->buffers[n->write].dtype);
+    if (*out != NULL)
         return GR_OK;
-    if (input < 0)
-        snprintf(what, sizeof(what), "output");
-    else
-        snprintf(what, sizeof(what), "input %d", input);
+    got[0] = '\0';
+    for (uint32_t i = 0; i < n_in; i++)
+        at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%s", i ? ", " : "",
+                               gr_dtype_name(in[i]));
+    gr__kernel_signatures(name, have, sizeof(have));
     return fail(g, GR_ERR_INVALID_ARGUMENT,
-                "node '%s': kernel '%s' takes %s for its %s, but buffer '%s' holds %s", node,
-                k->name, gr_dtype_name(want), what, buf->name, gr_dtype_name(buf->dtype));
+                "node '%s': kernel '%s' has no version for (%s) -> %s, the types of its "
+                "buffers; it takes %s%s",
+                node, name, got, gr_dtype_name(g->buffers[n->write].dtype), have,
+                strcmp(name, "cast") == 0 ? "" : " (convert with cast first)");
 }
 
-/* A float scalar as the kernel's scalar type `t` takes it. */
-static gr_scalar scalar_of(float v, gr_dtype t)
+/* A scalar as the kernel's scalar type `t` takes it, or a refusal: a value the type does
+ * not hold. */
+static gr_status scalar_of(gr_graph *g, const char *node, uint32_t i, double v, gr_dtype t,
+                          gr_scalar *s)
 {
-    gr_scalar s;
-
-    memset(&s, 0, sizeof(s));
+    memset(s, 0, sizeof(*s));
     switch (t) {
+    case GR_DTYPE_FLOAT64:
+        if (v != v)
+            break;
+        s->f64 = v;
+        return GR_OK;
+    case GR_DTYPE_INT32:
+        if (!(v >= -2147483648.0 && v <= 2147483647.0) || v != (double)(int64_t)v)
+            break;
+        s->i32 = (int32_t)v;
+        return GR_OK;
     case GR_DTYPE_FLOAT32:
+        if (!(v >= -FLT_MAX && v <= FLT_MAX))
+            break;
+        s->f32 = (float)v;
+        return GR_OK;
     default:
-        s.f32 = v;
         break;
     }
-    return s;
+    return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': scalar %u (%g) is not a %s value",
+                node, i, v, gr_dtype_name(t));
 }
 
-gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
-                              const char *const *inputs, uint32_t n_inputs, const char *output,
-                              const float *scalars, uint32_t n_scalars)
+static gr_status add_kernel(gr_graph *g, const char *node, const char *kernel,
+                            const char *const *inputs, uint32_t n_inputs, const char *output,
+                            const double *scalars, uint32_t n_scalars)
 {
     gr_status st = check_mutable(g);
     const gr_kernel *k;
@@ -324,22 +345,41 @@ gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
         return fail(g, GR_ERR_INVALID_ARGUMENT,
                     "node '%s': kernel '%s' takes %u scalar(s), got %u", node, k->name,
                     k->def.n_scalars, n_scalars);
-    for (uint32_t i = 0; i < n_inputs; i++) {
+    for (uint32_t i = 0; i < n_inputs; i++)
         if ((st = lookup_buffer(g, node, inputs[i], &n->reads[i])) != GR_OK)
             return st;
-        if ((st = check_arg_type(g, node, k, n->reads[i], (int)i)) != GR_OK)
-            return st;
-    }
     if ((st = lookup_buffer(g, node, output, &n->write)) != GR_OK)
         return st;
-    if ((st = check_arg_type(g, node, k, n->write, -1)) != GR_OK)
+    if ((st = resolve_kernel(g, node, k->name, n, n_inputs, &k)) != GR_OK)
         return st;
     for (uint32_t i = 0; i < n_scalars; i++)
-        n->scalars[i] = scalar_of(scalars[i], k->def.scalar_dtype[i]);
+        if ((st = scalar_of(g, node, i, scalars[i], k->def.scalar_dtype[i], &n->scalars[i])) !=
+            GR_OK)
+            return st;
     n->n_reads = n_inputs;
     n->kernel = k;
     g->n_nodes++;
     return GR_OK;
+}
+
+gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
+                              const char *const *inputs, uint32_t n_inputs, const char *output,
+                              const float *scalars, uint32_t n_scalars)
+{
+    double wide[GR_MAX_SCALARS];
+
+    for (uint32_t i = 0; scalars != NULL && i < n_scalars && i < GR_MAX_SCALARS; i++)
+        wide[i] = scalars[i];
+    /* More than GR_MAX_SCALARS is refused by the count check before any is read. */
+    return add_kernel(g, node, kernel, inputs, n_inputs, output, scalars ? wide : NULL,
+                      n_scalars);
+}
+
+gr_status gr_graph_add_kernel_f64(gr_graph *g, const char *node, const char *kernel,
+                                  const char *const *inputs, uint32_t n_inputs,
+                                  const char *output, const double *scalars, uint32_t n_scalars)
+{
+    return add_kernel(g, node, kernel, inputs, n_inputs, output, scalars, n_scalars);
 }
 
 gr_status gr_graph_add_dep(gr_graph *g, const char *before, const char *after)

@@ -21,7 +21,7 @@
  * names in error_node / error_buffer (graph.h), or at the end of the text when the problem
  * is the graph as a whole.
  */
-#define _GNU_SOURCE /* strtof_l, newlocale: numbers read the same whatever the locale */
+#define _GNU_SOURCE /* strtod_l, newlocale: numbers read the same whatever the locale */
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
@@ -98,7 +98,8 @@ typedef struct kernel_stmt {
     tok node, kernel, out;
     const gr_kernel *def;
     tok inputs[GR_MAX_KERNEL_INPUTS];
-    float scalars[GR_MAX_SCALARS];
+    double scalars[GR_MAX_SCALARS];
+    tok scalar_toks[GR_MAX_SCALARS];
     uint32_t n_inputs, n_scalars; /* as written: may exceed the arrays, checked at once */
 } kernel_stmt;
 
@@ -369,11 +370,12 @@ static void make_c_locale(void)
     c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
 }
 
-/* A scalar argument: C float syntax, finite, representable in float32. */
-static gr_status take_float(parser *p, const tok *t, float *out)
+/* A scalar argument: C float syntax, finite as a double. Whether the kernel's scalar type
+ * holds it is check_scalars' question, once the kernel is known. */
+static gr_status take_number(parser *p, const tok *t, double *out)
 {
     char buf[NUMBER_MAX + 1], *end;
-    float v;
+    double v;
 
     if (t->len > NUMBER_MAX)
         return perr(p, t->pos, "number '%.24s...' is too long (at most %d characters)", t->p,
@@ -384,18 +386,41 @@ static gr_status take_float(parser *p, const tok *t, float *out)
      * "1.01" as written; the process locale only when no C locale could be made. */
     pthread_once(&c_locale_once, make_c_locale);
     errno = 0;
-    v = c_locale != (locale_t)0 ? strtof_l(buf, &end, c_locale) : strtof(buf, &end);
+    v = c_locale != (locale_t)0 ? strtod_l(buf, &end, c_locale) : strtod(buf, &end);
     if (end != buf + t->len || t->len == 0)
         return perr(p, t->pos, "invalid number '%s' (scalars are C floats: 2, -0.5, 1e-3)",
                     buf);
     if (isnan(v) || (isinf(v) && errno != ERANGE))
         return perr(p, t->pos, "number '%s' is not finite (scalars must be finite)", buf);
     if (errno == ERANGE && isinf(v))
-        return perr(p, t->pos, "number '%s' is out of float32 range (at most 3.4e38)", buf);
-    if (errno == ERANGE && v == 0.0f)
-        return perr(p, t->pos, "number '%s' is too small for float32 (it would be 0)", buf);
+        return perr(p, t->pos, "number '%s' is out of range (at most 1.8e308)", buf);
+    if (errno == ERANGE && v == 0.0)
+        return perr(p, t->pos, "number '%s' is too small (it would be 0)", buf);
     *out = v;
     return GR_OK;
+}
+
+/* Whether scalar `v`, written at `t`, is a value of type `type`: float32 scalars are
+ * finite and not so small that they would round to 0; int32 ones integers in range. */
+static gr_status check_scalar(parser *p, const tok *t, double v, gr_dtype type)
+{
+    switch (type) {
+    case GR_DTYPE_FLOAT32:
+        if (isinf((float)v))
+            return perr(p, t->pos, "number '%.*s' is out of float32 range (at most 3.4e38)",
+                        (int)t->len, t->p);
+        if (v != 0.0 && (float)v == 0.0f)
+            return perr(p, t->pos, "number '%.*s' is too small for float32 (it would be 0)",
+                        (int)t->len, t->p);
+        return GR_OK;
+    case GR_DTYPE_INT32:
+        if (!(v >= -2147483648.0 && v <= 2147483647.0) || v != floor(v))
+            return perr(p, t->pos, "number '%.*s' is not an int32 (the kernel's scalar type)",
+                        (int)t->len, t->p);
+        return GR_OK;
+    default:
+        return GR_OK;
+    }
 }
 
 /* A term of a size ratio: a positive decimal integer of 32 bits. */
@@ -538,7 +563,24 @@ static gr_status take_count(parser *p, const tok *t, uint64_t *out)
     return GR_OK;
 }
 
-/* buffer NAME [NUM[/DEN] | '[' COUNT ']'] */
+/* An element type's name (gr_dtype_name). */
+static gr_status take_dtype(parser *p, const tok *t, gr_dtype *out)
+{
+    char word[16];
+
+    if (t->len < sizeof(word)) {
+        memcpy(word, t->p, t->len);
+        word[t->len] = '\0';
+        if (gr_dtype_parse(word, out) == GR_OK)
+            return GR_OK;
+    }
+    return perr(p, t->pos,
+                "unknown element type '%.*s' (types: float32, float16, bfloat16, float64, "
+                "int32, uint8)",
+                (int)(t->len > 24 ? 24 : t->len), t->p);
+}
+
+/* buffer NAME [TYPE] [NUM[/DEN] | '[' COUNT ']'] */
 static gr_status parse_buffer(parser *p)
 {
     char name[GR_NAME_MAX + 1], after[64];
@@ -553,6 +595,11 @@ static gr_status parse_buffer(parser *p)
         return st;
     n = t;
     t = next(p);
+    if (t.kind == T_WORD) {
+        if ((st = take_dtype(p, &t, &desc.dtype)) != GR_OK)
+            return st;
+        t = next(p);
+    }
     if (t.kind == T_LBRACKET) {
         t = next(p);
         if ((st = take_count(p, &t, &desc.fixed_elems)) != GR_OK)
@@ -587,8 +634,8 @@ static gr_status parse_buffer(parser *p)
     } else if (t.kind != T_EOL && t.kind != T_EOF) {
         snprintf(after, sizeof(after), "buffer '%s'", name);
         return expected(p, &t,
-                        "a size ratio NUM/DEN, a fixed size [COUNT] or the end of the line after "
-                        "%s",
+                        "an element type, a size ratio NUM/DEN, a fixed size [COUNT] or the end "
+                        "of the line after %s",
                         after);
     }
     if (p->pass != PASS_BUFFERS)
@@ -818,12 +865,14 @@ static gr_status parse_args(parser *p, kernel_stmt *k)
             if (k->n_inputs < UINT32_MAX)
                 k->n_inputs++;
         } else if (t.kind == T_NUMBER) {
-            float v = 0.0f;
+            double v = 0.0;
 
-            if ((st = take_float(p, &t, &v)) != GR_OK)
+            if ((st = take_number(p, &t, &v)) != GR_OK)
                 return st;
-            if (k->n_scalars < GR_MAX_SCALARS)
+            if (k->n_scalars < GR_MAX_SCALARS) {
                 k->scalars[k->n_scalars] = v;
+                k->scalar_toks[k->n_scalars] = t;
+            }
             if (k->n_scalars < UINT32_MAX)
                 k->n_scalars++;
         } else {
@@ -838,6 +887,32 @@ static gr_status parse_args(parser *p, kernel_stmt *k)
                             (int)(last.len > 32 ? 32 : last.len), last.p);
         t = next(p);
     }
+}
+
+/* Each scalar against the scalar type of the kernel version the buffers' types select,
+ * pointing at the number; when no version fits, the builder refuses the node, naming the
+ * types there are. */
+static gr_status check_scalars(parser *p, const kernel_stmt *k, const char *kname,
+                               char inputs[][GR_NAME_MAX + 1], const char *out)
+{
+    gr_dtype in[GR_MAX_KERNEL_INPUTS];
+    const gr_kernel *def;
+    gr_status st;
+    int b;
+
+    for (uint32_t i = 0; i < k->n_inputs; i++) {
+        if ((b = gr_graph_buffer_index(p->g, inputs[i])) < 0)
+            return GR_OK;
+        in[i] = p->g->buffers[b].dtype;
+    }
+    if ((b = gr_graph_buffer_index(p->g, out)) < 0)
+        return GR_OK;
+    def = gr__kernel_find_typed(kname, in, k->n_inputs, p->g->buffers[b].dtype);
+    for (uint32_t i = 0; def != NULL && i < k->n_scalars; i++)
+        if ((st = check_scalar(p, &k->scalar_toks[i], k->scalars[i],
+                               def->def.scalar_dtype[i])) != GR_OK)
+            return st;
+    return GR_OK;
 }
 
 /* kernel NAME ':' KERNEL '(' ARGS ')' '->' BUFFER */
@@ -892,8 +967,10 @@ static gr_status parse_kernel(parser *p)
     }
     if ((st = known_buffer(p, &k.out, out)) != GR_OK)
         return st;
-    if (gr_graph_add_kernel(p->g, name, kname, in_ptrs, k.n_inputs, out, k.scalars,
-                            k.n_scalars) != GR_OK)
+    if ((st = check_scalars(p, &k, kname, inputs, out)) != GR_OK)
+        return st;
+    if (gr_graph_add_kernel_f64(p->g, name, kname, in_ptrs, k.n_inputs, out, k.scalars,
+                                k.n_scalars) != GR_OK)
         return builder_refused(p, &k.node);
     added_node(p, &k.node);
     return GR_OK;

@@ -16,6 +16,9 @@
 #ifndef GRAPHRUN_KERNEL_H
 #define GRAPHRUN_KERNEL_H
 
+/* graphrun's own CUDA files have gr_kernel_args from graphrun.h and take only the
+ * conversions below. */
+#ifndef GR_KERNEL_HEADER_CONVERSIONS_ONLY
 #define GR_MAX_KERNEL_INPUTS 4
 #define GR_MAX_SCALARS 8
 #define GR_MAX_DIMS 4
@@ -46,5 +49,71 @@ typedef struct gr_kernel_args {
 /* The output, and input k, as arrays of `type`. */
 #define GR_OUT(a, type) ((type *)(a).out)
 #define GR_IN(a, k, type) ((const type *)(a).in[k])
+#endif /* GR_KERNEL_HEADER_CONVERSIONS_ONLY */
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+/*
+ * Conversions between element types, bit for bit what graphrun's CPU versions compute
+ * (kernels/dtype.h has the rules): float16 and bfloat16 are unsigned short bit patterns;
+ * to them, round to nearest even from float32, a NaN becoming 0x7fff; from them, exact
+ * (a float16 NaN keeps its payload); a float to an integer rounds toward zero and
+ * saturates, NaN giving 0.
+ */
+static __device__ __forceinline__ float gr_f16_to_f32(unsigned short h)
+{
+    float f;
+
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)
+        return __uint_as_float(((unsigned)(h & 0x8000u) << 16) | 0x7f800000u |
+                               ((unsigned)(h & 0x3ffu) << 13));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+static __device__ __forceinline__ unsigned short gr_f32_to_f16(float f)
+{
+    unsigned short h;
+
+    if (f != f)
+        return 0x7fff;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+static __device__ __forceinline__ float gr_bf16_to_f32(unsigned short h)
+{
+    return __uint_as_float((unsigned)h << 16);
+}
+
+static __device__ __forceinline__ unsigned short gr_f32_to_bf16(float f)
+{
+    unsigned u = __float_as_uint(f);
+
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fff;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
+static __device__ __forceinline__ int gr_f64_to_i32(double d)
+{
+    if (d != d)
+        return 0;
+    if (d >= 2147483647.0)
+        return 2147483647;
+    if (d <= -2147483648.0)
+        return -2147483647 - 1;
+    return (int)d;
+}
+
+static __device__ __forceinline__ unsigned char gr_f64_to_u8(double d)
+{
+    if (d != d || d <= 0)
+        return 0;
+    if (d >= 255.0)
+        return 255;
+    return (unsigned char)d;
+}
+#endif /* CUDA */
 
 #endif /* GRAPHRUN_KERNEL_H */

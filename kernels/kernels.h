@@ -22,6 +22,7 @@ typedef struct gr_kernel {
     gr_kernel_def def;         /* name, doc, cuda_name and a source's text point at the
                                   copies below */
     uint64_t id;               /* 1, 2, ...: unique in the process, never reused */
+    bool builtin;              /* registered by builtin.c: its name is reserved */
     char name[GR_NAME_MAX + 1];
     char doc[160];
     /* GR_CUDA_SOURCE: the text (def.cuda points at it), its entry, and the PTX NVRTC made
@@ -33,8 +34,17 @@ typedef struct gr_kernel {
     char cuda_unavailable[256];
 } gr_kernel;
 
-/* The kernel called `name` (NUL-terminated), or NULL. Any thread. */
+/* The first kernel called `name` (NUL-terminated), or NULL. Any thread. */
 const gr_kernel *gr__kernel_find(const char *name);
+
+/* The kernel called `name` for exactly these input and output element types (one of the
+ * name's overloads: a name may have several, for other types), or NULL. Any thread. */
+const gr_kernel *gr__kernel_find_typed(const char *name, const gr_dtype *in, uint32_t n_in,
+                                       gr_dtype out);
+
+/* "(float32) -> float32; (float16) -> float16" into buf, the types of each kernel called
+ * `name`, for messages (cut short with "..." as gr__kernel_list). Any thread. */
+void gr__kernel_signatures(const char *name, char *buf, size_t size);
 
 /* The i-th registered kernel, or NULL past the end. Any thread. */
 const gr_kernel *gr__kernel_at(uint32_t i);

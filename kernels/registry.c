@@ -65,6 +65,37 @@ static const gr_kernel *find_among(const char *name, uint32_t n)
     return NULL;
 }
 
+static bool same_types(const gr_kernel_def *a, const gr_kernel_def *b)
+{
+    if (a->out_dtype != b->out_dtype || a->n_inputs != b->n_inputs)
+        return false;
+    for (uint32_t i = 0; i < a->n_inputs; i++)
+        if (a->in_dtype[i] != b->in_dtype[i])
+            return false;
+    return true;
+}
+
+/* Whether `d` may join the kernels of its name already registered (the first `n` entries):
+ * as an overload for other element types, with the same arity, by the same hand (the
+ * built-ins' names are the built-ins' alone). NULL when it may, else why not. */
+static const char *overload_refusal(const gr_kernel_def *d, bool builtin, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const gr_kernel *e = entries[i];
+
+        if (strcmp(e->name, d->name) != 0)
+            continue;
+        if (e->builtin != builtin)
+            return "is already registered";
+        if (e->def.n_inputs != d->n_inputs || e->def.n_scalars != d->n_scalars)
+            return "is already registered with other counts of inputs or scalars (an "
+                   "overload for other element types must take the same)";
+        if (same_types(&e->def, d))
+            return "is already registered for these element types";
+    }
+    return NULL;
+}
+
 /* `d` is a whole definition of this version (registry_add copied the caller's into one). */
 static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
 {
@@ -166,13 +197,23 @@ static gr_status add_source(gr_kernel *k, const gr_kernel_def *d, gr_error_info 
 
 static bool same_kernel(const gr_kernel *k, const gr_kernel_def *d);
 
+/* Whether one of the first `n` entries is exactly `d`. */
+static bool same_kernel_among(const gr_kernel_def *d, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (same_kernel(entries[i], d))
+            return true;
+    return false;
+}
+
 /* Check and insert: the one way into the registry, for the built-ins and every caller. With
  * `same_ok`, a kernel of the name registered from exactly this definition is success. */
-static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, gr_error_info *err)
+static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, bool builtin,
+                              gr_error_info *err)
 {
     static uint64_t next_id = 1; /* guarded by mu */
     gr_kernel_def full, *d = &full;
-    const gr_kernel *existing;
+    const char *refusal;
     bool already = false;
     gr_status st;
     gr_kernel *k;
@@ -199,6 +240,7 @@ static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, gr_erro
     gr_strlcpy(k->doc, d->doc ? d->doc : "", sizeof(k->doc));
     k->def.name = k->name;
     k->def.doc = k->doc;
+    k->builtin = builtin;
     if (d->cuda_kind == GR_CUDA_SOURCE && (st = add_source(k, d, err)) != GR_OK) {
         free(k->source);
         free(k);
@@ -207,12 +249,11 @@ static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, gr_erro
 
     pthread_mutex_lock(&mu);
     n = atomic_load_explicit(&count, memory_order_relaxed); /* only writers change it */
-    if ((existing = find_among(k->name, n)) != NULL) {
-        if (same_ok && same_kernel(existing, &k->def))
-            already = true;
-        else
-            st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                              "kernel '%s' is already registered", k->name);
+    if (same_ok && same_kernel_among(&k->def, n)) {
+        already = true;
+    } else if ((refusal = overload_refusal(&k->def, builtin, n)) != NULL) {
+        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "kernel '%s' %s",
+                          k->name, refusal);
     } else if (n == GR_MAX_KERNELS)
         st = gr_error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
                           "the registry is full (%d kernels)", GR_MAX_KERNELS);
@@ -256,19 +297,19 @@ static bool same_kernel(const gr_kernel *k, const gr_kernel_def *d)
 gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err)
 {
     ensure_builtins();
-    return registry_add(def, false, err);
+    return registry_add(def, false, false, err);
 }
 
 gr_status gr__kernel_register_same_ok(const gr_kernel_def *def, gr_error_info *err)
 {
     ensure_builtins();
-    return registry_add(def, true, err);
+    return registry_add(def, true, false, err);
 }
 
 /* Called once, by pthread_once: the built-ins' registration cannot itself wait for it. */
 gr_status gr__kernels_add_builtin(const gr_kernel_def *def, gr_error_info *err)
 {
-    return registry_add(def, false, err);
+    return registry_add(def, false, true, err);
 }
 
 static uint32_t published(void)
@@ -281,6 +322,55 @@ static uint32_t published(void)
 const gr_kernel *gr__kernel_find(const char *name)
 {
     return name ? find_among(name, published()) : NULL;
+}
+
+const gr_kernel *gr__kernel_find_typed(const char *name, const gr_dtype *in, uint32_t n_in,
+                                       gr_dtype out)
+{
+    uint32_t n = published();
+
+    for (uint32_t i = 0; name != NULL && i < n; i++) {
+        const gr_kernel_def *d = &entries[i]->def;
+        bool match = strcmp(entries[i]->name, name) == 0 && d->n_inputs == n_in &&
+                     d->out_dtype == out;
+
+        for (uint32_t k = 0; match && k < n_in; k++)
+            match = d->in_dtype[k] == in[k];
+        if (match)
+            return entries[i];
+    }
+    return NULL;
+}
+
+void gr__kernel_signatures(const char *name, char *buf, size_t size)
+{
+    uint32_t n = published();
+    size_t used = 0;
+
+    if (size == 0)
+        return;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < n; i++) {
+        const gr_kernel_def *d = &entries[i]->def;
+        char sig[96];
+        size_t at = 0;
+        int w;
+
+        if (strcmp(entries[i]->name, name) != 0)
+            continue;
+        sig[0] = '\0';
+        for (uint32_t k = 0; k < d->n_inputs; k++)
+            at += (size_t)snprintf(sig + at, sizeof(sig) - at, "%s%s", k ? ", " : "",
+                                   gr_dtype_name(d->in_dtype[k]));
+        w = snprintf(buf + used, size - used, "%s(%s) -> %s", used ? "; " : "", sig,
+                     gr_dtype_name(d->out_dtype));
+        if (w < 0 || (size_t)w >= size - used) {
+            if (size >= 4)
+                snprintf(buf + (used < size - 4 ? used : size - 4), 4, "...");
+            return;
+        }
+        used += (size_t)w;
+    }
 }
 
 const gr_kernel *gr__kernel_at(uint32_t i)
@@ -304,6 +394,8 @@ gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out)
     out->n_scalars = k->def.n_scalars;
     out->elementwise = k->def.elementwise;
     out->doc = k->doc;
+    out->out_dtype = k->def.out_dtype;
+    memcpy(out->in_dtype, k->def.in_dtype, sizeof(out->in_dtype));
     return GR_OK;
 }
 
@@ -316,7 +408,11 @@ void gr__kernel_list(char *buf, size_t size)
         return;
     buf[0] = '\0';
     for (uint32_t i = 0; i < n; i++) {
-        int w = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", entries[i]->name);
+        int w;
+
+        if (find_among(entries[i]->name, i) != NULL) /* an overload: named once */
+            continue;
+        w = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", entries[i]->name);
 
         if (w < 0 || (size_t)w >= size - used) {
             if (size >= 4)

@@ -56,8 +56,10 @@ static void registry_lookup(void)
     uint32_t n = sizeof(builtins) / sizeof(builtins[0]);
 
     /* The built-ins come first, in their table's order, each complete: both
-     * implementations, float32 throughout; elementwise all but the last three. */
-    ASSERT_EQ(gr_kernel_count(), n);
+     * implementations, float32 throughout; elementwise all but the last three. Then the
+     * overloads: 13 elementwise kernels for float16, bfloat16 and float64, and `cast`
+     * between every pair of the 6 types. */
+    ASSERT_EQ(gr_kernel_count(), n + 13 * 3 + 6 * 6);
     for (uint32_t i = 0; i < n; i++) {
         const gr_kernel *k = gr__kernel_at(i);
 

@@ -388,19 +388,36 @@ gr_status gr_host_register(void *p, uint64_t bytes);
 gr_status gr_host_unregister(void *p);
 
 /* ---------------------------------------------------------------------------------------
- * Element types. Every buffer, host port and kernel argument has one; float32 is the only
- * one so far.
+ * Element types. Every buffer, host port and kernel argument has one (float32 unless said).
+ * float16 is IEEE binary16, bfloat16 the upper half of a float32 (both stored as uint16_t
+ * bit patterns); the integer types are two's complement. docs/GRAPH_SPEC.md, "Element
+ * types", has the conversion rules that `cast` and expressions follow.
  * ------------------------------------------------------------------------------------- */
 typedef enum gr_dtype {
     GR_DTYPE_FLOAT32 = 0,
+    GR_DTYPE_FLOAT16,
+    GR_DTYPE_BFLOAT16,
+    GR_DTYPE_FLOAT64,
+    GR_DTYPE_INT32,
+    GR_DTYPE_UINT8,
     GR_DTYPE_COUNT_
 } gr_dtype;
 
-/* "float32"; "unknown" for other values. Any thread. */
+/* "float32", "float16", "bfloat16", "float64", "int32", "uint8"; "unknown" for other
+ * values. Any thread. */
 const char *gr_dtype_name(gr_dtype t);
 
 /* Bytes per element; 0 for an unknown type. Any thread. */
 uint32_t gr_dtype_size(gr_dtype t);
+
+/* The type a name (as gr_dtype_name spells it) stands for, in *out: GR_OK, or
+ * GR_ERR_INVALID_ARGUMENT for a name that is no type. Any thread. */
+gr_status gr_dtype_parse(const char *name, gr_dtype *out);
+
+/* Nonzero when every value of `from` is a value of `to` (a "safe" cast in NumPy's words:
+ * uint8 to any wider type, int32 to float64, float16 or bfloat16 to float32 or float64,
+ * float32 to float64). Any thread. */
+int gr_dtype_safe_cast(gr_dtype from, gr_dtype to);
 
 /* ---------------------------------------------------------------------------------------
  * Graph templates.
@@ -408,8 +425,8 @@ uint32_t gr_dtype_size(gr_dtype t);
  * A graph describes one iteration, for one tensor: named device buffers whose sizes are a
  * ratio of the tensor's element count; H2D nodes that copy a host input into a buffer;
  * kernel nodes (registered kernels by name, with scalar arguments: see "Kernels" below);
- * D2H nodes that copy a buffer to a host output; and dependencies between nodes. Buffers and
- * ports are float32, the only element type so far (gr_dtype).
+ * D2H nodes that copy a buffer to a host output; and dependencies between nodes. Each buffer
+ * has an element type (gr_dtype, float32 by default); a host port holds its buffer's.
  *
  * Finalizing validates: no cycles, no unknown names, every buffer a node reads was written
  * by a node it depends on, no two unordered nodes touching a buffer that one of them
@@ -439,7 +456,8 @@ void gr_graph_destroy(gr_graph *g);
  * finalized). The text lives as long as the graph. */
 const char *gr_graph_error(const gr_graph *g);
 
-/* A buffer of ceil(tensor_elems * num / den) float32 elements. Owner. */
+/* A buffer of ceil(tensor_elems * num / den) float32 elements (gr_graph_add_buffer_desc
+ * for other types). Owner. */
 gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint32_t den);
 
 /* A buffer described in full: its element type, and its size, either relative to the
@@ -469,11 +487,20 @@ gr_status gr_graph_add_buffer_desc(gr_graph *g, const char *name, const gr_buffe
 gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const char *buffer);
 
 /* Run a registered kernel over tensor_elems elements: reads `inputs`, writes `output`
- * (which may be one of the inputs: in place). The scalars are converted to the kernel's
- * scalar types. Owner. */
+ * (which may be one of the inputs: in place). Of the kernels called `kernel`, the one whose
+ * input and output element types are those of the buffers runs (refused, naming the types
+ * it has, when none is). The scalars are converted to the kernel's scalar types. Owner. */
 gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
                               const char *const *inputs, uint32_t n_inputs, const char *output,
                               const float *scalars, uint32_t n_scalars);
+
+/* gr_graph_add_kernel with the scalars as doubles, for kernels whose scalars are float64 or
+ * int32: each must be a value of the scalar's type (an int32 scalar an integer in range, a
+ * float32 one finite and within float32's range; it is rounded to nearest). Owner. */
+gr_status gr_graph_add_kernel_f64(gr_graph *g, const char *node, const char *kernel,
+                                  const char *const *inputs, uint32_t n_inputs,
+                                  const char *output, const double *scalars,
+                                  uint32_t n_scalars);
 
 /* Copy `buffer` (tensor_elems elements, or a fixed buffer's fixed_elems) to host output
  * `port`. Owner. */
@@ -667,8 +694,12 @@ typedef struct gr_kernel_def {
 /*
  * Register a kernel: the definition is copied (its strings too); the functions and handles
  * it names must stay valid for the life of the process. From then on graphs may name it
- * (gr_graph_add_kernel, graph specs). Refused with GR_ERR_INVALID_ARGUMENT (and the reason
- * in err): an uninitialized definition, a bad or taken name, counts or types out of range,
+ * (gr_graph_add_kernel, graph specs). A name may be registered again for other element
+ * types (an overload, with the same counts of inputs and scalars): a graph node gets the
+ * definition whose input and output types are its buffers'. Refused with
+ * GR_ERR_INVALID_ARGUMENT (and the reason in err): an uninitialized definition, a bad name,
+ * a built-in's name, a name taken for the same types or other counts, counts or types out
+ * of range,
  * an unknown cuda_kind, a block size over 1024, no implementation at all; GR_ERR_OVER_BUDGET
  * past GR_MAX_KERNELS; GR_ERR_OUT_OF_MEMORY. Any thread.
  */
@@ -699,6 +730,10 @@ typedef struct gr_kernel_info {
     uint32_t n_scalars;
     int elementwise; /* nonzero: may run on any part of a tensor independently */
     const char *doc;
+    /* Its element types. A name may have several definitions (overloads) for other types:
+     * each is listed, the built-ins' float32 one first. */
+    gr_dtype out_dtype;
+    gr_dtype in_dtype[GR_MAX_KERNEL_INPUTS];
 } gr_kernel_info;
 
 /* How many kernels are registered now. Any thread. */

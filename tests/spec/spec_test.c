@@ -310,8 +310,13 @@ static void refuses_bad_ratios(void)
     REFUSE("buffer w 0\n", "1:10: buffer 'w': size ratio 0/1 must be positive");
     REFUSE("buffer w 3/\n", "1:12: expected a denominator after '/', found end of line");
     REFUSE("buffer w 3/", "1:12: expected a denominator after '/', found end of file");
-    REFUSE("buffer w x/2\n", "1:10: expected a size ratio NUM/DEN, a fixed size [COUNT] or the "
-                             "end of the line after buffer 'w', found 'x'");
+    REFUSE("buffer w x/2\n", "1:10: unknown element type 'x' (types: float32, float16, "
+                             "bfloat16, float64, int32, uint8)");
+    REFUSE("buffer w uint8 x\n", "1:16: expected an element type, a size ratio NUM/DEN, a fixed "
+                                 "size [COUNT] or the end of the line after buffer 'w', found "
+                                 "'x'");
+    REFUSE("buffer w 2 uint8\n", "1:12: expected the end of the line after the size ratio, found "
+                                 "'uint8'");
     REFUSE("buffer w 1.5/2\n",
            "1:10: expected a size ratio NUM/DEN of positive integers, found '1.5'");
     REFUSE("buffer w -1/2\n",
@@ -328,7 +333,7 @@ static void refuses_bad_ratios(void)
 /* The built-ins, as a message lists the kernels that are known. */
 #define KNOWN                                                                               \
     "mul, add, pow, axpby, seed, sub, div, exp, log, tanh, sigmoid, clamp, mul2, add2, "    \
-    "softmax, sum, normalize"
+    "softmax, sum, normalize, cast"
 
 static void refuses_unknown_kernels_and_arity(void)
 {
@@ -364,11 +369,13 @@ static void refuses_bad_numbers(void)
     REFUSE("buffer x\nkernel m: mul(x, -inf) -> x\n",
            "2:18: number '-inf' is not finite (scalars must be finite)");
     REFUSE("buffer x\nkernel m: mul(x, 1e99999) -> x\n",
-           "2:18: number '1e99999' is out of float32 range (at most 3.4e38)");
+           "2:18: number '1e99999' is out of range (at most 1.8e308)");
     REFUSE("buffer x\nkernel m: mul(x, 1e39) -> x\n",
            "2:18: number '1e39' is out of float32 range (at most 3.4e38)");
     REFUSE("buffer x\nkernel m: mul(x, 1e-99999) -> x\n",
-           "2:18: number '1e-99999' is too small for float32 (it would be 0)");
+           "2:18: number '1e-99999' is too small (it would be 0)");
+    REFUSE("buffer x\nkernel m: mul(x, 1e-50) -> x\n",
+           "2:18: number '1e-50' is too small for float32 (it would be 0)");
     REFUSE("buffer x\nkernel m: mul(x, 1$) -> x\n", "2:19: unexpected '$' in a number");
     REFUSE("buffer x\nkernel m: mul(x, 1111111111111111111111111111111111111111111111111111111"
            "111111111) -> x\n",

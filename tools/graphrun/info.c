@@ -3,6 +3,7 @@
  * driver and runtime, each device, the copy ceilings (on request), the built-in kernels.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,6 +37,32 @@ static json_t *version_json(int v)
 
     snprintf(buf, sizeof(buf), "%d.%d", v / 1000, (v % 1000) / 10);
     return v ? json_string(buf) : json_null();
+}
+
+/* A kernel's line of the text listing, once per name: its overloads for other element types
+ * are named by the output types they add. */
+static void print_kernel_once(uint32_t i, const gr_kernel_info *k)
+{
+    char types[128] = "";
+    size_t at = 0;
+    bool seen[GR_DTYPE_COUNT_] = {false};
+
+    for (uint32_t j = 0; j < gr_kernel_count(); j++) {
+        gr_kernel_info o;
+
+        gr_kernel_info_get(j, &o);
+        if (strcmp(o.name, k->name) != 0)
+            continue;
+        if (j < i)
+            return; /* listed with its first definition */
+        if ((unsigned)o.out_dtype < GR_DTYPE_COUNT_ && !seen[o.out_dtype] && at < sizeof(types)) {
+            seen[o.out_dtype] = true;
+            at += (size_t)snprintf(types + at, sizeof(types) - at, "%s%s", at ? ", " : "",
+                                   gr_dtype_name(o.out_dtype));
+        }
+    }
+    printf("  %-9s %u input(s), %u scalar(s), %s: %s\n", k->name, k->n_inputs, k->n_scalars,
+           types, k->doc);
 }
 
 int gr_cmd_info(int argc, char **argv)
@@ -146,15 +173,18 @@ int gr_cmd_info(int argc, char **argv)
         printf("kernels:\n");
     for (uint32_t i = 0; i < gr_kernel_count(); i++) {
         gr_kernel_info k;
+        json_t *in_types = json_array();
 
         gr_kernel_info_get(i, &k);
-        json_array_append_new(kernels, json_pack("{s:s,s:i,s:i,s:b,s:s}", "name", k.name,
-                                                 "inputs", (int)k.n_inputs, "scalars",
+        for (uint32_t j = 0; j < k.n_inputs; j++)
+            json_array_append_new(in_types, json_string(gr_dtype_name(k.in_dtype[j])));
+        json_array_append_new(kernels, json_pack("{s:s,s:i,s:i,s:b,s:s,s:o,s:s}", "name",
+                                                 k.name, "inputs", (int)k.n_inputs, "scalars",
                                                  (int)k.n_scalars, "elementwise", k.elementwise,
-                                                 "doc", k.doc));
+                                                 "doc", k.doc, "input_types", in_types,
+                                                 "output_type", gr_dtype_name(k.out_dtype)));
         if (!json)
-            printf("  %-6s %u input(s), %u scalar(s): %s\n", k.name, k.n_inputs, k.n_scalars,
-                   k.doc);
+            print_kernel_once(i, &k);
     }
     json_object_set_new(root, "kernels", kernels);
     if (json) {
