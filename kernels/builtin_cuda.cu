@@ -156,6 +156,12 @@ extern "C" __global__ void gr_cuda_normalize(gr_kernel_args a)
 {
     uint64_t cm = a.in_n[1], cs = a.in_n[2];
 
+    /* One 64-bit remainder per element where the two vectors are as long (the usual case):
+     * the division is most of this kernel's instructions. */
     GRID_STRIDE_LOOP(i, a.n)
-    OUT(a)[i] = __fdiv_rn(__fsub_rn(IN(a, 0)[i], IN(a, 1)[i % cm]), IN(a, 2)[i % cs]);
+    {
+        uint64_t c = i % cm;
+
+        OUT(a)[i] = __fdiv_rn(__fsub_rn(IN(a, 0)[i], IN(a, 1)[c]), IN(a, 2)[cs == cm ? c : i % cs]);
+    }
 }

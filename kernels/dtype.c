@@ -52,15 +52,16 @@ int gr_dtype_safe_cast(gr_dtype from, gr_dtype to)
         return 0;
     if (from == to)
         return 1;
-    /* Every value fits when the target has at least the bits of precision, and a float's
-     * range (float16's 65504 is the narrowest) holds any integer of up to 8 bits, an
-     * integer type holds no fraction, and no float16 value is out of bfloat16's range but
-     * bfloat16 has fewer digits: so precision alone decides, but for float to integer. */
+    /* Every value fits when the target has at least the digits of the source and at
+     * least its range: no float fits an integer type; no signed type fits an unsigned one;
+     * float16 and bfloat16 each lack what the other has (digits, range); and float32,
+     * float64 and any integer of up to 8 bits hold every value of a narrower type. */
     if (types[from].kind == 2 && types[to].kind != 2)
         return 0;
     if (types[from].kind == 1 && types[to].kind == 0)
         return 0;
-    if (from == GR_DTYPE_FLOAT16 && to == GR_DTYPE_BFLOAT16)
+    if ((from == GR_DTYPE_FLOAT16 && to == GR_DTYPE_BFLOAT16) ||
+        (from == GR_DTYPE_BFLOAT16 && to == GR_DTYPE_FLOAT16))
         return 0;
     if (from == GR_DTYPE_INT32 && types[to].kind == 2)
         return types[to].bits >= 32;
