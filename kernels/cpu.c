@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "kernels/builtin.h"
+#include "kernels/dtype.h"
 #include "kernels/kernels.h"
 
 /* pow with the exponents PyTorch special-cases, so results match torch.pow bit for bit for
@@ -101,7 +102,7 @@ UNARY_CPU(exp, expf(x))
 UNARY_CPU(log, logf(x))
 UNARY_CPU(tanh, tanhf(x))
 UNARY_CPU(sigmoid, 1.0f / (1.0f + expf(-x)))
-UNARY_CPU(clamp, fminf(fmaxf(x, s[0].f32), s[1].f32))
+UNARY_CPU(clamp, gr__minf(gr__maxf(x, s[0].f32), s[1].f32))
 
 void gr_cpu_mul2(const gr_kernel_args *a, void *user)
 {

@@ -58,8 +58,8 @@ static inline float gr__f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
 
-    if (exp == 0x1f) /* inf or NaN, the payload kept */
-        return gr__f32_of_bits(sign | 0x7f800000u | (man << 13));
+    if (exp == 0x1f) /* inf, or a NaN made quiet (as the GPU's conversion), payload kept */
+        return gr__f32_of_bits(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0));
     if (exp == 0) { /* zero or subnormal: man * 2^-24, exact in float32 */
         float v = (float)man * 0x1p-24f;
         return sign ? -v : v;
@@ -87,6 +87,45 @@ static inline uint16_t gr__f32_to_f16(float f)
         uint32_t m = a + 0xfffu + ((a >> 13) & 1u); /* round 13 bits away, ties to even */
         return (uint16_t)(sign | ((m - 0x38000000u) >> 13));
     }
+}
+
+/* max and min as CUDA's fmaxf and fminf compute them, whatever the C library does with a
+ * signaling NaN (glibc's fmaxf returns NaN for one): a NaN loses to a number, and +0 is
+ * above -0. */
+static inline float gr__maxf(float a, float b)
+{
+    if (a != a)
+        return b;
+    if (b != b || a > b)
+        return a;
+    return a == b && !signbit(a) ? a : b;
+}
+
+static inline float gr__minf(float a, float b)
+{
+    if (a != a)
+        return b;
+    if (b != b || a < b)
+        return a;
+    return a == b && signbit(a) ? a : b;
+}
+
+static inline double gr__max(double a, double b)
+{
+    if (a != a)
+        return b;
+    if (b != b || a > b)
+        return a;
+    return a == b && !signbit(a) ? a : b;
+}
+
+static inline double gr__min(double a, double b)
+{
+    if (a != a)
+        return b;
+    if (b != b || a < b)
+        return a;
+    return a == b && signbit(a) ? a : b;
 }
 
 /* A float (as double: every type's value fits) to an integer type's range, toward zero. */

@@ -56,15 +56,16 @@ typedef struct gr_kernel_args {
  * Conversions between element types, bit for bit what graphrun's CPU versions compute
  * (kernels/dtype.h has the rules): float16 and bfloat16 are unsigned short bit patterns;
  * to them, round to nearest even from float32, a NaN becoming 0x7fff; from them, exact
- * (a float16 NaN keeps its payload); a float to an integer rounds toward zero and
+ * (a float16 NaN becomes a quiet one with its payload); a float to an integer rounds toward
+ * zero and
  * saturates, NaN giving 0.
  */
 static __device__ __forceinline__ float gr_f16_to_f32(unsigned short h)
 {
     float f;
 
-    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)
-        return __uint_as_float(((unsigned)(h & 0x8000u) << 16) | 0x7f800000u |
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0) /* quiet, the payload kept */
+        return __uint_as_float(((unsigned)(h & 0x8000u) << 16) | 0x7fc00000u |
                                ((unsigned)(h & 0x3ffu) << 13));
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;

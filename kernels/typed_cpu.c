@@ -57,7 +57,7 @@ static void typed_f64(const gr_kernel_args *a, gr_typed_op op)
         const double *x = in0 + base, *y = two_inputs(op) ? in1 + base : NULL;
         double *r = out + base;
 
-        COMPUTE(double, sqrt, exp, log, tanh, pow_d, fmin, fmax)
+        COMPUTE(double, sqrt, exp, log, tanh, pow_d, gr__min, gr__max)
     }
 }
 
@@ -78,7 +78,7 @@ static void typed_half(const gr_kernel_args *a, gr_typed_op op, gr_dtype t)
             x[j] = bf ? gr__bf16_to_f32(in0[j]) : gr__f16_to_f32(in0[j]);
             y[j] = in1 == NULL ? 0.0f : bf ? gr__bf16_to_f32(in1[j]) : gr__f16_to_f32(in1[j]);
         }
-        COMPUTE(float, sqrtf, expf, logf, tanhf, pow_f, fminf, fmaxf)
+        COMPUTE(float, sqrtf, expf, logf, tanhf, pow_f, gr__minf, gr__maxf)
         for (int j = 0; j < m; j++)
             out[j] = bf ? gr__f32_to_bf16(r[j]) : gr__f32_to_f16(r[j]);
     }

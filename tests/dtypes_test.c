@@ -318,6 +318,56 @@ static void kernel_versions_by_type(void)
                                       GR_DTYPE_UINT8) != NULL);
 }
 
+/* clamp as CUDA's fminf and fmaxf: a NaN, signaling ones too, loses to the bound; +0 is
+ * above -0. On every float type's CPU version. */
+static void clamp_of_nans_and_zeros(void)
+{
+    static const gr_dtype types[] = {GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT16, GR_DTYPE_BFLOAT16,
+                                     GR_DTYPE_FLOAT64};
+
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+        gr_dtype t = types[k];
+        const gr_kernel *kern = gr__kernel_find_typed("clamp", &t, 1, t);
+        unsigned char in[5 * 8], out[5 * 8];
+        gr_kernel_args a;
+
+        ASSERT_TRUE(kern != NULL);
+        /* A signaling NaN, a quiet one, -0, +0, and 7. */
+        if (t == GR_DTYPE_FLOAT64) {
+            uint64_t snan = 0x7ff0000000000001ull;
+            memcpy(in, &snan, 8);
+        } else if (t == GR_DTYPE_FLOAT32) {
+            uint32_t snan = 0x7f800001u;
+            memcpy(in, &snan, 4);
+        } else {
+            uint16_t snan = t == GR_DTYPE_FLOAT16 ? 0x7c01 : 0x7f81;
+            memcpy(in, &snan, 2);
+        }
+        gr__store_cast(t, in, 1, GR_DTYPE_FLOAT64, NAN);
+        gr__store_cast(t, in, 2, GR_DTYPE_FLOAT64, -0.0);
+        gr__store_cast(t, in, 3, GR_DTYPE_FLOAT64, 0.0);
+        gr__store_cast(t, in, 4, GR_DTYPE_FLOAT64, 7.0);
+        memset(&a, 0, sizeof(a));
+        a.in[0] = in;
+        a.out = out;
+        a.n = a.in_n[0] = 5;
+        /* clamp(x, 0, 5): NaNs give 0 (the lower bound), -0 gives +0. */
+        if (t == GR_DTYPE_FLOAT64)
+            a.s[0].f64 = 0.0, a.s[1].f64 = 5.0;
+        else
+            a.s[0].f32 = 0.0f, a.s[1].f32 = 5.0f;
+        kern->def.cpu(&a, kern->def.user);
+        for (int i = 0; i < 4; i++) {
+            double v = gr__load_f64(t, out, (uint64_t)i);
+
+            if (!(v == 0.0 && !signbit(v)))
+                GR_TEST_FAIL("%s: clamp(element %d, 0, 5) is %g, want +0", gr_dtype_name(t), i,
+                             v);
+        }
+        ASSERT_TRUE(gr__load_f64(t, out, 4) == 5.0);
+    }
+}
+
 /* ---- every type through the runtime ---------------------------------------------------- */
 
 /* The pipeline per type: float types `mul(x, 3) -> y` in their own type; the integer types
@@ -700,11 +750,13 @@ static void cuda_typed_builtins_match_cpu(void)
         {"pow", 1, 1, {0.5}, 0},         {"pow", 1, 1, {2.0}, 0},
         {"pow", 1, 1, {1.7}, 4},         {"axpby", 2, 2, {2.0, -0.5}, 0},
         {"mul2", 2, 0, {0}, 0},          {"add2", 2, 0, {0}, 0},
-        {"clamp", 1, 2, {-0.1, 0.2}, 0}, {"exp", 1, 0, {0}, 2},
+        {"clamp", 1, 2, {-0.1, 0.2}, 0}, {"clamp", 1, 2, {0.0, 0.5}, 0},
+        {"clamp", 1, 2, {-1.0, -0.0}, 0}, {"exp", 1, 0, {0}, 2},
         {"log", 1, 0, {0}, 2},           {"tanh", 1, 0, {0}, 2},
         {"sigmoid", 1, 0, {0}, 3},
     };
-    static const gr_dtype types[] = {GR_DTYPE_FLOAT16, GR_DTYPE_BFLOAT16, GR_DTYPE_FLOAT64};
+    static const gr_dtype types[] = {GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT16, GR_DTYPE_BFLOAT16,
+                                     GR_DTYPE_FLOAT64};
     const uint64_t n = 100003;
     gr_runtime *rt;
 
@@ -775,7 +827,8 @@ static void cuda_preprocess_example(void)
 GR_TEST_MAIN(GR_TEST(names_sizes_and_parsing), GR_TEST(safe_casts_are_numpys),
              GR_TEST(float16_conversions_match_the_compiler),
              GR_TEST(bfloat16_conversions_match_a_reference), GR_TEST(casts_follow_the_rules),
-             GR_TEST(kernel_versions_by_type), GR_TEST(every_type_whole),
+             GR_TEST(kernel_versions_by_type), GR_TEST(clamp_of_nans_and_zeros),
+             GR_TEST(every_type_whole),
              GR_TEST(every_type_chunked), GR_TEST(every_type_batched),
              GR_TEST(cuda_typed_builtins_match_cpu), GR_TEST(cuda_casts_match_cpu),
              GR_TEST(cuda_every_type_through_the_runtime),
