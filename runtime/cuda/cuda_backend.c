@@ -283,26 +283,6 @@ static void cuda_device_close(gr_device *dev)
     free(cd);
 }
 
-/* Load every registered __global__ entry (the built-ins and a program's own) into the
- * current context now. With CUDA's lazy loading (the default) a kernel's module is loaded
- * at its first launch: in the first iteration of the first job, whose time it would take
- * (about 3 ms of a 30 ms job of 50,000 small tensors, measured). At a worker's start it is
- * part of gr_runtime_create. A kernel that cannot be loaded fails its iteration as before,
- * with the reason, so failures here are not errors. */
-static void load_entry_kernels(void)
-{
-    for (uint32_t i = 0;; i++) {
-        const gr_kernel *k = gr__kernel_at(i);
-        struct cudaFuncAttributes attr;
-
-        if (k == NULL)
-            return;
-        if (k->def.cuda_kind == GR_CUDA_ENTRY &&
-            cudaFuncGetAttributes(&attr, k->def.cuda) != cudaSuccess)
-            cudaGetLastError();
-    }
-}
-
 static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
 {
     cuda_worker *cw = gr__calloc(1, sizeof(*cw));
@@ -337,7 +317,6 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
             goto out_free;
         }
     }
-    load_entry_kernels();
     e = gr__fault_hit(GR_FAULT_STREAM)
             ? cudaErrorMemoryAllocation
             : cudaStreamCreateWithFlags(&cw->stream, cudaStreamNonBlocking);
