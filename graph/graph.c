@@ -776,20 +776,6 @@ gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
     return GR_OK;
 }
 
-uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint32_t port, uint64_t elems)
-{
-    const uint32_t *size = output ? g->out_size : g->in_size;
-    const uint64_t *fixed = output ? g->out_fixed : g->in_fixed;
-    uint32_t ports = output ? g->n_outputs : g->n_inputs;
-    uint64_t total = 0;
-
-    if (port != GR_ALL_PORTS)
-        return (fixed[port] ? fixed[port] : elems) * size[port];
-    for (uint32_t p = 0; p < ports; p++)
-        total += (fixed[p] ? fixed[p] : elems) * size[p];
-    return total;
-}
-
 uint32_t gr_graph_widest_port(const gr_graph *g)
 {
     uint32_t widest = 1;

@@ -93,7 +93,21 @@ void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_a
  * elements (a port of fixed buffers: their fixed size), or every input (or output) port
  * together when `port` is GR_ALL_PORTS. Finalized graphs. */
 #define GR_ALL_PORTS UINT32_MAX
-uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint32_t port, uint64_t elems);
+static inline uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint32_t port,
+                                           uint64_t elems)
+{
+    const uint32_t *size = output ? g->out_size : g->in_size;
+    const uint64_t *fixed = output ? g->out_fixed : g->in_fixed;
+    uint32_t ports = output ? g->n_outputs : g->n_inputs;
+    uint64_t total = 0;
+
+    /* Inline: submission asks it for every port of every tensor of a job. */
+    if (port != GR_ALL_PORTS)
+        return (fixed[port] ? fixed[port] : elems) * size[port];
+    for (uint32_t p = 0; p < ports; p++)
+        total += (fixed[p] ? fixed[p] : elems) * size[p];
+    return total;
+}
 
 /* Where element `elems` of host port `port` (an output port when `output`) lies, in bytes
  * from the port's start: an offset within one tensor (a chunk's start), or a batch's. */

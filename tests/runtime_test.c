@@ -654,9 +654,67 @@ static void kernel_missing_on_backend_refused(void)
     gr_runtime_destroy(rt);
 }
 
+/* The aliasing check on a large job in every order the tensors may come in: ascending (no
+ * sort, each input found next to the last), descending and shuffled (sorted first, inputs
+ * found by search): a clean job is accepted, and one input planted inside another index's
+ * output is refused, naming both, wherever it is. */
+static void aliasing_checked_in_any_order(void)
+{
+    enum { N = 3000, ELEMS = 16 };
+    gr_runtime *rt = make_runtime(2, 1 << 20);
+    float *block = calloc((size_t)N * ELEMS, sizeof(float));
+    gr_tensor *t = calloc(N, sizeof(*t));
+    uint32_t *order = malloc(N * sizeof(*order));
+    uint64_t state = 5;
+    gr_error_info err;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_TRUE(block != NULL && t != NULL && order != NULL);
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    for (int how = 0; how < 3; how++) {
+        for (uint32_t i = 0; i < N; i++)
+            order[i] = how == 1 ? N - 1 - i : i;
+        for (uint32_t i = N - 1; how == 2 && i > 0; i--) { /* Fisher-Yates */
+            uint32_t j = (uint32_t)(gr_test_rand(&state) % (i + 1)), x = order[i];
+            order[i] = order[j];
+            order[j] = x;
+        }
+        for (uint32_t i = 0; i < N; i++) {
+            float *p = block + (size_t)order[i] * ELEMS;
+
+            t[i] = (gr_tensor){{p}, {p}, ELEMS, 0, {0}};
+        }
+        ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, &err), GR_OK);
+        ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+        gr_job_destroy(job);
+        for (int plant = 0; plant < 4; plant++) {
+            uint32_t victim = (uint32_t)(gr_test_rand(&state) % N), k;
+            char want[96];
+
+            do
+                k = (uint32_t)(gr_test_rand(&state) % N);
+            while (k == victim);
+            t[victim].in[0] = (const float *)t[k].out[0] + 3; /* inside index k's output */
+            ASSERT_STATUS(gr_job_submit(rt, g, t, N, NULL, &job, &err),
+                          GR_ERR_INVALID_ARGUMENT);
+            snprintf(want, sizeof(want), "input 0 of index %u overlaps output 0 of index %u",
+                     victim, k);
+            ASSERT_STR_CONTAINS(err.message, want);
+            t[victim].in[0] = t[victim].out[0];
+        }
+    }
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    free(order);
+    free(t);
+    free(block);
+}
+
 GR_TEST_MAIN(GR_TEST(config_refusals), GR_TEST(cuda_backend_refused_or_present),
              GR_TEST(info_and_budget_rounding), GR_TEST(submit_refusals),
-             GR_TEST(aliasing_refusals), GR_TEST(job_runs_reports_and_calls_back),
+             GR_TEST(aliasing_refusals), GR_TEST(aliasing_checked_in_any_order),
+             GR_TEST(job_runs_reports_and_calls_back),
              GR_TEST(detached_job_calls_back), GR_TEST(cancel_ends_queued_indices_at_once),
              GR_TEST(deadline_fails_unstarted_indices),
              GR_TEST(shutdown_cancels_queued_and_refuses_new),
