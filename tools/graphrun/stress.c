@@ -2,10 +2,13 @@
  * stress.c - the runtime under many submitting threads (see stress.h).
  *
  * Submitter threads start behind a barrier and, until the duration is up, submit jobs of
- * 1..16 in-place tensors of random sizes (a quarter of them tiny), through the seed graph
- * or, half of the time, through a graph of a kernel registered as a user would
+ * 1..16 in-place tensors of random sizes (a quarter of them tiny), through the seed graph,
+ * a quarter of the time through a graph of a kernel registered as a user would
  * ("stress_affine": x * 0.5 + 0.25, a C function on the host backend, CUDA C source through
- * NVRTC on the GPU; where it cannot run, every job is the seed's and the report says why).
+ * NVRTC on the GPU; where it cannot run, those jobs are the seed's and the report says why),
+ * and a quarter of the time through a float16 graph (mul then add, each rounding to
+ * float16: two-byte elements through the same chunks and batches, checked against the
+ * compiler's own _Float16).
  * Jobs are randomly:
  * waited for, canceled after a random delay, given a short deadline, detached (no handle),
  * or released right after submission. Every job's completion callback records each index's
@@ -47,6 +50,7 @@ typedef struct shared {
     gr_runtime *rt;
     gr_graph *g;
     gr_graph *user; /* the user kernel's graph, or NULL when it cannot run here */
+    gr_graph *half; /* the float16 graph */
     uint64_t max_elems;
     pthread_barrier_t start;
     int64_t stop_at, hang_at;
@@ -158,6 +162,56 @@ static uint64_t check_affine(const float *out, uint64_t n, uint64_t id, uint64_t
     return bad;
 }
 
+/* The float16 graph: x = x * 0.5 in float16, then x = x + 0.25, in place. */
+static const char half_spec[] = "buffer x float16\nh2d l: in0 -> x\nkernel m: mul(x, 0.5) -> x\n"
+                                "kernel a: add(x, 0.25) -> x\nd2h s: x -> out0\n"
+                                "l -> m -> a -> s\n";
+
+static uint16_t half_bits(_Float16 h)
+{
+    uint16_t u;
+
+    memcpy(&u, &h, 2);
+    return u;
+}
+
+/* Tensor (id, index)'s float16 input: the seed workload's values, rounded. */
+static uint16_t half_input(uint64_t id, uint64_t index, uint64_t j)
+{
+    return half_bits((_Float16)gr_workload_value(id, index, j));
+}
+
+static uint16_t half_ref(uint16_t in)
+{
+    _Float16 x;
+
+    memcpy(&x, &in, 2);
+    x = (_Float16)((float)x * 0.5f);
+    return half_bits((_Float16)((float)x + 0.25f));
+}
+
+static void fill_half(uint16_t *p, uint64_t n, uint64_t id, uint64_t index)
+{
+    for (uint64_t j = 0; j < n; j++)
+        p[j] = half_input(id, index, j);
+}
+
+/* check_affine for the float16 graph. */
+static uint64_t check_half(const uint16_t *out, uint64_t n, uint64_t id, uint64_t index,
+                           bool partial, uint64_t *first_bad)
+{
+    uint64_t bad = 0;
+
+    *first_bad = UINT64_MAX;
+    for (uint64_t j = 0; j < n; j++) {
+        uint16_t in = half_input(id, index, j);
+
+        if (out[j] != half_ref(in) && !(partial && out[j] == in) && bad++ == 0)
+            *first_bad = j;
+    }
+    return bad;
+}
+
 static uint64_t next_rand(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
@@ -236,9 +290,9 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     shared *s = w->s;
     gr_stress_report *rep = s->r;
     uint64_t count = 1 + below(&w->rng, MAX_TENSORS);
-    uint64_t kind = below(&w->rng, 10);
-    bool user = s->user != NULL && below(&w->rng, 2) == 0;
-    gr_graph *g = user ? s->user : s->g;
+    uint64_t kind = below(&w->rng, 10), which = below(&w->rng, 4);
+    bool user = s->user != NULL && which == 0, half = which == 1;
+    gr_graph *g = user ? s->user : half ? s->half : s->g;
     uint64_t done = 0, failed = 0, canceled = 0;
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_error_info err;
@@ -252,7 +306,10 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     for (uint64_t i = 0; i < count; i++) {
         elems[i] = below(&w->rng, 4) == 0 ? 1 + below(&w->rng, 16)
                                           : 1 + below(&w->rng, s->max_elems);
-        gr_workload_fill(data[i], 0, elems[i], id, i);
+        if (half)
+            fill_half((uint16_t *)data[i], elems[i], id, i);
+        else
+            gr_workload_fill(data[i], 0, elems[i], id, i);
         t[i].in[0] = t[i].out[0] = data[i];
         t[i].elems = elems[i];
     }
@@ -307,8 +364,9 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
 
         if (r.state[i] == GR_INDEX_DONE) {
             done++;
-            bad = user ? check_affine(data[i], elems[i], id, i, false, &where)
-                       : gr_workload_check_seed(data[i], 0, elems[i], id, i, &where);
+            bad = user   ? check_affine(data[i], elems[i], id, i, false, &where)
+                  : half ? check_half((uint16_t *)data[i], elems[i], id, i, false, &where)
+                         : gr_workload_check_seed(data[i], 0, elems[i], id, i, &where);
             if (bad)
                 breach(s, &rep->wrong_outputs, "job %llu index %llu: %llu wrong elements, "
                                                "first %llu",
@@ -325,8 +383,9 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
                    (unsigned long long)id, (unsigned long long)i, r.state[i]);
         /* Untouched, except that a tensor split into chunks may have had some chunks
          * written before it was stopped: each element is its input or its result. */
-        bad = user ? check_affine(data[i], elems[i], id, i, true, &where)
-                   : gr_workload_check_partial(data[i], 0, elems[i], id, i, &where);
+        bad = user   ? check_affine(data[i], elems[i], id, i, true, &where)
+              : half ? check_half((uint16_t *)data[i], elems[i], id, i, true, &where)
+                     : gr_workload_check_partial(data[i], 0, elems[i], id, i, &where);
         if (bad)
             breach(s, &rep->written_unfinished,
                    "job %llu index %llu (state %d): %llu elements are neither input nor "
@@ -337,6 +396,7 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     pthread_mutex_lock(&s->mu);
     rep->jobs++;
     rep->user_jobs += user;
+    rep->half_jobs += half;
     rep->done += done;
     rep->failed += failed;
     rep->canceled += canceled;
@@ -436,6 +496,9 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
     gr_runtime_info_get(s.rt, &info);
     r->budget_bytes = info.budget_bytes;
     s.user = user_graph(s.rt, r->user_skipped, sizeof(r->user_skipped));
+    if ((st = gr_graph_parse(half_spec, strlen(half_spec), "stress_half", &s.half, err)) !=
+        GR_OK)
+        goto out;
     pthread_barrier_init(&s.start, NULL, n + 1);
     for (unsigned i = 0; i < n; i++) {
         w[i] = (submitter){&s, i, c->seed * 104729 + i};
@@ -468,6 +531,7 @@ out:
     gr_runtime_destroy(s.rt);
     gr_graph_destroy(s.g);
     gr_graph_destroy(s.user);
+    gr_graph_destroy(s.half);
     pthread_mutex_destroy(&s.mu);
     free(w);
     free(th);
@@ -489,6 +553,8 @@ void gr_stress_print(const gr_stress_config *c, const gr_stress_report *r)
     else
         printf("user kernel: %llu of the %llu jobs ran the registered stress_affine kernel\n",
                (unsigned long long)r->user_jobs, (unsigned long long)r->jobs);
+    printf("float16: %llu of the %llu jobs ran the float16 graph\n",
+           (unsigned long long)r->half_jobs, (unsigned long long)r->jobs);
     printf("breaches: %llu budget, %llu wrong outputs, %llu written though unfinished, %llu "
            "callback, %llu counts, %llu double ends, %llu refused submits, %llu left in use%s%s\n",
            (unsigned long long)r->budget_violations, (unsigned long long)r->wrong_outputs,

@@ -29,6 +29,7 @@ typedef struct gr_stress_report {
     /* Jobs of the user kernel's graph (the rest are the seed's), or why none ran. */
     uint64_t user_jobs;
     char user_skipped[256];
+    uint64_t half_jobs; /* jobs of the float16 graph */
     uint64_t budget_bytes, peak_budget, budget_samples;
     /* Breaches: every one must be 0. */
     uint64_t budget_violations; /* budget in use above the budget, at a sample */
