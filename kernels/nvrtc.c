@@ -2,8 +2,9 @@
  * nvrtc.c - CUDA C source to PTX through NVRTC, loaded with dlopen (see nvrtc.h).
  *
  * Nothing links libnvrtc: it is looked up at first use (libnvrtc.so.13, the toolkit's
- * lib64 directory, older sonames), so a binary built here runs on machines without it, and
- * only kernels given as source are refused there. The few declarations below stand in for
+ * lib64 directory, older sonames; only $GR_NVRTC_LIBRARY when that is set), so a binary
+ * built here runs on machines without it, and only kernels given as source are refused
+ * there. The few declarations below stand in for
  * <nvrtc.h>, whose ABI (an int result, an opaque program handle) NVIDIA keeps stable.
  *
  * The cache: one entry per distinct text that compiled, never evicted, so a file declaring
@@ -45,15 +46,26 @@ static char load_error[256];
 
 static void load(void)
 {
-    const char *cuda = getenv("CUDA_PATH");
+    /* GR_NVRTC_LIBRARY names the one library to load (a particular version; and how the
+     * tests see a machine without NVRTC). */
+    const char *cuda = getenv("CUDA_PATH"), *only = getenv("GR_NVRTC_LIBRARY");
     char in_toolkit[256];
     const char *names[] = {"libnvrtc.so.13", in_toolkit, "libnvrtc.so.12", "libnvrtc.so"};
     void *h = NULL;
 
     snprintf(in_toolkit, sizeof(in_toolkit), "%s/lib64/libnvrtc.so.13",
              cuda && cuda[0] ? cuda : "/usr/local/cuda");
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && h == NULL; i++)
+    if (only != NULL && only[0] != '\0')
+        h = dlopen(only, RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; only == NULL && i < sizeof(names) / sizeof(names[0]) && h == NULL; i++)
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL && only != NULL) {
+        snprintf(load_error, sizeof(load_error),
+                 "NVRTC is not available (GR_NVRTC_LIBRARY=%.100s cannot be loaded): install "
+                 "the CUDA toolkit's NVRTC (cuda-nvrtc-13-0) or fix the path",
+                 only);
+        return;
+    }
     if (h == NULL) {
         snprintf(load_error, sizeof(load_error),
                  "NVRTC is not available (libnvrtc.so.13 not found, nor %.100s): install the "

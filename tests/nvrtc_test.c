@@ -300,6 +300,82 @@ static void host_backend_refuses_source_kernels(void)
     gr_runtime_destroy(rt);
 }
 
+/* The CPU version of scale_src: out = x * s0. */
+static void scale_cpu(const gr_kernel_args *a, void *user)
+{
+    (void)user;
+    for (uint64_t i = 0; i < a->n; i++)
+        ((float *)a->out)[i] = ((const float *)a->in[0])[i] * a->s[0].f32;
+}
+
+/* A machine without NVRTC (GR_NVRTC_LIBRARY naming no library, set before this case's
+ * process first looks for it: the runner forks each case): a source kernel with no CPU
+ * version is refused saying what to install; one with a CPU version registers, runs on
+ * the host backend, and is refused by the CUDA backend at submit with the same reason; a
+ * kernel file and a spec's `cuda` statement are refused too. */
+static void without_nvrtc(void)
+{
+    gr_kernel_def d = gr_test_source_def("no_nvrtc_src", "scale", scale_src);
+    const char *path = "/tmp/graphrun_nvrtc_test_none.cu", *x = "x";
+    float data[16], two = 2.0f;
+    gr_tensor t = {{data}, {data}, 16, 0, {0}};
+    gr_status result = GR_ERR_INTERNAL;
+    gr_runtime *rt;
+    gr_error_info err;
+    gr_graph *g;
+    gr_job *job;
+
+    setenv("GR_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13", 1);
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_UNAVAILABLE);
+    ASSERT_STR_CONTAINS(err.message, "kernel 'no_nvrtc_src': NVRTC is not available "
+                                     "(GR_NVRTC_LIBRARY=/nonexistent/libnvrtc.so.13 cannot be "
+                                     "loaded): install the CUDA toolkit's NVRTC");
+    ASSERT_TRUE(gr__kernel_find("no_nvrtc_src") == NULL);
+
+    d = gr_test_source_def("no_nvrtc_cpu", "scale", scale_src);
+    d.cpu = scale_cpu;
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_OK);
+    ASSERT_TRUE(gr__kernel_find("no_nvrtc_cpu")->ptx == NULL);
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "k", "no_nvrtc_cpu", &x, 1, "x", &two, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    for (int i = 0; i < 16; i++)
+        data[i] = (float)i;
+    rt = gr_test_runtime((gr_test_shape){.workers = 1, .budget = 1 << 20});
+    ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, &err), GR_OK);
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, &result), GR_OK);
+    ASSERT_STATUS(result, GR_OK);
+    for (int i = 0; i < 16; i++)
+        ASSERT_FLOAT_BITS_EQ(data[i], 2.0f * (float)i);
+    gr_job_destroy(job);
+    gr_runtime_destroy(rt);
+    if (gr_test_no_gpu() == NULL) { /* the CUDA backend: refused, saying why */
+        rt = gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA, .budget = 4 << 20});
+        ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, &err), GR_ERR_UNAVAILABLE);
+        ASSERT_STR_CONTAINS(err.message, "kernel 'no_nvrtc_cpu' NVRTC is not available");
+        gr_runtime_destroy(rt);
+    }
+    gr_graph_destroy(g);
+
+    write_file(path, "// graphrun: kernel none_k\nextern \"C\" __global__ void none_k("
+                     "gr_kernel_args a) {}\n");
+    ASSERT_STATUS(gr_kernel_load_file(path, &err), GR_ERR_UNAVAILABLE);
+    ASSERT_STR_CONTAINS(err.message, "NVRTC is not available");
+    write_file("/tmp/graphrun_nvrtc_test_none.graph",
+               "cuda \"graphrun_nvrtc_test_none.cu\"\nbuffer x\nh2d l: in0 -> x\n"
+               "kernel k: none_k(x) -> x\nd2h s: x -> out0\nl -> k -> s\n");
+    ASSERT_TRUE(gr_graph_load("/tmp/graphrun_nvrtc_test_none.graph", &g, &err) != GR_OK);
+    ASSERT_STR_CONTAINS(err.message, "graphrun_nvrtc_test_none.graph:1:6: ");
+    ASSERT_STR_CONTAINS(err.message, "NVRTC is not available");
+    unlink("/tmp/graphrun_nvrtc_test_none.graph");
+    unlink(path);
+}
+
 enum { LOADERS = 8, LOADS = 20 };
 static char shared_path[128];
 static pthread_barrier_t loaders_start;
@@ -353,5 +429,5 @@ static void concurrent_loads_of_one_file(void)
 GR_TEST_MAIN(GR_TEST(header_matches_the_api), GR_TEST(source_kernel_compiles),
              GR_TEST(compile_errors_refused_with_the_log), GR_TEST(kernel_file_declares_kernels),
              GR_TEST(kernel_file_errors), GR_TEST(spec_cuda_statement),
-             GR_TEST(host_backend_refuses_source_kernels),
+             GR_TEST(host_backend_refuses_source_kernels), GR_TEST(without_nvrtc),
              GR_TEST(concurrent_loads_of_one_file))
