@@ -8,6 +8,8 @@
  */
 #include "runtime/config.h"
 
+#include <stddef.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "runtime/sync.h"
@@ -42,11 +44,21 @@ static gr_status check_device_list(const gr_config *cfg, gr_error_info *err)
     return GR_OK;
 }
 
-gr_status gr__config_check(const gr_config *cfg, gr_error_info *err)
+/* The size of the first version of gr_config: callers must know at least that much. */
+#define CONFIG_V1_SIZE (offsetof(gr_config, device_count) + sizeof(uint32_t))
+
+gr_status gr__config_check(const gr_config *caller, gr_config *full, gr_error_info *err)
 {
-    if (cfg->magic != GR_CONFIG_MAGIC || cfg->struct_size < sizeof(gr_config))
+    static const gr_config defaults = GR_CONFIG_INIT;
+    const gr_config *cfg = full;
+
+    if (caller->magic != GR_CONFIG_MAGIC || caller->struct_size < CONFIG_V1_SIZE)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "config not initialized with GR_CONFIG_INIT");
+    *full = defaults;
+    memcpy(full, caller,
+           caller->struct_size < sizeof(*full) ? caller->struct_size : sizeof(*full));
+    full->struct_size = sizeof(*full);
     if (cfg->backend != GR_BACKEND_AUTO && cfg->backend != GR_BACKEND_HOST &&
         cfg->backend != GR_BACKEND_CUDA)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,

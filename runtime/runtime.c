@@ -155,7 +155,7 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
         return GR_OK;
     }
     lim = gr__unit_limits(g, arena, rt->cfg.workers_per_device, rt->cfg.staging_bytes,
-                          rt->cfg.batch_below_bytes);
+                          rt->cfg.batch_below_bytes, rt->cfg.pipeline_bytes);
     return gr__units_plan(g, t, count, &lim, rt->backend->dma_ready, units, n_units, pending);
 }
 
@@ -550,6 +550,7 @@ static void runtime_teardown(gr_runtime *rt)
 
 static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err)
 {
+    gr_config full;
     uint64_t fault_token = 0;
     const char *plan;
     gr_runtime *rt;
@@ -560,8 +561,9 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     if (cfg == NULL || out == NULL)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "config and out must not be NULL");
-    if ((st = gr__config_check(cfg, err)) != GR_OK)
+    if ((st = gr__config_check(cfg, &full, err)) != GR_OK)
         return st;
+    cfg = &full;
     plan = cfg->fault_plan != NULL ? cfg->fault_plan : getenv("GR_FAULT");
     if (plan != NULL && (st = gr__fault_arm(plan, &fault_token, err)) != GR_OK)
         return st;
@@ -649,8 +651,10 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
     if (st != GR_OK) {
         /* The callback in a config that failed its checks may be garbage: only a config
          * that passed them gets a message. */
-        if (cfg != NULL && gr__config_check(cfg, NULL) == GR_OK) {
-            gr__logger_init(&lg, cfg);
+        gr_config full;
+
+        if (cfg != NULL && gr__config_check(cfg, &full, NULL) == GR_OK) {
+            gr__logger_init(&lg, &full);
             GR_LOG(&lg, GR_LOG_ERROR, "runtime could not start: %s: %s", gr_status_str(st),
                    e->message);
         }

@@ -2,9 +2,9 @@
  * units.c - cutting a job into units (see units.h).
  *
  * The plan walks the tensors once, in order. A tensor of at least `batch_below` elements is
- * cut into the fewest equal chunks that each fit the unit limit (the staging limit too when
- * its memory is not DMA-ready); when it fits whole and is DMA-ready it stays one direct unit,
- * exactly as an unsplittable graph would run it. Smaller tensors are packed, in order, into
+ * cut into the fewest equal chunks that each fit the unit limit and the pipelining size (the
+ * staging limit instead when its memory is not DMA-ready); when it fits whole and is
+ * DMA-ready it stays one direct unit, exactly as an unsplittable graph would run it. Smaller tensors are packed, in order, into
  * batches that end when the next tensor would overflow the staging limit or
  * GR_UNIT_MAX_TENSORS. A batch whose tensors lie back to back in DMA-ready memory (rows of
  * one array, say) is one contiguous range and goes direct; any other batch is staged. When
@@ -19,7 +19,8 @@
 #include "runtime/fault.h"
 
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
-                               uint64_t staging_bytes, uint64_t batch_below_bytes)
+                               uint64_t staging_bytes, uint64_t batch_below_bytes,
+                               uint64_t pipeline_bytes)
 {
     uint64_t share = workers > 1 ? arena_bytes / workers : arena_bytes;
     uint64_t host_bytes = gr_graph_port_bytes(g, false, GR_ALL_PORTS, 1) +
@@ -35,6 +36,9 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
         lim.max_elems = arena_bytes / group_bytes * group_elems;
     if (lim.max_elems == 0)
         lim.max_elems = 1;
+    lim.pipe_elems = lim.max_elems;
+    if (pipeline_bytes != 0 && host_bytes != 0 && pipeline_bytes / host_bytes < lim.max_elems)
+        lim.pipe_elems = pipeline_bytes / host_bytes ? pipeline_bytes / host_bytes : 1;
     lim.stage_elems = staging_bytes / (host_bytes ? host_bytes : 1);
     if (lim.stage_elems == 0)
         lim.stage_elems = 1;
@@ -115,7 +119,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
 
         if (n >= lim->batch_below) {
             bool ready = tensor_dma_ready(g, &t[i], dma_ready);
-            uint64_t limit = ready ? lim->max_elems : lim->stage_elems;
+            uint64_t limit = ready ? lim->pipe_elems : lim->stage_elems;
             uint64_t chunks = (n + limit - 1) / limit;
 
             if (batch.tensors && !push(&p, batch))

@@ -4,7 +4,9 @@
  * For a graph that cannot be split (a kernel that is not elementwise, a buffer not the
  * tensor's size), every tensor is one unit, as it is given. For a splittable graph the
  * planner cuts the job to fit the budget and to move data in large pieces:
- *   - a tensor larger than a worker's share of the budget becomes chunks, each a unit;
+ *   - a tensor larger than a worker's share of the budget becomes chunks, each a unit; so
+ *     does one of more than pipeline_bytes of host memory, so that a job's copies in and
+ *     out overlap from its start to its end;
  *   - consecutive small tensors are packed into one unit (a batch), so one graph launch and
  *     one transfer each way serve many of them;
  *   - a unit is "staged" when its host memory cannot be read by DMA as it is (a batch of
@@ -35,15 +37,18 @@ typedef struct gr_unit {
 
 typedef struct gr_unit_limits {
     uint64_t max_elems;    /* a unit's elements: fits a worker's share of the budget */
+    uint64_t pipe_elems;   /* a direct chunk's elements, for pipelining (<= max_elems) */
     uint64_t stage_elems;  /* a staged unit's elements: fits the staging buffer */
     uint64_t batch_below;  /* tensors with fewer elements than this are batched */
 } gr_unit_limits;
 
 /* The limits for graph `g` on devices whose smallest arena is `arena_bytes`, shared by
  * `workers` workers, each with a staging buffer of `staging_bytes`, batching tensors below
- * `batch_below_bytes`. */
+ * `batch_below_bytes`, cutting tensors of more host bytes than `pipeline_bytes` (0: no such
+ * cut) into chunks of about that size. */
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
-                               uint64_t staging_bytes, uint64_t batch_below_bytes);
+                               uint64_t staging_bytes, uint64_t batch_below_bytes,
+                               uint64_t pipeline_bytes);
 
 /*
  * Plan the units of `count` tensors. `dma_ready(p)` says whether host memory at p can be

@@ -9,6 +9,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -75,6 +76,25 @@ static void config_refusals(void)
     ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, "GR_CONFIG_INIT");
     cfg.magic = GR_CONFIG_MAGIC;
+
+    /* A caller of 0.1 (a config ending at device_count) gets the later fields' defaults,
+     * not what lies past its struct; one shorter still is refused. */
+    {
+        gr_config *old = malloc(sizeof(gr_config));
+        uint32_t v1 = (uint32_t)offsetof(gr_config, pipeline_bytes);
+
+        ASSERT_TRUE(old != NULL);
+        memset(old, 0xff, sizeof(*old)); /* what an older caller's memory might hold */
+        memcpy(old, &cfg, v1);
+        old->struct_size = v1;
+        ASSERT_STATUS(gr_runtime_create(old, &rt, &err), GR_OK);
+        ASSERT_EQ_U64(RT(rt)->cfg.pipeline_bytes, 128ull << 20);
+        gr_runtime_destroy(rt);
+        old->struct_size = (uint32_t)offsetof(gr_config, device_count);
+        ASSERT_STATUS(gr_runtime_create(old, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+        ASSERT_STR_CONTAINS(err.message, "GR_CONFIG_INIT");
+        free(old);
+    }
 
     cfg.workers_per_device = 0;
     ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);

@@ -85,16 +85,23 @@ static void limits(void)
     gr_unit_limits lim;
 
     /* 1 buffer; arena 3 MiB over 3 workers: 1 MiB each = 262144 elements. */
-    lim = gr__unit_limits(g, 3 << 20, 3, 64 << 20, 1 << 20);
+    lim = gr__unit_limits(g, 3 << 20, 3, 64 << 20, 1 << 20, 0);
     ASSERT_EQ_U64(lim.max_elems, 262144);
     ASSERT_EQ_U64(lim.stage_elems, 262144); /* staging (8M per port) capped by the share */
     ASSERT_EQ_U64(lim.batch_below, 262144);
-    lim = gr__unit_limits(g, 1ull << 30, 2, 8 << 20, 64 << 10);
+    lim = gr__unit_limits(g, 1ull << 30, 2, 8 << 20, 64 << 10, 0);
     ASSERT_EQ_U64(lim.max_elems, (512ull << 20) / 4);
     ASSERT_EQ_U64(lim.stage_elems, 1 << 20); /* 8 MiB over 2 ports */
     ASSERT_EQ_U64(lim.batch_below, 16384);
+    ASSERT_EQ_U64(lim.pipe_elems, lim.max_elems); /* no pipelining size: the share */
+    /* 128 MiB of host bytes (in and out, 8 per element): chunks of 16 Mi elements, under
+     * the share of 128 Mi; a pipelining size above the share changes nothing. */
+    lim = gr__unit_limits(g, 1ull << 30, 2, 8 << 20, 64 << 10, 128ull << 20);
+    ASSERT_EQ_U64(lim.pipe_elems, 16ull << 20);
+    lim = gr__unit_limits(g, 3 << 20, 3, 64 << 20, 1 << 20, 128ull << 20);
+    ASSERT_EQ_U64(lim.pipe_elems, 262144);
     /* A share too small for one aligned element group: the whole arena. */
-    lim = gr__unit_limits(g, 512, 4, 4096, 0);
+    lim = gr__unit_limits(g, 512, 4, 4096, 0, 0);
     ASSERT_EQ_U64(lim.max_elems, 128);
     gr_graph_destroy(g);
 }
@@ -104,7 +111,7 @@ static void stays_whole_when_everything_fits(void)
     const uint64_t elems[] = {1000, 5000, 262144};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {262144, 262144, 1000};
+    gr_unit_limits lim = {262144, 262144, 262144, 1000};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -123,7 +130,7 @@ static void unsplittable_graph_stays_whole(void)
     const float two = 2;
     const uint64_t elems[] = {10, 1u << 30};
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {100, 100, 50};
+    gr_unit_limits lim = {100, 100, 100, 50};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -145,12 +152,43 @@ static void unsplittable_graph_stays_whole(void)
     free(t);
 }
 
+/* A tensor that fits a worker's share but is above the pipelining size is cut into even
+ * direct chunks of at most that size; one at or below it stays whole. */
+static void pipelined_chunks_of_tensors_that_fit(void)
+{
+    const uint64_t elems[] = {1000, 250, 2501};
+    gr_graph *g = seed_graph();
+    gr_tensor *t = tensors_of(elems, 3);
+    gr_unit_limits lim = {100000, 250, 250, 10};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    ASSERT_STATUS(gr__units_plan(g, t, 3, &lim, always_ready, &u, &n, &pending), GR_OK);
+    ASSERT_EQ_U64(n, 4 + 1 + 11);
+    ASSERT_EQ(pending[0], 4);
+    ASSERT_EQ(pending[1], 1);
+    ASSERT_EQ(pending[2], 11);
+    for (uint64_t k = 0; k < n; k++) {
+        ASSERT_TRUE(!u[k].staged);
+        ASSERT_EQ(u[k].tensors, 1);
+        ASSERT_LE_U64(u[k].elems, 250);
+        ASSERT_GE_U64(u[k].elems, 227); /* even: 2501 / 11 */
+    }
+    ASSERT_EQ_U64(u[4].index, 1);
+    ASSERT_EQ_U64(u[4].elems, 250);
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+    free(t);
+}
+
 static void large_tensors_are_chunked_evenly(void)
 {
     const uint64_t elems[] = {1000, 1001, 3000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {400, 400, 10};
+    gr_unit_limits lim = {400, 400, 400, 10};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -178,7 +216,7 @@ static void pageable_tensors_are_staged_to_the_staging_limit(void)
     const uint64_t elems[] = {300, 1000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {1000, 250, 10};
+    gr_unit_limits lim = {1000, 1000, 250, 10};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -200,7 +238,7 @@ static void small_tensors_are_batched(void)
     uint64_t elems[N], rng = 3;
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 2000, 64};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -237,7 +275,7 @@ static void mixed_sizes_keep_order(void)
     const uint64_t elems[] = {5, 7, 900, 3, 3, 3, 50, 2000, 1};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 9);
-    gr_unit_limits lim = {500, 500, 40};
+    gr_unit_limits lim = {500, 500, 500, 40};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -263,7 +301,7 @@ static void contiguous_batches_go_direct(void)
     static float slab[N * 10 + 1];
     gr_tensor t[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 64};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -292,5 +330,6 @@ static void contiguous_batches_go_direct(void)
 
 GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct), GR_TEST(stays_whole_when_everything_fits),
              GR_TEST(unsplittable_graph_stays_whole), GR_TEST(large_tensors_are_chunked_evenly),
+             GR_TEST(pipelined_chunks_of_tensors_that_fit),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
              GR_TEST(small_tensors_are_batched), GR_TEST(mixed_sizes_keep_order))

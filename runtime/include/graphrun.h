@@ -208,6 +208,12 @@ typedef struct gr_config {
      * entry and why). The list is copied: it need not outlive gr_runtime_create. */
     const int *devices;
     uint32_t device_count; /* entries in devices */
+    /* Appended in 0.2. Splittable graphs: a tensor whose host bytes (inputs and outputs
+     * together) are above this is cut into chunks of about this size even when it would fit
+     * a worker's share whole, so that its copies in, kernels and copies out overlap with
+     * each other's instead of the first copy in and the last copy out of a job running
+     * alone for a whole tensor's time. Default 128 MiB; 0: cut only what does not fit. */
+    uint64_t pipeline_bytes;
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
@@ -215,7 +221,7 @@ typedef struct gr_config {
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
             GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, NULL, GR_LOG_INFO, \
-            NULL, 0                                                                         \
+            NULL, 0, 128ull << 20                                                           \
     }
 
 /*
