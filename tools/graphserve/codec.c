@@ -103,6 +103,11 @@ int gs_decode(const void *body, size_t len, const char *content_type, const char
                                         "argument");
         if (gr_npy_parse_header(body, len, &h, npy_why, sizeof(npy_why)) != GR_OK)
             return refuse(why, why_len, "bad .npy: %s", npy_why);
+        if (gr_npy_check_dtype(&h, GR_DTYPE_FLOAT32, "the body", "the graph's in0", npy_why,
+                               sizeof(npy_why)) != GR_OK)
+            return refuse(why, why_len, "bad .npy: %s", npy_why);
+        if (h.swap)
+            return refuse(why, why_len, "bad .npy: big-endian data ('%s'): send '<f4'", h.descr);
         if (h.data_offset + h.elems * 4 != len)
             return refuse(why, why_len,
                           "bad .npy: the header says %llu float32 values (%llu bytes of "
@@ -145,7 +150,7 @@ size_t gs_encode_header(const gs_tensor_desc *t, char *buf, size_t size)
 
     if (!t->npy)
         return 0;
-    n = gr_npy_format_header(t->shape, t->ndim, buf, size);
+    n = gr_npy_format_header(GR_DTYPE_FLOAT32, t->shape, t->ndim, buf, size);
     return n == 0 ? SIZE_MAX : n;
 }
 
