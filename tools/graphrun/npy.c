@@ -313,12 +313,11 @@ static const char *dtype_name(const char *descr, char *buf, size_t size)
 static gr_status check_descr(const char *descr, gr_npy_header *h, char *why, size_t why_len)
 {
     char name[40], order = descr[0];
-    unsigned bytes = 0;
-    int n = 0;
 
-    if (order != '\0' && strchr("<>|=", order) && descr[1] != '\0' &&
-        sscanf(descr + 2, "%u%n", &bytes, &n) == 1 && descr[2 + n] == '\0' &&
-        descr[2] >= '1' && descr[2] <= '9') {
+    /* Every type here is an order, a kind and a one-digit size, as NumPy spells them. */
+    if (strlen(descr) == 3 && strchr("<>|=", order) && descr[2] >= '1' && descr[2] <= '9') {
+        unsigned bytes = (unsigned)(descr[2] - '0');
+
         for (size_t i = 0; i < N_TYPES; i++) {
             if (types[i].kind != descr[1] || types[i].bytes != bytes)
                 continue;
@@ -334,7 +333,7 @@ static gr_status check_descr(const char *descr, gr_npy_header *h, char *why, siz
             h->swap = (order == '=' || bytes == 1 ? HOST_ORDER
                        : order == '|'             ? '<'
                                                   : order) != HOST_ORDER;
-            snprintf(h->descr, sizeof(h->descr), "%s", descr);
+            memcpy(h->descr, descr, 4); /* the three characters and the NUL */
             return GR_OK;
         }
     }
