@@ -285,7 +285,19 @@ bfloat16_npy() {
 import numpy as np, sys
 np.save(sys.argv[2], np.load(sys.argv[1]))
 assert open(sys.argv[2], "rb").read().find(b"|V2") > 0' "$T/bf.npy" "$T/t.npy" &&
-    typed bf16_mul.graph check-mul "$T/t_out.npy" "$T/bf.npy" 0.3
+    typed bf16_mul.graph check-mul "$T/t_out.npy" "$T/bf.npy" 0.3 || return 1
+  # Raw bfloat16 (the bits, as ml_dtypes' tofile writes them): the port's type, --dtype or not.
+  np make "$T/bf.raw" 64 34 --dtype bf16 --range -6,6 --raw &&
+    run 0 run --graph "$graphs/bf16_mul.graph" --input "$T/bf.raw" --output "$T/bf_out.raw" &&
+    run 0 run --graph "$graphs/bf16_mul.graph" --input "$T/bf.raw" --dtype bfloat16 \
+      --output "$T/bf_out2.raw" && cmp "$T/bf_out.raw" "$T/bf_out2.raw" && "$py" -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, npy_tool
+x = np.fromfile(sys.argv[2], npy_tool.BF16)
+want = npy_tool.mul(x, 0.3).tobytes()
+assert open(sys.argv[3], "rb").read() == want, "raw bfloat16 result differs"' \
+      "$(dirname "$tool")" "$T/bf.raw" "$T/bf_out.raw"
 }
 float64_npy() {
   both_orders f64_mul.graph 6,50 --dtype f8 --range -1e300,1e300 -- \
