@@ -143,11 +143,12 @@ def make(argv):
 
 
 def mul(x, s):
-    """mul(x, s) by graphrun's rules: float16 and bfloat16 in float32, rounded once."""
+    """mul(x, s) by graphrun's rules: float16 and bfloat16 in float32, rounded once (a NaN
+    to the canonical 0x7fff, as cast rounds)."""
     t = x.dtype.newbyteorder("=")
     if t == np.float64:
         return x.astype(t) * np.float64(s)
-    return (x.astype(np.float32) * np.float32(s)).astype(t)
+    return cast(x.astype(np.float32) * np.float32(s), t)
 
 
 def cast(x, to):
