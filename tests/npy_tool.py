@@ -148,7 +148,7 @@ def mul(x, s):
     t = x.dtype.newbyteorder("=")
     if t == np.float64:
         return x.astype(t) * np.float64(s)
-    return cast(x.astype(np.float32) * np.float32(s), t)
+    return cast(np.asarray(x.astype(np.float32) * np.float32(s)), t)
 
 
 def cast(x, to):
