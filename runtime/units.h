@@ -11,7 +11,10 @@
  *     one transfer each way serve many of them;
  *   - a unit is "staged" when its host memory cannot be read by DMA as it is (a batch of
  *     tensors apart in memory, or pageable memory): the worker gathers its inputs into a
- *     pinned staging buffer and scatters its outputs back.
+ *     pinned staging buffer and scatters its outputs back; where the backend can copy
+ *     many ranges in one call (CUDA's cudaMemcpyBatchAsync), a batch of tensors apart in
+ *     DMA-ready memory is "scattered" instead: the DMA engine reads and writes each tensor
+ *     where it lies, and no CPU copies it.
  * An index ends when the last unit covering it has finished.
  */
 #ifndef GR_UNITS_H
@@ -33,6 +36,8 @@ typedef struct gr_unit {
     uint32_t tensors; /* 1 for a chunk or a whole tensor; more for a batch */
     bool staged;      /* through the worker's staging buffer (else straight from the tensors:
                          one tensor, a chunk of one, or a batch lying back to back) */
+    bool scattered;   /* a batch of tensors apart in DMA-ready memory, which the backend
+                         copies one by one in a batched copy (gr_iteration.h2d) */
 } gr_unit;
 
 typedef struct gr_unit_limits {
@@ -40,6 +45,10 @@ typedef struct gr_unit_limits {
     uint64_t pipe_elems;   /* a direct chunk's elements, for pipelining (<= max_elems) */
     uint64_t stage_elems;  /* a staged unit's elements: fits the staging buffer */
     uint64_t batch_below;  /* tensors with fewer elements than this are batched */
+    /* The backend copies many separate ranges in one call and the graph's copies come
+     * first and last (graph.copies_at_ends): a batch of tensors apart in DMA-ready memory
+     * is then scattered rather than staged. */
+    bool scatter;
 } gr_unit_limits;
 
 /* The limits for graph `g` on devices whose smallest arena is `arena_bytes`, shared by

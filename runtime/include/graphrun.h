@@ -342,6 +342,11 @@ typedef struct gr_stats {
      * system out of pinned memory): results are the same, copies slower. The first one is
      * also logged, once, as a warning. */
     uint64_t staging_pageable;
+    /* Appended in 0.2: device `device` again. The iterations that succeeded by how their
+     * host memory was copied: straight from one range (a tensor, a chunk, tensors back to
+     * back), through a staging buffer (gathered and scattered by the CPU), or tensor by
+     * tensor where each lies, many in one batched copy (CUDA's cudaMemcpyBatchAsync). */
+    uint64_t units_direct, units_staged, units_scattered;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */
