@@ -47,6 +47,10 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
     /* A tensor's size, for batching, is its elements in its widest port's type. */
     lim.scatter = false; /* the runtime's to set: it knows the backend */
     lim.batch_below = batch_below_bytes / gr_graph_widest_port(g);
+    lim.scatter_from = GR_SCATTER_FROM_BYTES / gr_graph_widest_port(g);
+    lim.scatter_below = GR_SCATTER_BELOW_BYTES / gr_graph_widest_port(g);
+    if (lim.scatter_below > lim.stage_elems)
+        lim.scatter_below = lim.stage_elems;
     if (lim.batch_below > lim.stage_elems)
         lim.batch_below = lim.stage_elems;
     return lim;
@@ -117,9 +121,11 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         return GR_ERR_OUT_OF_MEMORY;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t n = t[i].elems;
+        bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], dma_ready);
+        /* A medium tensor, batched only where the DMA engine takes each where it lies. */
+        bool medium = lim->scatter && ready && n < lim->scatter_below;
 
-        if (n >= lim->batch_below) {
-            bool ready = tensor_dma_ready(g, &t[i], dma_ready);
+        if (n >= lim->batch_below && !medium) {
             uint64_t limit = ready ? lim->pipe_elems : lim->stage_elems;
             uint64_t chunks = (n + limit - 1) / limit;
 
@@ -140,7 +146,8 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         }
         identity = false;
         if (batch.tensors != 0 &&
-            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > lim->stage_elems)) {
+            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > lim->stage_elems ||
+             (medium && batch.staged))) {
             if (!push(&p, batch))
                 goto out_nomem;
             batch = (gr_unit){0};
@@ -154,7 +161,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
              * from one allocator (and a pageable one among them is still copied right by
              * the driver, only slower), where asking the driver about each one would cost
              * about as much as copying a small tensor. */
-            if (lim->scatter)
+            if (lim->scatter && n >= lim->scatter_from)
                 batch.scattered = true;
             else
                 batch.staged = true;

@@ -49,7 +49,18 @@ typedef struct gr_unit_limits {
      * first and last (graph.copies_at_ends): a batch of tensors apart in DMA-ready memory
      * is then scattered rather than staged. */
     bool scatter;
+    /* With scatter: tensors below scatter_below elements in DMA-ready memory are batched
+     * too (the DMA engine copies each, so medium ones gain from sharing one iteration), and
+     * a batch is scattered only when its tensors have scatter_from elements or more (below
+     * that a CPU gather into staging costs less than a copy descriptor each). */
+    uint64_t scatter_below, scatter_from;
 } gr_unit_limits;
+
+/* The measured sizes behind gr_unit_limits.scatter_below and scatter_from, per tensor on
+ * its widest port: on an H200, 16 KiB tensors gathered by the CPU went at 357,000 a second
+ * and scattered at 284,000; 64 KiB ones at 45,000 and 414,000 (docs/PERFORMANCE.md). */
+#define GR_SCATTER_FROM_BYTES (32u << 10)
+#define GR_SCATTER_BELOW_BYTES (16u << 20)
 
 /* The limits for graph `g` on devices whose smallest arena is `arena_bytes`, shared by
  * `workers` workers, each with a staging buffer of `staging_bytes`, batching tensors below
