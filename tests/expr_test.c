@@ -56,6 +56,12 @@ static void fill(void)
         xd[i] = special[i];
         yd[i] = special[(i * 7 + 3) % ns];
     }
+    /* Pairs min, max and the comparisons must get right: zeros of both signs against each
+     * other (x is 0, -0, 1, ...), a NaN on either side. */
+    ys[0] = yd[0] = -0.0;
+    ys[1] = yd[1] = 0.0;
+    ys[2] = yd[2] = NAN;
+    ys[8] = yd[8] = 5.0; /* x is NaN */
 }
 
 /* Register `text` over inputs x (and y) of the given types, into out_type. */
