@@ -27,6 +27,7 @@
 #include <locale.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -736,6 +737,13 @@ typedef struct known {
 
 static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
 static known *known_list;
+/* Relaxed: it only selects what later registrations make; known_mu orders the list. */
+static atomic_bool without_cuda;
+
+void gr__expr_without_cuda(void)
+{
+    atomic_store_explicit(&without_cuda, true, memory_order_relaxed);
+}
 
 static uint64_t fnv1a(const char *s, size_t n, uint64_t h)
 {
@@ -763,11 +771,27 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
     size_t head_len, body_len;
     gr_error_info err;
     gr_status st = GR_OK;
+    bool cuda = true;
     uint64_t h;
     known *k;
 
     if (!gr__expr_cuda(nodes, n, env, &head, &body))
         return oom(e);
+    if (atomic_load_explicit(&without_cuda, memory_order_relaxed)) {
+        /* The key (and so the name) says so: the CUDA text marked, and not registered. */
+        char *marked = malloc(strlen(head) + sizeof("// without CUDA\n"));
+
+        if (marked == NULL) {
+            free(head);
+            free(body);
+            return oom(e);
+        }
+        snprintf(marked, strlen(head) + sizeof("// without CUDA\n"), "// without CUDA\n%s",
+                 head);
+        free(head);
+        head = marked;
+        cuda = false;
+    }
     head_len = strlen(head);
     body_len = strlen(body);
     h = fnv1a(body, body_len, fnv1a(head, head_len, 0xcbf29ce484222325ull));
@@ -814,9 +838,11 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
     d.elementwise = 1;
     d.cpu = gr__expr_cpu;
     d.user = prog;
-    d.cuda_kind = GR_CUDA_SOURCE;
-    d.cuda = src;
-    d.cuda_name = entry;
+    if (cuda) {
+        d.cuda_kind = GR_CUDA_SOURCE;
+        d.cuda = src;
+        d.cuda_name = entry;
+    }
     if ((st = gr_kernel_register(&d, &err)) != GR_OK) {
         e->status = st;
         e->offset = 0;

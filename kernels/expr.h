@@ -68,6 +68,12 @@ gr_status gr__expr_eval_const(const char *text, size_t len, const gr_expr_param 
 gr_status gr__expr_register(const char *text, size_t len, const gr_expr_env *env,
                             char *name, gr_expr_error *e);
 
+/* For fuzzers: from now on, expressions register without a CUDA implementation, so without
+ * NVRTC (tens of milliseconds for each new program, and a large uninstrumented library in a
+ * sanitized process). They are then other kernels than the same programs registered with
+ * one. There is no way back. Any thread. */
+void gr__expr_without_cuda(void);
+
 #ifdef __cplusplus
 }
 #endif
