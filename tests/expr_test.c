@@ -1019,6 +1019,26 @@ static void cuda_source_compiles_for_every_operation(void)
         }
 }
 
+/* Fuzzers register expressions without CUDA: another kernel than the same program with it,
+ * with the same CPU results. (A case runs in a process of its own: the switch ends with it.) */
+static void without_cuda_is_another_kernel(void)
+{
+    const gr_kernel *with = compile_types("x * 3 - 1", 1, GR_DTYPE_FLOAT32, 0, GR_DTYPE_FLOAT32);
+    const gr_kernel *without;
+    static float a[N], b[N];
+
+    fill();
+    gr__expr_without_cuda();
+    without = compile_types("x * 3 - 1", 1, GR_DTYPE_FLOAT32, 0, GR_DTYPE_FLOAT32);
+    ASSERT_TRUE(with != without && strcmp(with->name, without->name) != 0);
+    ASSERT_EQ(with->def.cuda_kind, GR_CUDA_SOURCE);
+    ASSERT_EQ(without->def.cuda_kind, GR_CUDA_NONE);
+    ASSERT_PTR_EQ(compile_types("x*3-1", 1, GR_DTYPE_FLOAT32, 0, GR_DTYPE_FLOAT32), without);
+    run(with, xs, NULL, a, N);
+    run(without, xs, NULL, b, N);
+    ASSERT_EQ(memcmp(a, b, sizeof(a)), 0);
+}
+
 GR_TEST_MAIN(GR_TEST(float32_operators_and_functions), GR_TEST(float64_operators_and_functions),
              GR_TEST(casts_follow_dtype_rules), GR_TEST(types_promote),
              GR_TEST(output_type_is_checked),
@@ -1028,4 +1048,5 @@ GR_TEST_MAIN(GR_TEST(float32_operators_and_functions), GR_TEST(float64_operators
              GR_TEST(concurrent_registration_registers_once), GR_TEST(full_registry_is_refused),
              GR_TEST(any_size_and_in_place), GR_TEST(seed_expression_equals_the_builtin),
              GR_TEST(constants_evaluate_in_double),
-             GR_TEST(cuda_source_compiles_for_every_operation))
+             GR_TEST(cuda_source_compiles_for_every_operation),
+             GR_TEST(without_cuda_is_another_kernel))
