@@ -5,14 +5,25 @@
  * so a NUL byte or a missing final newline cannot make the parser read past the end; every
  * token is a (pointer, length) slice of the text, copied only into fixed buffers after its
  * length has been checked. Nothing is allocated but the parser's state and the graph, and
- * every failure frees both.
+ * every failure frees both (kernels/expr.c frees what it compiles with before it returns;
+ * the expression kernels it registers stay, as every registered kernel does).
  *
- * The graph is built through the public builder, in three passes over the text: the first
- * checks the syntax of every line and adds the buffers, the second adds the nodes, the third
- * the dependencies. So statements may come in any order (a chain may name nodes declared
- * below it), and the builder, which wants names declared before use, is still only called
- * with names that exist. Each pass re-lexes the text (a spec is small); passes two and three
- * meet no syntax error, since the first would have reported it.
+ * The graph is built through the public builder, in passes over the text: the first loads
+ * `cuda` files (and notes the params' names), the next checks the syntax of every line and
+ * adds the buffers and params, the next the nodes, the last the dependency lines. So
+ * buffers and chains may come anywhere (a chain may name nodes declared below it), and the
+ * builder, which wants names declared before use, is still only called with names that
+ * exist. Each pass re-lexes the text (a spec is small); the later passes meet no syntax
+ * error, since the first would have reported it.
+ *
+ * Between the nodes and the dependency lines come the dependencies the data flow implies
+ * (add_implied_deps): the text is read as a program, nodes that share a buffer running in
+ * its order, so every implied edge points down the text and they make no cycle; a
+ * dependency line that contradicts them is refused there, naming both lines.
+ *
+ * Expressions (params, constant scalars, `expr` kernels) are kernels/expr.c's: it parses,
+ * evaluates and compiles them, reporting errors as offsets into their text, which become
+ * columns of the line here.
  *
  * Every error names the text, a line and a column (1-based, in bytes) and the reason. The
  * parser checks what it can point at precisely (duplicates, unknown names, kernel arities)

@@ -206,7 +206,9 @@ gr_expr_prog *gr__expr_prog_build(const gr_expr_node *nodes, uint32_t n, const g
 
     memset(&b, 0, sizeof(b));
     b.p = p;
-    b.free_slots = calloc(n + 1, sizeof(uint16_t));
+    /* A node makes at most six temporaries (clamp: three conversions, max, min; the root
+     * one more), so the free ones never outnumber that. */
+    b.free_slots = calloc((size_t)n * 6 + 8, sizeof(uint16_t));
     if (val == NULL || p == NULL || b.free_slots == NULL)
         goto out_oom;
     for (uint32_t k = 0; k < GR_MAX_KERNEL_INPUTS; k++)

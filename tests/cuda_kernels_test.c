@@ -432,11 +432,13 @@ static void expressions_match_cpu(void)
         {"sigmoid(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 3},
         {"pow(abs(x), y)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 3},
     };
-    double *xv = malloc(N * sizeof(double)), *yv = malloc(N * sizeof(double));
     size_t ns = sizeof(special) / sizeof(special[0]);
+    double *xv, *yv;
     gr_runtime *rt;
 
     REQUIRE_GPU();
+    xv = malloc(N * sizeof(double));
+    yv = malloc(N * sizeof(double));
     ASSERT_TRUE(xv != NULL && yv != NULL);
     for (uint64_t i = 0; i < N; i++) {
         xv[i] = (gr_workload_value(21, 0, i) * 8.0 - 4.0) * pow(10.0, (double)(i % 9) - 4.0);

@@ -17,6 +17,9 @@
 
 #include <graphrun.h>
 
+/* The tensor's memory, held here until exit (so no exit path leaks it). */
+static void *inputs[GR_MAX_PORTS], *output;
+
 static void *read_file(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
@@ -62,7 +65,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "expr_eval_tool: unknown type %s\n", argv[5 + 3 * k]);
             return 1;
         }
-        t.in[k] = read_file(argv[6 + 3 * k], &size);
+        t.in[k] = inputs[k] = read_file(argv[6 + 3 * k], &size);
         if (k > 0 && size / gr_dtype_size(type) != elems) {
             fprintf(stderr, "expr_eval_tool: inputs of different lengths\n");
             return 1;
@@ -87,7 +90,7 @@ int main(int argc, char **argv)
         return 2;
     }
     t.elems = elems;
-    t.out[0] = malloc(elems * gr_dtype_size(out_type));
+    t.out[0] = output = malloc(elems * gr_dtype_size(out_type));
     cfg.backend = GR_BACKEND_HOST;
     cfg.budget_bytes = 1 << 20; /* less than the tensor: chunks */
     if (t.out[0] == NULL || gr_runtime_create(&cfg, &rt, &err) != GR_OK ||
@@ -110,7 +113,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (uint32_t k = 0; k < n_in; k++)
-        free((void *)t.in[k]);
-    free(t.out[0]);
+        free(inputs[k]);
+    free(output);
     return 0;
 }

@@ -903,6 +903,35 @@ static void any_size_and_in_place(void)
     }
 }
 
+/* A long sum of conversions (every clamp widens x to float64 beside y): temporaries made
+ * and released by the hundred, the result still the reference's. */
+static void many_temporaries(void)
+{
+    enum { TERMS = 170 };
+    static char text[TERMS * 24];
+    static double out[N];
+    size_t at = 0;
+    const gr_kernel *k;
+
+    fill();
+    for (int t = 0; t < TERMS; t++)
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "%sclamp(x, y, %d)", t ? "+" : "",
+                               t);
+    ASSERT_LT(at, GR_EXPR_MAX_TEXT);
+    k = compile_types(text, 2, GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64);
+    run(k, xs, yd, out, N);
+    for (int i = 0; i < N; i++) {
+        double want = 0;
+
+        for (int t = 0; t < TERMS; t++) {
+            double c = ref_min_d(ref_max_d((double)xs[i], yd[i]), (double)t);
+            want = t ? want + c : c;
+        }
+        if (!same_d(out[i], want))
+            GR_TEST_FAIL("element %d: got %a, want %a", i, out[i], want);
+    }
+}
+
 /* "x" and the ten seed rounds spelled out, nested: sqrt(sqrt(x * 1.01 + 1.01) * 1.01 ...). */
 static void seed_text(char *buf, size_t size)
 {
@@ -1049,4 +1078,4 @@ GR_TEST_MAIN(GR_TEST(float32_operators_and_functions), GR_TEST(float64_operators
              GR_TEST(any_size_and_in_place), GR_TEST(seed_expression_equals_the_builtin),
              GR_TEST(constants_evaluate_in_double),
              GR_TEST(cuda_source_compiles_for_every_operation),
-             GR_TEST(without_cuda_is_another_kernel))
+             GR_TEST(without_cuda_is_another_kernel), GR_TEST(many_temporaries))
