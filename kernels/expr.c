@@ -914,9 +914,13 @@ static gr_status public_error(gr_error_info *err, const char *text, const gr_exp
                         line, col, e->why);
 }
 
-gr_status gr_kernel_register_expr(const gr_expr_def *def, char *name, size_t name_size,
+/* The size of the first version of gr_expr_def: callers must know at least that much. */
+#define EXPR_DEF_V1_SIZE (offsetof(gr_expr_def, param_values) + sizeof(void *))
+
+gr_status gr_kernel_register_expr(const gr_expr_def *caller, char *name, size_t name_size,
                                   gr_error_info *err)
 {
+    gr_expr_def full, *def = &full;
     gr_expr_param params[GR_EXPR_MAX_PARAMS];
     char got[GR_NAME_MAX + 1];
     gr_expr_env env;
@@ -924,9 +928,14 @@ gr_status gr_kernel_register_expr(const gr_expr_def *def, char *name, size_t nam
     gr_status st;
     size_t len;
 
-    if (def == NULL || def->magic != GR_EXPR_DEF_MAGIC || def->struct_size < sizeof(*def))
+    if (caller == NULL || caller->magic != GR_EXPR_DEF_MAGIC ||
+        caller->struct_size < EXPR_DEF_V1_SIZE)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "expression definition not initialized with GR_EXPR_DEF_INIT");
+    /* A caller compiled against an older, shorter definition gets zeros (the defaults) for
+     * the fields it does not know. */
+    memset(&full, 0, sizeof(full));
+    memcpy(&full, caller, caller->struct_size < sizeof(full) ? caller->struct_size : sizeof(full));
     if (def->text == NULL || name == NULL || name_size < sizeof(got))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "gr_kernel_register_expr: %s",
