@@ -428,7 +428,7 @@ static void expressions_match_cpu(void)
         {"pow(abs(x), y)", GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, 5},
         {"exp(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 2},
         {"log(abs(x))", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 2},
-        {"tanh(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 2},
+        {"tanh(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 4},
         {"sigmoid(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 3},
         {"pow(abs(x), y)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 3},
     };

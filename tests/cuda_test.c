@@ -177,10 +177,12 @@ static void one_worker_and_sixteen(void)
         ASSERT_STATUS(gr_tensor_set_alloc(&set, 64, 1000003, GR_MEM_PINNED, 40 + w), GR_OK);
         run_set(rt, &set);
         ASSERT_STATUS(gr_runtime_device_stats(rt, 0, &st), GR_OK);
-        ASSERT_EQ_U64(st.iterations_done, 64);
+        /* 4 MB tensors in pinned memory: batched by twos or so, scattered (units.h). */
+        ASSERT_GT(st.iterations_done, 0);
+        ASSERT_LE_U64(st.iterations_done, 64);
         /* Replay by in-place update: one instantiation per worker, at most. */
         ASSERT_LE_U64(st.graph_instantiations, workers[w]);
-        ASSERT_EQ_U64(st.graph_instantiations + st.graph_updates, 64);
+        ASSERT_EQ_U64(st.graph_instantiations + st.graph_updates, st.iterations_done);
         gr_tensor_set_free(&set);
         check_budget(rt);
         gr_runtime_destroy(rt);
@@ -472,7 +474,8 @@ static void separate_tensors_scattered_by_dma(void)
 
     REQUIRE_GPU();
     rt = cuda_runtime(3, 64 * MiB, GR_CONTEXT_PRIMARY);
-    ASSERT_STATUS(gr_tensor_set_alloc(&set, 3000, 3001, GR_MEM_PINNED, 71), GR_OK);
+    /* 36 KB each: over GR_SCATTER_FROM_BYTES, under which the CPU gathers them. */
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 1000, 9001, GR_MEM_PINNED, 71), GR_OK);
     run_set(rt, &set);
     ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
     ASSERT_GT(st.units_scattered, 0);
@@ -481,7 +484,7 @@ static void separate_tensors_scattered_by_dma(void)
 
     /* Pinned, then pageable, all in one batch. */
     {
-        enum { N = 64, E = 1000 };
+        enum { N = 64, E = 10000 };
         float *mem[N];
         gr_tensor t[N];
         gr_error_info err;
@@ -525,7 +528,7 @@ static void separate_tensors_staged_without_batch_copies(void)
     REQUIRE_GPU();
     setenv("GR_BATCH_COPIES", "0", 1);
     rt = cuda_runtime(3, 64 * MiB, GR_CONTEXT_PRIMARY);
-    ASSERT_STATUS(gr_tensor_set_alloc(&set, 3000, 3001, GR_MEM_PINNED, 72), GR_OK);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 1000, 9001, GR_MEM_PINNED, 72), GR_OK);
     run_set(rt, &set);
     ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
     ASSERT_GT(st.units_staged, 0);
