@@ -429,7 +429,7 @@ static void expressions_match_cpu(void)
         {"exp(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 2},
         {"log(abs(x))", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 2},
         {"tanh(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 4},
-        {"sigmoid(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 3},
+        {"sigmoid(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 4},
         {"pow(abs(x), y)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 3},
     };
     size_t ns = sizeof(special) / sizeof(special[0]);
