@@ -282,24 +282,31 @@ def _on_log_c(level, message, user):
 
 def _loop():
     while True:
-        item = _events.get()
-        try:
-            if item[0] == "job":
-                with _jobs_lock:
-                    job = _jobs.get(item[1])
-                if job is not None:
-                    if job._handle is None:
-                        job._handle = item[2]
-                    job._finish(item[3])
-            elif item[0] == "log":
-                level = _PY_LEVELS.get(item[1], logging.ERROR)
-                log.log(level, "%s", item[2].decode(errors="replace"))
-            elif item[0] == "close":
-                lib.gr_runtime_destroy(item[1])
-            elif item[0] == "stop":
-                return
-        except BaseException:  # the thread must outlive a bad callback
-            log.exception("graphrun: error on the callback thread")
+        if not _handle(_events.get()):
+            return
+
+
+def _handle(item):
+    # A function of its own, so that nothing of the last event (a job and its arrays)
+    # stays referenced by the loop while it waits for the next one.
+    try:
+        if item[0] == "job":
+            with _jobs_lock:
+                job = _jobs.get(item[1])
+            if job is not None:
+                if job._handle is None:
+                    job._handle = item[2]
+                job._finish(item[3])
+        elif item[0] == "log":
+            level = _PY_LEVELS.get(item[1], logging.ERROR)
+            log.log(level, "%s", item[2].decode(errors="replace"))
+        elif item[0] == "close":
+            lib.gr_runtime_destroy(item[1])
+        elif item[0] == "stop":
+            return False
+    except BaseException:  # the thread must outlive a bad callback
+        log.exception("graphrun: error on the callback thread")
+    return True
 
 
 def _on_callback_thread():
@@ -654,8 +661,8 @@ _SLICE = 0.05  # seconds per wait slice: how soon Ctrl-C and a progress bar are 
 
 
 def _per_port(value, n_ports, what, graph):
-    """(per-port lists, flat): `value` is a list of one sequence per port, or for a graph of
-    one port, that port's sequence of arrays itself."""
+    """Per-port lists: `value` is a list of one sequence per port, or for a graph of one
+    port, that port's sequence of arrays itself."""
     if not isinstance(value, (list, tuple)):
         _refuse(f"{what} must be a list: one sequence of arrays per port of the graph "
                 f"({graph.name} has {n_ports}), or for a graph of one port its arrays; "
@@ -665,11 +672,11 @@ def _per_port(value, n_ports, what, graph):
         if len(items) != n_ports:
             _refuse(f"{what}: {len(items)} sequences for the {n_ports} {what[:-1]} port(s) "
                     f"of {graph.name}")
-        return [list(x) for x in items], False
+        return [list(x) for x in items]
     if n_ports != 1:
         _refuse(f"{what}: {graph.name} has {n_ports} {what[:-1]} ports: give one sequence "
                 "of arrays per port")
-    return [items], True
+    return [items]
 
 
 def _elements_desc(port, elems):
@@ -694,7 +701,7 @@ class Job:
         if on_complete is not None and not callable(on_complete):
             raise TypeError("on_complete must be callable (it gets the Job)")
         n_in, n_out = len(graph.inputs), len(graph.outputs)
-        ins, flat = _per_port(inputs, n_in, "inputs", graph)
+        ins = _per_port(inputs, n_in, "inputs", graph)
         count = len(ins[0]) if n_in else 0
         for p, seq in enumerate(ins):
             if len(seq) != count:
@@ -702,7 +709,7 @@ class Job:
         if outputs is None:
             outs = [[None] * count for _ in range(n_out)]
         else:
-            outs, flat = _per_port(outputs, n_out, "outputs", graph)
+            outs = _per_port(outputs, n_out, "outputs", graph)
             for p, seq in enumerate(outs):
                 if len(seq) != count:
                     _refuse(f"outputs: port {p} has {len(seq)} arrays for {count} tensors")
@@ -779,7 +786,7 @@ class Job:
         job._copy_backs = copy_backs
         job._on_complete = on_complete
         job._results = results
-        job._flat = flat and n_out == 1
+        job._flat = n_out == 1
         job._key = next(_keys)
         opts = _c.job_options_init()
         if deadline is not None:
@@ -934,9 +941,9 @@ class Job:
 
     def result(self, timeout=None):
         """Waits (as wait), then returns the outputs, or raises the job's first failure.
-        The outputs come in the form the inputs (or outputs) were given: a list of arrays
-        for a graph of one output port given a flat list, else one list per output port;
-        in place they are the very input objects. TimeoutError (the built-in) when not
+        The outputs: for a graph of one output port a list of arrays (one per tensor),
+        else a list of one such list per output port; in place they are the very input
+        objects. TimeoutError (the built-in) when not
         complete within `timeout`."""
         if not self.wait(timeout):
             raise TimeoutError(f"graphrun job {self.id}: not complete after {timeout} s")

@@ -153,7 +153,7 @@ def as_buf(obj, what):
 
 def _view(obj):
     """A NumPy view of an object that is not an ndarray or a torch tensor, without a copy."""
-    if isinstance(obj, (list, tuple)) or np.isscalar(obj):
+    if isinstance(obj, (list, tuple, int, float, complex, str, np.generic)):
         raise _Refusal(f"is a {type(obj).__name__}, not an array: pass a NumPy array "
                        "(numpy.asarray(x, dtype=...)) or a tensor")
     if hasattr(obj, "__array_interface__"):
