@@ -79,11 +79,14 @@ def gate(new_runtime):
 # "PASS name", "FAIL name", "SKIP name: reason".
 
 _outcomes = {}
+_TAG = os.environ.get("GRAPHRUN_TEST_TAG", "")
 
 
 def pytest_runtest_logreport(report):
     name = report.nodeid.split("::", 1)[-1]
     name = os.path.basename(report.nodeid.split("::", 1)[0]).replace(".py", "") + "." + name
+    if _TAG:
+        name = _TAG + "." + name
     prev = _outcomes.get(name)
     if report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
