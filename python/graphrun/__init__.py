@@ -302,11 +302,20 @@ def _handle(item):
             log.log(level, "%s", item[2].decode(errors="replace"))
         elif item[0] == "close":
             lib.gr_runtime_destroy(item[1])
+        elif item[0] == "sync":
+            item[1].set()
         elif item[0] == "stop":
             return False
     except BaseException:  # the thread must outlive a bad callback
         log.exception("graphrun: error on the callback thread")
     return True
+
+
+def _sync():
+    """Returns once the callback thread has handled every event queued before the call."""
+    done = threading.Event()
+    _events.put(("sync", done))
+    done.wait()
 
 
 def _on_callback_thread():
@@ -517,8 +526,9 @@ class Runtime:
     def close(self, wait=True):
         """Destroys the runtime (gr_runtime_destroy). wait=True first waits for every job of
         this runtime to complete; wait=False stops what has not started (Status.SHUTDOWN).
-        On return every job is complete and its callback has run (except when called from
-        a callback: then the callbacks of the other jobs run after it returns).
+        On return every job is complete, its callback has run and every log line has been
+        delivered (except when called from a callback: then the other jobs' callbacks and
+        the log lines run after it returns).
         Idempotent. Ctrl-C while waiting stops everything, then re-raises."""
         if self._handle is None:
             return
@@ -531,9 +541,10 @@ class Runtime:
             if h is not None:
                 self._closed = True
                 lib.gr_runtime_destroy(h)
+                # Every completion and log line of the runtime was queued before destroy
+                # returned: once the callback thread reaches this marker, all are handled.
                 if not _on_callback_thread():
-                    for j in self._live_jobs():
-                        j._event.wait()
+                    _sync()
 
     def __del__(self):
         h = getattr(self, "_handle", None)
