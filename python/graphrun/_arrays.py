@@ -51,13 +51,23 @@ def dtype_name(dtype):
     return numpy_name(d, strict=True)
 
 
+_NAMES = {}  # dtype -> graphrun name or None: dtype.name is slow, and jobs have many
+
+
 def numpy_name(d, strict=False):
     """graphrun's name for NumPy dtype `d`, or None (ValueError with strict) when none:
     only native (or single-byte) byte order."""
-    if d.name == "bfloat16" and d.itemsize == 2:
-        return "bfloat16"
-    if d.isnative and d.name in CODE:
-        return d.name
+    try:
+        name = _NAMES[d]
+    except KeyError:
+        name = None
+        if d.name == "bfloat16" and d.itemsize == 2:
+            name = "bfloat16"
+        elif d.isnative and d.name in CODE:
+            name = d.name
+        _NAMES[d] = name
+    if name is not None:
+        return name
     if strict:
         raise ValueError(f"graphrun has no element type for NumPy's {describe_np(d)}")
     return None
