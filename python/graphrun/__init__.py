@@ -533,8 +533,13 @@ class Runtime:
         if self._handle is None:
             return
         try:
-            if wait:
-                for j in self._live_jobs():
+            while wait:  # callbacks may submit more: until none is left
+                # From a callback: not the jobs whose callbacks are running (this one's).
+                live = [j for j in self._live_jobs()
+                        if not (j._finished and _on_callback_thread())]
+                if not live:
+                    break
+                for j in live:
                     j.wait()
         finally:
             h, self._handle = self._handle, None
@@ -754,7 +759,8 @@ class Job:
                 elems, shape = lead.size, lead.shape
             for p, (b, port) in enumerate(zip(bufs, graph.inputs)):
                 _check_size(b, port, elems, i)
-            used = set()
+            # Memory an output already has: a default output is never put over it too.
+            used = {b.ptr for b in given if b is not None}
             for p, port in enumerate(graph.outputs):
                 b = given[p]
                 if b is None:
@@ -770,7 +776,6 @@ class Job:
                 t.in_[p] = b.ptr or None
             for p, b in enumerate(bufs[n_in:]):
                 t.out[p] = b.ptr or None
-                used.add(id(b))
             t.elems = elems
             dims = list(shape)
             if len(dims) > _c.GR_MAX_DIMS:  # leading dimensions merged: the last three stay
@@ -1095,8 +1100,8 @@ def _default_output(graph, p, bufs, used, lead, shape, elems):
     port = graph.outputs[p]
     for q in sorted(graph.in_place[p]):
         b = bufs[q]
-        if b.writable and id(b) not in used and b.size == _elements_desc(port, elems):
-            used.add(id(b))
+        if b.writable and b.ptr not in used and b.size == _elements_desc(port, elems):
+            used.add(b.ptr)
             return b
     torch = _arrays._torch()
     as_torch = (lead is not None and torch is not None and

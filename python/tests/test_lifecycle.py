@@ -230,6 +230,22 @@ def test_wait_inside_a_callback_does_not_deadlock(rt):
     assert job.wait(30) and results == [True, True]
 
 
+def test_close_from_a_callback(new_runtime, backend):
+    rt = new_runtime(backend=backend)
+    other = rt.submit(graphrun.seed(), [rand(500_000, seed=i) for i in range(4)])
+    closed = threading.Event()
+
+    def cb(job):
+        job.runtime.close()  # waits for `other` here, on the callback thread
+        closed.set()
+
+    job = rt.submit(graphrun.seed(), [rand(10)], on_complete=cb)
+    assert job.wait(60) and closed.is_set()
+    assert other.done() and other.error() is None
+    with pytest.raises(graphrun.InvalidUsage):
+        rt.submit(graphrun.seed(), [rand(10)])
+
+
 def test_many_threads_submit_at_once(new_runtime, backend, kind):
     rt = new_runtime(backend=backend, budget="32MiB")
     n_threads, jobs_each = 8, 12
