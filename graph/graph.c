@@ -696,6 +696,24 @@ gr_status gr_graph_finalize(gr_graph *g)
                 ok &= ~(1u << g->nodes[j].port);
         g->inplace_ok[d->port] = ok;
     }
+    {
+        uint32_t h2d = 0, d2h = 0;
+
+        g->copies_at_ends = true;
+        for (uint32_t i = 0; i < g->n_nodes; i++) {
+            const gr_node *n = &g->nodes[i];
+
+            h2d += n->kind == GR_NODE_H2D;
+            d2h += n->kind == GR_NODE_D2H;
+            if (n->kind == GR_NODE_H2D && n->preds != 0)
+                g->copies_at_ends = false;
+            for (uint32_t j = 0; n->kind == GR_NODE_D2H && j < g->n_nodes; j++)
+                if ((g->nodes[j].preds >> i) & 1)
+                    g->copies_at_ends = false;
+        }
+        if (h2d > GR_MAX_PORTS || d2h > GR_MAX_PORTS)
+            g->copies_at_ends = false;
+    }
     g->splittable = true;
     for (uint32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].kind == GR_NODE_KERNEL && !g->nodes[i].kernel->def.elementwise)

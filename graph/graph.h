@@ -62,6 +62,10 @@ struct gr_graph {
     uint32_t in_size[GR_MAX_PORTS], out_size[GR_MAX_PORTS];
     uint64_t in_fixed[GR_MAX_PORTS], out_fixed[GR_MAX_PORTS];
     bool splittable; /* every kernel elementwise and every buffer 1:1 with the tensor */
+    /* Every H2D node comes first (no predecessors) and every D2H node last (no successors),
+     * at most GR_MAX_PORTS of each: the copies may be done apart from the kernels, all in
+     * before and all out after (a backend's batched copies: gr_iteration.h2d). */
+    bool copies_at_ends;
     /* inplace_ok[p]: bit q set when every H2D of input port q is an ancestor of the D2H of
      * output port p, so out[p] may be the very same memory as in[q] (in place). */
     uint32_t inplace_ok[GR_MAX_PORTS];
@@ -74,12 +78,19 @@ struct gr_graph {
 };
 
 /* One iteration of a graph: the tensor, and where its buffers are in device memory. */
+struct gr_copy; /* runtime/copier.h */
+
 typedef struct gr_iteration {
     const gr_graph *graph;
     const gr_tensor *tensor;
     uint64_t index;
     unsigned char *base;              /* the iteration's block in the device region */
     uint64_t offsets[GR_MAX_BUFFERS]; /* of each buffer within the block */
+    /* A batch of tensors apart in DMA-ready memory (gr_unit.scattered): the backend copies
+     * h2d[0 .. n_h2d) in before the graph's kernels, d2h[0 .. n_d2h) out after, and runs
+     * none of the graph's copy nodes (graph.copies_at_ends). NULL and 0 otherwise. */
+    const struct gr_copy *h2d, *d2h;
+    uint32_t n_h2d, n_d2h;
 } gr_iteration;
 
 /* The copy node `node` does in iteration `it` (H2D or D2H): destination, source, bytes. */

@@ -5,14 +5,25 @@
  * so a NUL byte or a missing final newline cannot make the parser read past the end; every
  * token is a (pointer, length) slice of the text, copied only into fixed buffers after its
  * length has been checked. Nothing is allocated but the parser's state and the graph, and
- * every failure frees both.
+ * every failure frees both (kernels/expr.c frees what it compiles with before it returns;
+ * the expression kernels it registers stay, as every registered kernel does).
  *
- * The graph is built through the public builder, in three passes over the text: the first
- * checks the syntax of every line and adds the buffers, the second adds the nodes, the third
- * the dependencies. So statements may come in any order (a chain may name nodes declared
- * below it), and the builder, which wants names declared before use, is still only called
- * with names that exist. Each pass re-lexes the text (a spec is small); passes two and three
- * meet no syntax error, since the first would have reported it.
+ * The graph is built through the public builder, in passes over the text: the first loads
+ * `cuda` files (and notes the params' names), the next checks the syntax of every line and
+ * adds the buffers and params, the next the nodes, the last the dependency lines. So
+ * buffers and chains may come anywhere (a chain may name nodes declared below it), and the
+ * builder, which wants names declared before use, is still only called with names that
+ * exist. Each pass re-lexes the text (a spec is small); the later passes meet no syntax
+ * error, since the first would have reported it.
+ *
+ * Between the nodes and the dependency lines come the dependencies the data flow implies
+ * (add_implied_deps): the text is read as a program, nodes that share a buffer running in
+ * its order, so every implied edge points down the text and they make no cycle; a
+ * dependency line that contradicts them is refused there, naming both lines.
+ *
+ * Expressions (params, constant scalars, `expr` kernels) are kernels/expr.c's: it parses,
+ * evaluates and compiles them, reporting errors as offsets into their text, which become
+ * columns of the line here.
  *
  * Every error names the text, a line and a column (1-based, in bytes) and the reason. The
  * parser checks what it can point at precisely (duplicates, unknown names, kernel arities)
@@ -34,6 +45,7 @@
 #include <strings.h>
 
 #include "graph/graph.h"
+#include "kernels/expr.h"
 #include "runtime/sync.h"
 
 /* The largest file gr_graph_load reads: far above any graph of GR_MAX_NODES nodes. */
@@ -44,6 +56,15 @@
 typedef struct spec_pos {
     size_t line, col;
 } spec_pos;
+
+typedef struct spec_param {
+    char name[GR_NAME_MAX + 1];
+    double value;
+    spec_pos pos;
+} spec_param;
+
+/* Why data flow orders node j after node i. */
+enum { FLOW_READ_AFTER_WRITE = 1, FLOW_WRITE_AFTER_READ, FLOW_WRITE_AFTER_WRITE };
 
 typedef enum tok_kind {
     T_WORD,   /* [A-Za-z_][A-Za-z0-9_.-]*, ended by "->" */
@@ -57,6 +78,7 @@ typedef enum tok_kind {
     T_RBRACKET,
     T_STRING, /* "...": no escapes, no newline; the token spans the quotes */
     T_ARROW,
+    T_EQUALS,
     T_EOL, /* a newline, or a comment and its newline */
     T_EOF,
     T_BAD, /* a lexical error; parser.lex_why says what */
@@ -91,6 +113,24 @@ typedef struct parser {
     char lex_why[128];
     spec_pos node_pos[GR_MAX_NODES];     /* where each node's name was declared */
     spec_pos buffer_pos[GR_MAX_BUFFERS]; /* where each buffer's name was declared */
+
+    /* Params, in the order of the text (each usable below its line), and the same as the
+     * expression compiler takes them. */
+    spec_param params[GR_EXPR_MAX_PARAMS];
+    gr_expr_param expr_params[GR_EXPR_MAX_PARAMS];
+    uint32_t n_params;
+    /* The names every param line declares, found in the first pass: a scalar argument
+     * naming one is a scalar wherever the param is (and refused if it is below). */
+    char param_words[GR_EXPR_MAX_PARAMS][GR_NAME_MAX + 1];
+    uint32_t n_param_words;
+
+    /* Dependencies the data flow implies: implied[j] bit i for the edge i -> j the graph got
+     * (the reduced set), flow[j][i] why node j follows node i (every implied pair). */
+    uint64_t implied[GR_MAX_NODES];
+    struct flow {
+        uint8_t kind; /* FLOW_*, 0 for none */
+        uint8_t buffer;
+    } flow[GR_MAX_NODES][GR_MAX_NODES];
 } parser;
 
 /* A statement's parts, as far as one pass needs them. */
@@ -100,22 +140,31 @@ typedef struct kernel_stmt {
     tok inputs[GR_MAX_KERNEL_INPUTS];
     double scalars[GR_MAX_SCALARS];
     tok scalar_toks[GR_MAX_SCALARS];
+    bool scalar_expr[GR_MAX_SCALARS]; /* a constant expression, not one number */
     uint32_t n_inputs, n_scalars; /* as written: may exceed the arrays, checked at once */
 } kernel_stmt;
 
 static gr_status perr(parser *p, spec_pos at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+static gr_status vperr(parser *p, gr_status st, spec_pos at, const char *fmt, va_list ap)
+{
+    char why[256];
+
+    vsnprintf(why, sizeof(why), fmt, ap);
+    return gr_error_set(p->err, st, GR_NO_INDEX, NULL, "%s:%zu:%zu: %s", p->name, at.line,
+                        at.col, why);
+}
+
 static gr_status perr(parser *p, spec_pos at, const char *fmt, ...)
 {
-    char why[224];
     va_list ap;
+    gr_status st;
 
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    st = vperr(p, GR_ERR_INVALID_ARGUMENT, at, fmt, ap);
     va_end(ap);
-    return gr_error_set(p->err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "%s:%zu:%zu: %s",
-                        p->name, at.line, at.col, why);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------
@@ -157,7 +206,8 @@ static bool ends_token(const parser *p, size_t i)
         return true;
     c = p->text[i];
     return is_blank(c) || c == '\n' || c == '#' || c == ':' || c == '(' || c == ')' ||
-           c == ',' || c == '/' || c == '[' || c == ']';
+           c == ',' || c == '/' || c == '[' || c == ']' || c == '=' || c == '*' || c == '+' ||
+           c == '-' || c == '<' || c == '>' || c == '!';
 }
 
 /* `c` as a message shows it: 'c' when printable, else its byte value. */
@@ -247,6 +297,7 @@ static tok next(parser *p)
         case ')': t.kind = T_RPAREN; break;
         case ',': t.kind = T_COMMA; break;
         case '/': t.kind = T_SLASH; break;
+        case '=': t.kind = T_EQUALS; break;
         case '[': t.kind = T_LBRACKET; break;
         case ']': t.kind = T_RBRACKET; break;
         case '"':
@@ -330,7 +381,7 @@ static gr_status expected(parser *p, const tok *t, const char *fmt, ...)
 static bool is_keyword(const tok *t)
 {
     return tok_is(t, "buffer") || tok_is(t, "h2d") || tok_is(t, "kernel") || tok_is(t, "d2h") ||
-           tok_is(t, "cuda");
+           tok_is(t, "cuda") || tok_is(t, "param");
 }
 
 /* Words strtof would read as a number: they cannot be names, or `mul(x, inf)` would be
@@ -400,23 +451,29 @@ static gr_status take_number(parser *p, const tok *t, double *out)
     return GR_OK;
 }
 
-/* Whether scalar `v`, written at `t`, is a value of type `type`: float32 scalars are
- * finite and not so small that they would round to 0; int32 ones integers in range. */
-static gr_status check_scalar(parser *p, const tok *t, double v, gr_dtype type)
+/* Whether scalar `v`, written at `t` (a number, or with `expr` a constant expression), is a
+ * value of type `type`: float32 scalars are finite and not so small that they would round
+ * to 0; int32 ones integers in range. */
+static gr_status check_scalar(parser *p, const tok *t, bool expr, double v, gr_dtype type)
 {
+    char what[96];
+    int n = (int)(t->len > 40 ? 40 : t->len);
+
+    if (expr)
+        snprintf(what, sizeof(what), "scalar '%.*s%s' (%g)", n, t->p, t->len > 40 ? "..." : "",
+                 v);
+    else
+        snprintf(what, sizeof(what), "number '%.*s'", (int)t->len, t->p);
     switch (type) {
     case GR_DTYPE_FLOAT32:
         if (isinf((float)v))
-            return perr(p, t->pos, "number '%.*s' is out of float32 range (at most 3.4e38)",
-                        (int)t->len, t->p);
+            return perr(p, t->pos, "%s is out of float32 range (at most 3.4e38)", what);
         if (v != 0.0 && (float)v == 0.0f)
-            return perr(p, t->pos, "number '%.*s' is too small for float32 (it would be 0)",
-                        (int)t->len, t->p);
+            return perr(p, t->pos, "%s is too small for float32 (it would be 0)", what);
         return GR_OK;
     case GR_DTYPE_INT32:
         if (!(v >= -2147483648.0 && v <= 2147483647.0) || v != floor(v))
-            return perr(p, t->pos, "number '%.*s' is not an int32 (the kernel's scalar type)",
-                        (int)t->len, t->p);
+            return perr(p, t->pos, "%s is not an int32 (the kernel's scalar type)", what);
         return GR_OK;
     default:
         return GR_OK;
@@ -481,13 +538,19 @@ static gr_status expect_end(parser *p, const char *after)
  * Name resolution against the graph being built.
  * ---------------------------------------------------------------------------------- */
 
+static int find_param(const parser *p, const char *s, size_t len, uint32_t among);
+
 static gr_status new_buffer_name(parser *p, const tok *t, const char *name)
 {
-    int b = gr_graph_buffer_index(p->g, name);
+    int b = gr_graph_buffer_index(p->g, name), q = find_param(p, t->p, t->len, p->n_params);
 
     if (b >= 0)
         return perr(p, t->pos, "buffer '%s' is defined twice (first on line %zu)", name,
                     p->buffer_pos[b].line);
+    if (q >= 0)
+        return perr(p, t->pos, "buffer '%s' has the name of param '%s' (line %zu): params and "
+                               "buffers share names",
+                    name, name, p->params[q].pos.line);
     return GR_OK;
 }
 
@@ -836,11 +899,224 @@ static gr_status check_arity(parser *p, const kernel_stmt *k)
     else
         snprintf(got, sizeof(got), "%s and %s", count_text(k->n_inputs, "buffer", a, sizeof(a)),
                  count_text(k->n_scalars, "scalar", b, sizeof(b)));
+    /* "scale-1" is one name, a buffer's: a param `scale` minus 1 needs spaces. */
+    for (uint32_t i = 0; i < k->n_inputs && i < GR_MAX_KERNEL_INPUTS; i++) {
+        const tok *t = &k->inputs[i];
+        const char *minus = memchr(t->p, '-', t->len);
+
+        for (uint32_t q = 0; minus != NULL && q < p->n_param_words; q++)
+            if (strlen(p->param_words[q]) == (size_t)(minus - t->p) &&
+                memcmp(p->param_words[q], t->p, (size_t)(minus - t->p)) == 0)
+                return perr(p, k->kernel.pos, "kernel '%s' takes %s and %s, got %s ('%.*s' is "
+                                              "one name: for param '%s' minus something, put "
+                                              "spaces around the '-')",
+                            d->name, want_in, want_sc, got, (int)t->len, t->p,
+                            p->param_words[q]);
+    }
     return perr(p, k->kernel.pos, "kernel '%s' takes %s and %s, got %s", d->name, want_in,
                 want_sc, got);
 }
 
-/* The arguments after '(': buffer names, then numbers, up to and including ')'. */
+/* ------------------------------------------------------------------------------------
+ * Params and constant expressions.
+ * ---------------------------------------------------------------------------------- */
+
+/* The params declared above line `line` (params are kept in the order of the text). */
+static uint32_t params_above(const parser *p, size_t line)
+{
+    uint32_t n = 0;
+
+    while (n < p->n_params && p->params[n].pos.line < line)
+        n++;
+    return n;
+}
+
+static int find_param(const parser *p, const char *s, size_t len, uint32_t among)
+{
+    for (uint32_t i = 0; i < among; i++)
+        if (strlen(p->params[i].name) == len && memcmp(p->params[i].name, s, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Where an expression that starts at byte `start` of the text (on the current line) has
+ * its byte `offset`. */
+static spec_pos pos_in_line(const parser *p, size_t start, size_t offset)
+{
+    spec_pos at = {p->line, start + offset - p->line_start + 1};
+    return at;
+}
+
+/* The end of a constant expression that starts at byte `start`: the first ',' or ')' that
+ * no '(' of its own opened, or the end of the line (a comment's '#' included); trailing
+ * blanks are not part of it. */
+static size_t const_extent(const parser *p, size_t start)
+{
+    size_t i = start, end;
+    int depth = 0;
+
+    for (; i < p->len; i++) {
+        char c = p->text[i];
+
+        if (c == '\n' || c == '#' || ((c == ',' || c == ')') && depth == 0))
+            break;
+        depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    }
+    for (end = i; end > start && is_blank(p->text[end - 1]); end--)
+        ;
+    return end;
+}
+
+/* Refuse an expression error *e found in a text that starts at `base` (the text is on one
+ * line, and a column counts bytes). */
+static gr_status expr_refused(parser *p, spec_pos base, const gr_expr_error *e,
+                              const char *hint)
+{
+    spec_pos at = {base.line, base.col + e->offset};
+
+    if (e->status != GR_ERR_INVALID_ARGUMENT) /* the registry's: full, out of memory */
+        return gr_error_set(p->err, e->status, GR_NO_INDEX, NULL, "%s:%zu:%zu: %s", p->name,
+                            at.line, at.col, e->why);
+    return perr(p, at, "%s%s", e->why, hint ? hint : "");
+}
+
+/* Evaluate the constant expression text[start, end), which is at `base`, with the params
+ * above its line; a name the constant cannot use gets a hint when it is a buffer. */
+static gr_status eval_const(parser *p, size_t start, size_t end, spec_pos base, double *out)
+{
+    gr_expr_error e;
+    char hint[128];
+    gr_status st;
+
+    st = gr__expr_eval_const(p->text + start, end - start, p->expr_params,
+                             params_above(p, base.line), out, &e);
+    if (st == GR_OK)
+        return GR_OK;
+    hint[0] = '\0';
+    if (e.unknown_name && e.name_len <= GR_NAME_MAX) {
+        char name[GR_NAME_MAX + 1];
+
+        memcpy(name, p->text + start + e.offset, e.name_len);
+        name[e.name_len] = '\0';
+        if (gr_graph_buffer_index(p->g, name) >= 0)
+            snprintf(hint, sizeof(hint), ": '%s' is a buffer, and a scalar is a constant (for "
+                                         "arithmetic on buffers, use expr)", name);
+        else if (find_param(p, name, e.name_len, p->n_params) >= 0)
+            snprintf(hint, sizeof(hint), ": param '%s' is declared below, and must be above "
+                                         "its use", name);
+    }
+    return expr_refused(p, base, &e, hint);
+}
+
+/* param NAME '=' CONSTANT, defined in the buffers' pass, in the order of the text. */
+static gr_status parse_param(parser *p)
+{
+    char name[GR_NAME_MAX + 1];
+    tok t = next(p), eq;
+    size_t start, end;
+    double v = 0;
+    gr_status st;
+    int other;
+
+    if (t.kind != T_WORD)
+        return expected(p, &t, "a param name after 'param'");
+    if ((st = take_name(p, &t, true, name)) != GR_OK)
+        return st;
+    if (!gr__expr_name_ok(t.p, t.len))
+        return perr(p, t.pos, "param '%s' cannot be named in an expression (%s)", name,
+                    memchr(t.p, '-', t.len) ? "'-' would read as a minus"
+                                            : "it is a function's name");
+    eq = next(p);
+    if (eq.kind != T_EQUALS)
+        return expected(p, &eq, "'=' after param name '%s'", name);
+    while (p->at < p->len && is_blank(p->text[p->at]))
+        p->at++;
+    start = p->at;
+    end = const_extent(p, start);
+    if (end == start) {
+        tok none = peek(p);
+        return expected(p, &none, "a constant after '='");
+    }
+    if (p->pass == PASS_BUFFERS) {
+        int b = gr_graph_buffer_index(p->g, name);
+
+        if ((other = find_param(p, t.p, t.len, p->n_params)) >= 0)
+            return perr(p, t.pos, "param '%s' is defined twice (first on line %zu)", name,
+                        p->params[other].pos.line);
+        if (b >= 0)
+            return perr(p, t.pos, "param '%s' has the name of buffer '%s' (line %zu): params "
+                                  "and buffers share names",
+                        name, name, p->buffer_pos[b].line);
+        if (p->n_params == GR_EXPR_MAX_PARAMS)
+            return perr(p, t.pos, "too many params (at most %d)", GR_EXPR_MAX_PARAMS);
+        if ((st = eval_const(p, start, end, pos_in_line(p, start, 0), &v)) != GR_OK)
+            return st;
+        gr_strlcpy(p->params[p->n_params].name, name, sizeof(p->params[0].name));
+        p->params[p->n_params].value = v;
+        p->params[p->n_params].pos = t.pos;
+        p->expr_params[p->n_params] =
+            (gr_expr_param){p->params[p->n_params].name, t.len, v};
+        p->n_params++;
+    } else {
+        gr_expr_error e;
+
+        if (gr__expr_check_syntax(p->text + start, end - start, &e) != GR_OK)
+            return expr_refused(p, pos_in_line(p, start, 0), &e, NULL);
+    }
+    p->at = end;
+    return expect_end(p, "the constant");
+}
+
+/* Whether an operator of a constant expression (or a call's '(') follows the token just
+ * read. */
+static bool operator_follows(const parser *p)
+{
+    size_t i = p->at;
+
+    while (i < p->len && is_blank(p->text[i]))
+        i++;
+    if (i >= p->len)
+        return false;
+    switch (p->text[i]) {
+    case '*': case '/': case '+': case '(': case '<': case '>': case '=': case '!':
+        return true;
+    case '-':
+        return !arrow_at(p, i);
+    default:
+        return false;
+    }
+}
+
+/* Whether the argument that starts with token t is a constant expression rather than a
+ * buffer name or a plain number. */
+static bool arg_is_constant(const parser *p, const tok *t)
+{
+    if (t->kind == T_LPAREN)
+        return true;
+    if (t->kind == T_WORD) {
+        for (uint32_t i = 0; i < p->n_param_words; i++)
+            if (strlen(p->param_words[i]) == t->len &&
+                memcmp(p->param_words[i], t->p, t->len) == 0)
+                return true;
+        return operator_follows(p);
+    }
+    if (t->kind != T_NUMBER)
+        return false;
+    if (operator_follows(p))
+        return true;
+    /* A sign before a name or a parenthesis ("-scale", "- 2"), but not "-inf". */
+    if (t->p[0] == '+' || t->p[0] == '-') {
+        tok rest = {T_WORD, t->p + 1, t->len - 1, t->pos};
+
+        return t->len == 1 || (is_alpha(t->p[1]) && !is_nonfinite_word(&rest));
+    }
+    return false;
+}
+
+/* The arguments after '(': buffer names, then scalars (numbers or constant expressions of
+ * numbers and params), up to and including ')'. Constant expressions are read as raw text,
+ * checked in the buffers' pass and evaluated in the nodes' (when every buffer is known,
+ * for the message of a buffer named in one). */
 static gr_status parse_args(parser *p, kernel_stmt *k)
 {
     char name[GR_NAME_MAX + 1];
@@ -853,7 +1129,29 @@ static gr_status parse_args(parser *p, kernel_stmt *k)
         if (t.kind == T_WORD && is_nonfinite_word(&t))
             return perr(p, t.pos, "number '%.*s' is not finite (scalars must be finite)",
                         (int)t.len, t.p);
-        if (t.kind == T_WORD) {
+        if (arg_is_constant(p, &t)) {
+            size_t start = (size_t)(t.p - p->text), end = const_extent(p, start);
+            double v = 0.0;
+
+            if (p->pass == PASS_NODES) {
+                if ((st = eval_const(p, start, end, t.pos, &v)) != GR_OK)
+                    return st;
+            } else {
+                gr_expr_error e;
+
+                if (gr__expr_check_syntax(p->text + start, end - start, &e) != GR_OK)
+                    return expr_refused(p, t.pos, &e, NULL);
+            }
+            t.len = end - start;
+            p->at = end;
+            if (k->n_scalars < GR_MAX_SCALARS) {
+                k->scalars[k->n_scalars] = v;
+                k->scalar_toks[k->n_scalars] = t;
+                k->scalar_expr[k->n_scalars] = true;
+            }
+            if (k->n_scalars < UINT32_MAX)
+                k->n_scalars++;
+        } else if (t.kind == T_WORD) {
             if (k->n_scalars > 0)
                 return perr(p, t.pos,
                             "buffer '%.*s' after a scalar: buffers come first, then scalars",
@@ -909,13 +1207,121 @@ static gr_status check_scalars(parser *p, const kernel_stmt *k, const char *knam
         return GR_OK;
     def = gr__kernel_find_typed(kname, in, k->n_inputs, p->g->buffers[b].dtype);
     for (uint32_t i = 0; def != NULL && i < k->n_scalars; i++)
-        if ((st = check_scalar(p, &k->scalar_toks[i], k->scalars[i],
+        if ((st = check_scalar(p, &k->scalar_toks[i], k->scalar_expr[i], k->scalars[i],
                                def->def.scalar_dtype[i])) != GR_OK)
             return st;
     return GR_OK;
 }
 
-/* kernel NAME ':' KERNEL '(' ARGS ')' '->' BUFFER */
+/* The arguments of expr after '(': input buffers, then the expression in double quotes,
+ * then ')'; the expression's syntax is checked at once. */
+static gr_status parse_expr_args(parser *p, kernel_stmt *k, tok *text)
+{
+    char name[GR_NAME_MAX + 1];
+    gr_expr_error e;
+    gr_status st;
+    tok t = next(p);
+
+    for (;;) {
+        if (t.kind == T_STRING)
+            break;
+        if (t.kind != T_WORD)
+            return expected(p, &t, "an input buffer, or the expression in double quotes");
+        if ((st = take_name(p, &t, false, name)) != GR_OK)
+            return st;
+        if (k->n_inputs < GR_MAX_KERNEL_INPUTS)
+            k->inputs[k->n_inputs] = t;
+        k->n_inputs++;
+        t = next(p);
+        if (t.kind != T_COMMA)
+            return expected(p, &t, "',' and the expression in double quotes after input "
+                                   "buffer '%s'", name);
+        t = next(p);
+    }
+    *text = t;
+    if (k->n_inputs == 0)
+        return perr(p, k->kernel.pos, "expr takes its input buffers before the expression: "
+                                      "expr(x, \"x * 2\")");
+    if (k->n_inputs > GR_MAX_KERNEL_INPUTS)
+        return perr(p, k->kernel.pos, "expr takes at most %d input buffers, got %u",
+                    GR_MAX_KERNEL_INPUTS, k->n_inputs);
+    if (gr__expr_check_syntax(t.p + 1, t.len - 2, &e) != GR_OK) {
+        spec_pos in = {t.pos.line, t.pos.col + 1};
+        return expr_refused(p, in, &e, NULL);
+    }
+    t = next(p);
+    if (t.kind != T_RPAREN)
+        return expected(p, &t, "')' after the expression");
+    return GR_OK;
+}
+
+/* An expr node, its names checked: compile and register the expression for the buffers'
+ * types (or find it registered), into `kname`. */
+static gr_status register_expr(parser *p, const kernel_stmt *k, const tok *text,
+                               char inputs[][GR_NAME_MAX + 1], const char *out, char *kname)
+{
+    size_t start = (size_t)(text->p + 1 - p->text);
+    spec_pos in = {text->pos.line, text->pos.col + 1};
+    gr_expr_env env;
+    gr_expr_error e;
+    char hint[128];
+
+    memset(&env, 0, sizeof(env));
+    env.n_inputs = k->n_inputs;
+    for (uint32_t i = 0; i < k->n_inputs; i++) {
+        const tok *in = &k->inputs[i];
+
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(inputs[j], inputs[i]) == 0)
+                return perr(p, in->pos, "buffer '%s' is an input of expr twice", inputs[i]);
+        if (!gr__expr_name_ok(in->p, in->len))
+            return perr(p, in->pos, "buffer '%s' cannot be named in an expression (%s): "
+                                    "rename it",
+                        inputs[i], memchr(in->p, '-', in->len) ? "'-' would read as a minus"
+                                                               : "it is a function's name");
+        env.input_names[i] = inputs[i];
+        env.input_dtype[i] = p->g->buffers[gr_graph_buffer_index(p->g, inputs[i])].dtype;
+    }
+    env.out_dtype = p->g->buffers[gr_graph_buffer_index(p->g, out)].dtype;
+    env.params = p->expr_params;
+    env.n_params = params_above(p, in.line);
+    if (gr__expr_register(text->p + 1, text->len - 2, &env, kname, &e) == GR_OK)
+        return GR_OK;
+    hint[0] = '\0';
+    if (e.unknown_name && e.name_len <= GR_NAME_MAX) {
+        char name[GR_NAME_MAX + 1];
+
+        memcpy(name, p->text + start + e.offset, e.name_len);
+        name[e.name_len] = '\0';
+        if (gr_graph_buffer_index(p->g, name) >= 0)
+            snprintf(hint, sizeof(hint), ": buffer '%s' is not an input; list it before the "
+                                         "expression", name);
+        else if (find_param(p, name, e.name_len, p->n_params) >= 0)
+            snprintf(hint, sizeof(hint), ": param '%s' is declared below, and must be above "
+                                         "its use", name);
+    }
+    return expr_refused(p, in, &e, hint);
+}
+
+/* An unknown buffer among a kernel's arguments: "scale-1" (one name) after a param
+ * `scale` is worth a hint. */
+static gr_status known_arg_buffer(parser *p, const tok *t, char *name)
+{
+    const char *minus = memchr(t->p, '-', t->len);
+    gr_status st = known_buffer(p, t, name);
+
+    if (st == GR_OK)
+        return GR_OK;
+    if (minus != NULL &&
+        find_param(p, t->p, (size_t)(minus - t->p), params_above(p, t->pos.line)) >= 0)
+        return perr(p, t->pos, "unknown buffer '%s' (for param '%.*s' minus something, put "
+                               "spaces around the '-': names may contain '-')",
+                    name, (int)(minus - t->p), t->p);
+    return st;
+}
+
+/* kernel NAME ':' KERNEL '(' ARGS ')' '->' BUFFER, or with `expr` as the KERNEL,
+ * expr '(' BUFFERS ',' STRING ')' */
 static gr_status parse_kernel(parser *p)
 {
     char name[GR_NAME_MAX + 1], kname[GR_NAME_MAX + 1], out[GR_NAME_MAX + 1], after[48];
@@ -923,7 +1329,8 @@ static gr_status parse_kernel(parser *p)
     const char *in_ptrs[GR_MAX_KERNEL_INPUTS];
     kernel_stmt k;
     gr_status st;
-    tok t;
+    bool expr;
+    tok t, text = {0};
 
     memset(&k, 0, sizeof(k));
     if ((st = parse_node_head(p, "kernel", &k.node, name)) != GR_OK)
@@ -931,20 +1338,23 @@ static gr_status parse_kernel(parser *p)
     k.kernel = next(p);
     if (k.kernel.kind != T_WORD)
         return expected(p, &k.kernel, "a kernel name after ':'");
+    expr = tok_is(&k.kernel, "expr");
     if (k.kernel.len <= GR_NAME_MAX) {
         memcpy(kname, k.kernel.p, k.kernel.len);
         kname[k.kernel.len] = '\0';
-        k.def = gr__kernel_find(kname);
+        k.def = expr ? NULL : gr__kernel_find(kname);
     }
-    if (k.def == NULL)
+    if (k.def == NULL && !expr)
         return unknown_kernel(p, &k.kernel);
     t = next(p);
     if (t.kind != T_LPAREN)
         return expected(p, &t, "'(' after kernel name '%s'", kname);
-    if ((st = parse_args(p, &k)) != GR_OK)
+    if (expr) {
+        if ((st = parse_expr_args(p, &k, &text)) != GR_OK)
+            return st;
+    } else if ((st = parse_args(p, &k)) != GR_OK || (st = check_arity(p, &k)) != GR_OK) {
         return st;
-    if ((st = check_arity(p, &k)) != GR_OK)
-        return st;
+    }
     t = next(p);
     if (t.kind != T_ARROW)
         return expected(p, &t, "'->' and the output buffer after ')'");
@@ -961,18 +1371,193 @@ static gr_status parse_kernel(parser *p)
     if ((st = new_node_name(p, &k.node, name)) != GR_OK)
         return st;
     for (uint32_t i = 0; i < k.n_inputs; i++) {
-        if ((st = known_buffer(p, &k.inputs[i], inputs[i])) != GR_OK)
+        if ((st = known_arg_buffer(p, &k.inputs[i], inputs[i])) != GR_OK)
             return st;
         in_ptrs[i] = inputs[i];
     }
     if ((st = known_buffer(p, &k.out, out)) != GR_OK)
         return st;
-    if ((st = check_scalars(p, &k, kname, inputs, out)) != GR_OK)
+    if (expr) {
+        if ((st = register_expr(p, &k, &text, inputs, out, kname)) != GR_OK)
+            return st;
+    } else if ((st = check_scalars(p, &k, kname, inputs, out)) != GR_OK) {
         return st;
+    }
     if (gr_graph_add_kernel_f64(p->g, name, kname, in_ptrs, k.n_inputs, out, k.scalars,
                                 k.n_scalars) != GR_OK)
         return builder_refused(p, &k.node);
     added_node(p, &k.node);
+    return GR_OK;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Dependencies.
+ * ---------------------------------------------------------------------------------- */
+
+/* Node j follows node i because of buffer b (the first reason found is kept). */
+static void note_flow(parser *p, uint64_t *cand, uint32_t j, int32_t i, int kind, int32_t b)
+{
+    if (i < 0 || (uint32_t)i == j || ((*cand >> i) & 1))
+        return;
+    *cand |= 1ull << i;
+    p->flow[j][i].kind = (uint8_t)kind;
+    p->flow[j][i].buffer = (uint8_t)b;
+}
+
+/*
+ * The dependencies the data flow implies, in the order of the text (nodes are numbered in
+ * it): a node that reads a buffer follows the last node above it that wrote it; a node
+ * that writes one follows the last writer and every reader since. So every implied edge
+ * goes down the text (they cannot make a cycle), and no two nodes that share a buffer one
+ * of them writes are left unordered. The graph gets the edges no other implied edge
+ * already covers: a reader that the next writer follows through another reader needs no
+ * edge of its own.
+ */
+static gr_status add_implied_deps(parser *p)
+{
+    gr_graph *g = p->g;
+    int32_t writer[GR_MAX_BUFFERS];
+    uint64_t readers[GR_MAX_BUFFERS] = {0}, anc[GR_MAX_NODES];
+
+    for (uint32_t b = 0; b < GR_MAX_BUFFERS; b++)
+        writer[b] = -1;
+    for (uint32_t j = 0; j < g->n_nodes; j++) {
+        const gr_node *n = &g->nodes[j];
+        uint64_t cand = 0, keep;
+
+        for (uint32_t r = 0; r < n->n_reads; r++)
+            note_flow(p, &cand, j, writer[n->reads[r]], FLOW_READ_AFTER_WRITE, n->reads[r]);
+        for (uint32_t r = 0; r < n->n_reads; r++)
+            readers[n->reads[r]] |= 1ull << j;
+        if (n->write != GR_NO_BUFFER) {
+            int32_t b = n->write;
+
+            note_flow(p, &cand, j, writer[b], FLOW_WRITE_AFTER_WRITE, b);
+            for (uint32_t i = 0; i < j; i++)
+                if ((readers[b] >> i) & 1)
+                    note_flow(p, &cand, j, (int32_t)i, FLOW_WRITE_AFTER_READ, b);
+            writer[b] = (int32_t)j;
+            readers[b] = 0;
+        }
+        anc[j] = 0;
+        keep = cand;
+        for (uint32_t i = 0; i < j; i++)
+            if ((cand >> i) & 1) {
+                anc[j] |= (1ull << i) | anc[i];
+                keep &= ~anc[i];
+            }
+        p->implied[j] = keep;
+        for (uint32_t i = 0; i < j; i++)
+            if (((keep >> i) & 1) && gr_graph_add_dep(g, g->nodes[i].name, n->name) != GR_OK)
+                return builder_refused(p, &(tok){T_WORD, NULL, 0, p->node_pos[j]});
+    }
+    return GR_OK;
+}
+
+/* Why node j follows node i, for messages. */
+static void flow_text(const parser *p, uint32_t j, uint32_t i, char *buf, size_t size)
+{
+    const gr_graph *g = p->g;
+    int kind = p->flow[j][i].kind;
+
+    snprintf(buf, size, "node '%s' (line %zu) %s buffer '%s', which '%s' (line %zu) %s above it",
+             g->nodes[j].name, p->node_pos[j].line,
+             kind == FLOW_READ_AFTER_WRITE ? "reads" : "writes",
+             g->buffers[p->flow[j][i].buffer].name, g->nodes[i].name, p->node_pos[i].line,
+             kind == FLOW_WRITE_AFTER_READ ? "reads" : kind == FLOW_WRITE_AFTER_WRITE
+                                                           ? "also writes" : "writes");
+}
+
+/*
+ * Before the explicit dependency `before -> after` (written at `at`) is added: refuse it
+ * when `after` already comes before `before` through an edge the data flow implies. A
+ * cycle of explicit edges alone is left to finalize, which spells it out.
+ */
+static gr_status check_contradiction(parser *p, spec_pos at, uint32_t before, uint32_t after)
+{
+    const gr_graph *g = p->g;
+    uint32_t queue[GR_MAX_NODES], head = 0, tail = 0;
+    int32_t next_on_path[GR_MAX_NODES];
+    uint64_t seen = 1ull << before;
+    char why[200], path[160];
+    size_t used = 0;
+
+    /* Breadth first from `before` back along predecessors: the shortest path from `after`,
+     * each node's successor on it in next_on_path. */
+    queue[tail++] = before;
+    while (head < tail && !((seen >> after) & 1)) {
+        uint32_t v = queue[head++];
+
+        for (uint32_t u = 0; u < g->n_nodes; u++)
+            if (((g->nodes[v].preds >> u) & 1) && !((seen >> u) & 1)) {
+                seen |= 1ull << u;
+                next_on_path[u] = (int32_t)v;
+                queue[tail++] = u;
+            }
+    }
+    if (!((seen >> after) & 1))
+        return GR_OK;
+    for (uint32_t u = after; u != before; u = (uint32_t)next_on_path[u]) {
+        uint32_t v = (uint32_t)next_on_path[u];
+        int n;
+
+        if (!((p->implied[v] >> u) & 1))
+            continue;
+        flow_text(p, v, u, why, sizeof(why));
+        path[0] = '\0';
+        if (!(u == after && v == before)) {
+            for (uint32_t w = after;; w = (uint32_t)next_on_path[w]) {
+                n = snprintf(path + used, sizeof(path) - used, "%s%s", w == after ? " (" : " -> ",
+                             g->nodes[w].name);
+                if (n < 0 || (size_t)n >= sizeof(path) - used) {
+                    snprintf(path + sizeof(path) - 6, 6, "...)");
+                    break;
+                }
+                used += (size_t)n;
+                if (w == before) {
+                    snprintf(path + used, sizeof(path) - used, ")");
+                    break;
+                }
+            }
+        }
+        return perr(p, at, "dependency '%s -> %s' contradicts the data flow: %s, so '%s' runs "
+                           "before '%s'%s",
+                    g->nodes[before].name, g->nodes[after].name, why, g->nodes[after].name,
+                    g->nodes[before].name, path);
+    }
+    return GR_OK;
+}
+
+/* A node that reads a buffer no node above it writes, while one below does: the data flow
+ * puts the writer after it, so it can never read what that writes. Refused here, with the
+ * reason; a buffer no node writes at all is finalize's to refuse. */
+static gr_status check_reads_follow_writes(parser *p)
+{
+    const gr_graph *g = p->g;
+
+    for (uint32_t j = 0; j < g->n_nodes; j++)
+        for (uint32_t r = 0; r < g->nodes[j].n_reads; r++) {
+            int32_t b = g->nodes[j].reads[r];
+            int32_t above = -1, below = -1;
+
+            for (uint32_t i = 0; i < g->n_nodes; i++)
+                if (g->nodes[i].write == b && i != j) {
+                    if (i < j)
+                        above = (int32_t)i;
+                    else if (below < 0)
+                        below = (int32_t)i;
+                }
+            if (above >= 0 || below < 0)
+                continue;
+            if (p->err != NULL)
+                gr_strlcpy(p->err->node, g->nodes[j].name, sizeof(p->err->node));
+            return perr(p, p->node_pos[j],
+                        "node '%s' reads buffer '%s' before any node writes it: '%s' (line "
+                        "%zu) writes it below, and nodes that share a buffer run in the order "
+                        "of the text",
+                        g->nodes[j].name, g->buffers[b].name, g->nodes[below].name,
+                        p->node_pos[below].line);
+        }
     return GR_OK;
 }
 
@@ -981,7 +1566,7 @@ static gr_status parse_chain(parser *p, tok first)
 {
     char before[GR_NAME_MAX + 1], after[GR_NAME_MAX + 1];
     gr_status st;
-    tok t;
+    tok t, prev = first;
 
     if ((st = take_name(p, &first, false, before)) != GR_OK)
         return st;
@@ -1003,10 +1588,15 @@ static gr_status parse_chain(parser *p, tok first)
                 return st;
             if (strcmp(before, after) == 0)
                 return perr(p, t.pos, "node '%s' cannot depend on itself", after);
+            if ((st = check_contradiction(p, prev.pos,
+                                          (uint32_t)gr_graph_node_index(p->g, before),
+                                          (uint32_t)gr_graph_node_index(p->g, after))) != GR_OK)
+                return st;
             if (gr_graph_add_dep(p->g, before, after) != GR_OK)
                 return builder_refused(p, &t);
         }
         memcpy(before, after, sizeof(before));
+        prev = t;
     }
 }
 
@@ -1016,8 +1606,17 @@ static gr_status parse_statement(parser *p)
     char shown[48];
 
     if (p->pass == PASS_SOURCES) {
-        /* Only a well-formed `cuda` line loads its file now; the next pass reports syntax
-         * errors, every line's in text order. */
+        /* Only a well-formed `cuda` line loads its file now, and param lines' names are
+         * noted; the next pass reports syntax errors, every line's in text order. */
+        if (tok_is(&t, "param")) {
+            tok w = peek(p);
+
+            if (w.kind == T_WORD && w.len <= GR_NAME_MAX &&
+                p->n_param_words < GR_EXPR_MAX_PARAMS) {
+                memcpy(p->param_words[p->n_param_words], w.p, w.len);
+                p->param_words[p->n_param_words++][w.len] = '\0';
+            }
+        }
         if (tok_is(&t, "cuda")) {
             size_t at = p->at, line = p->line, line_start = p->line_start;
             tok path = next(p), end = next(p);
@@ -1035,8 +1634,8 @@ static gr_status parse_statement(parser *p)
     if (t.kind == T_EOL || t.kind == T_EOF)
         return GR_OK;
     if (t.kind != T_WORD)
-        return expected(p, &t,
-                        "a statement (buffer, h2d, kernel, d2h, cuda) or a dependency chain");
+        return expected(p, &t, "a statement (buffer, h2d, kernel, d2h, cuda, param) or a "
+                               "dependency chain");
     if (tok_is(&t, "buffer"))
         return parse_buffer(p);
     if (tok_is(&t, "h2d"))
@@ -1047,12 +1646,14 @@ static gr_status parse_statement(parser *p)
         return parse_d2h(p);
     if (tok_is(&t, "cuda"))
         return parse_cuda(p);
+    if (tok_is(&t, "param"))
+        return parse_param(p);
     n = peek(p);
     if (n.kind == T_ARROW)
         return parse_chain(p, t);
     return perr(p, t.pos,
-                "unknown statement %s: expected buffer, h2d, kernel, d2h, cuda or a dependency "
-                "chain 'a -> b'",
+                "unknown statement %s: expected buffer, h2d, kernel, d2h, cuda, param or a "
+                "dependency chain 'a -> b'",
                 show(&t, shown, sizeof(shown)));
 }
 
@@ -1118,8 +1719,9 @@ static gr_status parse_spec(const char *text, size_t len, const char *name, bool
         goto out_free_parser;
     }
     if ((st = run_pass(p, PASS_SOURCES)) != GR_OK || (st = run_pass(p, PASS_BUFFERS)) != GR_OK ||
-        (st = run_pass(p, PASS_NODES)) != GR_OK ||
-        (st = run_pass(p, PASS_DEPS)) != GR_OK || (st = finalize(p)) != GR_OK)
+        (st = run_pass(p, PASS_NODES)) != GR_OK || (st = add_implied_deps(p)) != GR_OK ||
+        (st = run_pass(p, PASS_DEPS)) != GR_OK || (st = check_reads_follow_writes(p)) != GR_OK ||
+        (st = finalize(p)) != GR_OK)
         goto out_destroy_graph;
     *out = p->g;
     free(p);

@@ -85,6 +85,7 @@ typedef struct gr_worker {
     bool staging_pageable;   /* pinned memory could not be had: malloc'd (worker.c) */
     uint8_t *live;           /* GR_UNIT_MAX_TENSORS */
     struct gr_copy *copies;  /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS */
+    struct gr_copy *copies_out; /* as many: a scattered unit's copies out */
     uint64_t *copy_ends;     /* as many: gr_copier_copy's scratch */
 } gr_worker;
 
@@ -125,6 +126,9 @@ typedef struct gr_backend_ops {
     /* Whether host memory at p can be copied to the device as it is, at full speed (it is
      * page-locked). Any thread. */
     bool (*dma_ready)(const void *p);
+    /* Whether run() can do an iteration's copies itself, many separate ranges in one call
+     * (gr_iteration.h2d); NULL: never. */
+    bool (*batch_copies)(void);
     /* Pinned host memory; NULL when the backend has no notion of it. */
     const gr_pinned_ops *pinned;
 } gr_backend_ops;

@@ -11,6 +11,8 @@
 
 #include <graphrun.h>
 
+/* One host copy: the pool's unit of work, and one of a scattered unit's copies that a
+ * backend does itself (graph.h: gr_iteration.h2d). */
 typedef struct gr_copy {
     void *dst;
     const void *src;

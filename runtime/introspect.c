@@ -128,6 +128,9 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
         s.tensors_canceled += load(&c->tensors_canceled);
         s.bytes_h2d += load(&c->bytes_h2d);
         s.bytes_d2h += load(&c->bytes_d2h);
+        s.units_direct += load(&c->units_direct);
+        s.units_staged += load(&c->units_staged);
+        s.units_scattered += load(&c->units_scattered);
         add_hist(&s.budget_wait, &c->budget_wait);
         add_hist(&s.iteration, &c->iteration);
     }

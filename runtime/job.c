@@ -168,6 +168,7 @@ void gr__job_unit(const gr_job *job, uint64_t unit, gr_unit *out)
     out->elems = job->tensors[unit].elems;
     out->tensors = 1;
     out->staged = false;
+    out->scattered = false;
 }
 
 void gr__job_drop_unit(gr_job *job, uint64_t unit, gr_status st)

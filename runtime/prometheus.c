@@ -159,6 +159,18 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
            "Bytes copied between host and device by iterations that succeeded.");
     per_device(&t, s, n, "graphrun_transfer_bytes_total", "direction=\"h2d\"", FIELD(bytes_h2d));
     per_device(&t, s, n, "graphrun_transfer_bytes_total", "direction=\"d2h\"", FIELD(bytes_d2h));
+    family(&t, "graphrun_units_total", "counter",
+           "Iterations that succeeded, by how their host memory was copied: straight from one "
+           "range (direct), through a staging buffer (staged), or tensor by tensor in batched "
+           "copies (scattered).");
+    for (uint32_t d = 0; d < n; d++) {
+        put(&t, "graphrun_units_total{device=\"%u\",path=\"direct\"} %llu\n", d,
+            (unsigned long long)s[d].units_direct);
+        put(&t, "graphrun_units_total{device=\"%u\",path=\"staged\"} %llu\n", d,
+            (unsigned long long)s[d].units_staged);
+        put(&t, "graphrun_units_total{device=\"%u\",path=\"scattered\"} %llu\n", d,
+            (unsigned long long)s[d].units_scattered);
+    }
 
     family(&t, "graphrun_budget_bytes", "gauge", "Device memory budget.");
     per_device(&t, s, n, "graphrun_budget_bytes", NULL, FIELD(budget_bytes));

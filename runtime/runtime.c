@@ -156,6 +156,8 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
     }
     lim = gr__unit_limits(g, arena, rt->cfg.workers_per_device, rt->cfg.staging_bytes,
                           rt->cfg.batch_below_bytes, rt->cfg.pipeline_bytes);
+    lim.scatter = g->copies_at_ends && rt->backend->batch_copies != NULL &&
+                  rt->backend->batch_copies();
     return gr__units_plan(g, t, count, &lim, rt->backend->dma_ready, units, n_units, pending);
 }
 

@@ -34,6 +34,8 @@ typedef struct gr_counters {
     _Atomic uint64_t tensors_done, tensors_failed, tensors_canceled;
     _Atomic uint64_t bytes_h2d, bytes_d2h;
     gr_hist_cells budget_wait, iteration;
+    /* Iterations that succeeded, by how their host memory was copied. */
+    _Atomic uint64_t units_direct, units_staged, units_scattered;
 } gr_counters;
 
 typedef struct gr_stats_state {

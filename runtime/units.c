@@ -45,7 +45,12 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
     if (lim.stage_elems > lim.max_elems)
         lim.stage_elems = lim.max_elems;
     /* A tensor's size, for batching, is its elements in its widest port's type. */
+    lim.scatter = false; /* the runtime's to set: it knows the backend */
     lim.batch_below = batch_below_bytes / gr_graph_widest_port(g);
+    lim.scatter_from = GR_SCATTER_FROM_BYTES / gr_graph_widest_port(g);
+    lim.scatter_below = GR_SCATTER_BELOW_BYTES / gr_graph_widest_port(g);
+    if (lim.scatter_below > lim.stage_elems)
+        lim.scatter_below = lim.stage_elems;
     if (lim.batch_below > lim.stage_elems)
         lim.batch_below = lim.stage_elems;
     return lim;
@@ -116,9 +121,11 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         return GR_ERR_OUT_OF_MEMORY;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t n = t[i].elems;
+        bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], dma_ready);
+        /* A medium tensor, batched only where the DMA engine takes each where it lies. */
+        bool medium = lim->scatter && ready && n < lim->scatter_below;
 
-        if (n >= lim->batch_below) {
-            bool ready = tensor_dma_ready(g, &t[i], dma_ready);
+        if (n >= lim->batch_below && !medium) {
             uint64_t limit = ready ? lim->pipe_elems : lim->stage_elems;
             uint64_t chunks = (n + limit - 1) / limit;
 
@@ -129,7 +136,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                 identity = false;
             for (uint64_t c = 0; c < chunks; c++) {
                 uint64_t first = n * c / chunks, last = n * (c + 1) / chunks;
-                gr_unit u = {i, first, last - first, 1, !ready};
+                gr_unit u = {i, first, last - first, 1, !ready, false};
 
                 if (!push(&p, u))
                     goto out_nomem;
@@ -139,16 +146,25 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         }
         identity = false;
         if (batch.tensors != 0 &&
-            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > lim->stage_elems)) {
+            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > lim->stage_elems ||
+             (medium && batch.staged))) {
             if (!push(&p, batch))
                 goto out_nomem;
             batch = (gr_unit){0};
         }
         if (batch.tensors == 0) {
             /* Direct while the batch is one contiguous range of DMA-ready memory. */
-            batch = (gr_unit){i, 0, 0, 0, !tensor_dma_ready(g, &t[i], dma_ready)};
-        } else if (!batch.staged && !adjacent(g, &t[i - 1], &t[i])) {
-            batch.staged = true;
+            batch = (gr_unit){i, 0, 0, 0, !tensor_dma_ready(g, &t[i], dma_ready), false};
+        } else if (!batch.staged && !batch.scattered && !adjacent(g, &t[i - 1], &t[i])) {
+            /* DMA-ready memory apart: the DMA engine can take each piece where it lies.
+             * The first tensor's memory stands for the batch's: tensors of one job come
+             * from one allocator (and a pageable one among them is still copied right by
+             * the driver, only slower), where asking the driver about each one would cost
+             * about as much as copying a small tensor. */
+            if (lim->scatter && n >= lim->scatter_from)
+                batch.scattered = true;
+            else
+                batch.staged = true;
         }
         batch.elems += n;
         batch.tensors++;

@@ -11,7 +11,10 @@
  *     one transfer each way serve many of them;
  *   - a unit is "staged" when its host memory cannot be read by DMA as it is (a batch of
  *     tensors apart in memory, or pageable memory): the worker gathers its inputs into a
- *     pinned staging buffer and scatters its outputs back.
+ *     pinned staging buffer and scatters its outputs back; where the backend can copy
+ *     many ranges in one call (CUDA's cudaMemcpyBatchAsync), a batch of tensors apart in
+ *     DMA-ready memory is "scattered" instead: the DMA engine reads and writes each tensor
+ *     where it lies, and no CPU copies it.
  * An index ends when the last unit covering it has finished.
  */
 #ifndef GR_UNITS_H
@@ -33,6 +36,8 @@ typedef struct gr_unit {
     uint32_t tensors; /* 1 for a chunk or a whole tensor; more for a batch */
     bool staged;      /* through the worker's staging buffer (else straight from the tensors:
                          one tensor, a chunk of one, or a batch lying back to back) */
+    bool scattered;   /* a batch of tensors apart in DMA-ready memory, which the backend
+                         copies one by one in a batched copy (gr_iteration.h2d) */
 } gr_unit;
 
 typedef struct gr_unit_limits {
@@ -40,7 +45,22 @@ typedef struct gr_unit_limits {
     uint64_t pipe_elems;   /* a direct chunk's elements, for pipelining (<= max_elems) */
     uint64_t stage_elems;  /* a staged unit's elements: fits the staging buffer */
     uint64_t batch_below;  /* tensors with fewer elements than this are batched */
+    /* The backend copies many separate ranges in one call and the graph's copies come
+     * first and last (graph.copies_at_ends): a batch of tensors apart in DMA-ready memory
+     * is then scattered rather than staged. */
+    bool scatter;
+    /* With scatter: tensors below scatter_below elements in DMA-ready memory are batched
+     * too (the DMA engine copies each, so medium ones gain from sharing one iteration), and
+     * a batch is scattered only when its tensors have scatter_from elements or more (below
+     * that a CPU gather into staging costs less than a copy descriptor each). */
+    uint64_t scatter_below, scatter_from;
 } gr_unit_limits;
+
+/* The measured sizes behind gr_unit_limits.scatter_below and scatter_from, per tensor on
+ * its widest port: on an H200, 16 KiB tensors gathered by the CPU went at 357,000 a second
+ * and scattered at 284,000; 64 KiB ones at 45,000 and 414,000 (docs/PERFORMANCE.md). */
+#define GR_SCATTER_FROM_BYTES (32u << 10)
+#define GR_SCATTER_BELOW_BYTES (16u << 20)
 
 /* The limits for graph `g` on devices whose smallest arena is `arena_bytes`, shared by
  * `workers` workers, each with a staging buffer of `staging_bytes`, batching tensors below

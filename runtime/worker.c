@@ -1,7 +1,8 @@
 /*
  * worker.c - the worker loop: pop a task (a unit of a job, units.h), take budget and arena
- * space, gather a staged unit's inputs, run the iteration on the backend, scatter its
- * outputs, give everything back, finish the unit's parts.
+ * space, gather a staged unit's inputs (or list a scattered unit's copies for the backend),
+ * run the iteration on the backend, scatter its outputs, give everything back, finish the
+ * unit's parts.
  *
  * Every wait here is on behalf of the task's job, so it uses the job's deadline and stop
  * flag: a canceled, expired or shut-down job never leaves a worker asleep. The budget is
@@ -151,6 +152,40 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
     gr_copier_copy(w->rt->copier, w->copies, n, w->copy_ends);
 }
 
+/* A scattered unit's copies, for the backend to do itself (gr_iteration.h2d): each live
+ * part's inputs from where they lie into its place in the device buffers, and its outputs
+ * back. A part keeps its place in the unit, live or not, as in a staged unit. */
+static void scatter_list(gr_worker *w, const gr_job *job, const gr_unit *u, gr_iteration *it)
+{
+    const gr_graph *g = job->graph;
+    uint64_t pos = 0;
+    uint32_t n_in = 0, n_out = 0;
+
+    for (uint32_t k = 0; k < u->tensors; k++) {
+        const gr_tensor *t = &job->tensors[u->index + k];
+
+        for (uint32_t i = 0; w->live[k] && i < g->n_nodes; i++) {
+            const gr_node *n = &g->nodes[i];
+
+            if (n->kind == GR_NODE_H2D)
+                w->copies[n_in++] = (gr_copy){
+                    it->base + it->offsets[n->write] + gr_graph_port_offset(g, false, n->port, pos),
+                    t->in[n->port], gr_graph_port_bytes(g, false, n->port, t->elems)};
+            else if (n->kind == GR_NODE_D2H)
+                w->copies_out[n_out++] = (gr_copy){
+                    t->out[n->port],
+                    it->base + it->offsets[n->reads[0]] +
+                        gr_graph_port_offset(g, true, n->port, pos),
+                    gr_graph_port_bytes(g, true, n->port, t->elems)};
+        }
+        pos += t->elems;
+    }
+    it->h2d = w->copies;
+    it->n_h2d = n_in;
+    it->d2h = w->copies_out;
+    it->n_d2h = n_out;
+}
+
 static bool device_out(const gr_worker *w);
 static void give_back(gr_worker *w, const gr_task *t);
 
@@ -194,14 +229,16 @@ static bool run_task(gr_worker *w, const gr_task *t)
     if (live == 0)
         goto out_finish; /* every part already ended (stopped) or failed elsewhere */
     /* A direct batch copies its whole range: with parts already ended, whose outputs must
-     * stay untouched, only the live ones may be copied, so stage it. */
-    if (live < u.tensors)
+     * stay untouched, only the live ones may be copied, so stage it. (A scattered one
+     * copies only its live parts anyway.) */
+    if (live < u.tensors && !u.scattered)
         u.staged = true;
     if ((st = must_stop(w, job)) != GR_OK)
         goto out_finish;
     if (u.staged && (st = ensure_staging(w, g, u.elems, &detail)) != GR_OK)
         goto out_finish;
 
+    memset(&it, 0, sizeof(it));
     it.graph = g;
     it.tensor = &w->view;
     it.index = u.index;
@@ -232,6 +269,8 @@ static bool run_task(gr_worker *w, const gr_task *t)
 
     it.base = (unsigned char *)dev->region + w->block.offset;
     set_view(w, job, &u);
+    if (u.scattered)
+        scatter_list(w, job, &u, &it);
     t0 = gr_now_ns();
     if (u.staged) {
         if (trace)
@@ -254,6 +293,12 @@ static bool run_task(gr_worker *w, const gr_task *t)
     gr__stats_observe(&stats->iteration, gr_now_ns() - t0);
     if (st == GR_OK) {
         gr__stats_copied(stats, g, u.elems);
+        if (u.staged)
+            gr__stats_add(&stats->units_staged, 1);
+        else if (u.scattered)
+            gr__stats_add(&stats->units_scattered, 1);
+        else
+            gr__stats_add(&stats->units_direct, 1);
         atomic_fetch_add_explicit(&dev->iterations_done, 1, memory_order_relaxed);
     } else {
         atomic_fetch_add_explicit(&dev->iterations_failed, 1, memory_order_relaxed);
@@ -347,7 +392,11 @@ void *gr__worker_main(void *arg)
     w->copies = gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copies));
     w->copy_ends =
         gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copy_ends));
-    if (w->live == NULL || w->copies == NULL || w->copy_ends == NULL)
+    if (rt->backend->batch_copies != NULL)
+        w->copies_out =
+            gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copies_out));
+    if (w->live == NULL || w->copies == NULL || w->copy_ends == NULL ||
+        (rt->backend->batch_copies != NULL && w->copies_out == NULL))
         st = gr_error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     else
         st = rt->backend->worker_open(w, &err);
@@ -375,6 +424,7 @@ void *gr__worker_main(void *arg)
     free_staging(w);
     rt->backend->worker_close(w);
 out_free:
+    free(w->copies_out);
     free(w->copy_ends);
     free(w->copies);
     free(w->live);

@@ -4,14 +4,18 @@
  * callback, NVRTC source), whole, chunked and batched, against its CPU version bit for bit;
  * the built-ins added with them (exact ones bit for bit, CUDA's exp and log within 2 ulp of
  * the C library's, tanh and sigmoid within 4, softmax and the double sum within a relative
- * 1e-6); private contexts; and the device memory that source kernels' modules take. Every
- * case says SKIP without a GPU.
+ * 1e-6); private contexts; and the device memory that source kernels' modules take. And
+ * expression kernels (kernels/expr.c): their generated CUDA against their CPU evaluator, bit
+ * for bit for the exact operations and casts of every type, within the math libraries'
+ * ulps for the others; the seed as an expression against the built-in seed. Every case
+ * says SKIP without a GPU.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/graph.h"
+#include "kernels/dtype.h"
 #include "kernels/kernels.h"
 #include "runtime/runtime.h"
 #include "tests/fixtures.h"
@@ -283,6 +287,250 @@ static void source_modules_stay_within_overhead(void)
     gr_host_free(x);
 }
 
+/* An expression case: text over x and y of types tx and ty into out, and how far apart (in
+ * ulps of the output) the GPU's and the CPU's results may be: 0 for the exact operations. */
+typedef struct expr_case {
+    const char *text;
+    gr_dtype tx, ty, out;
+    int ulps;
+} expr_case;
+
+/* Whether a (GPU) and b (CPU), elements of type t, agree within `ulps` (any NaN is a NaN:
+ * the payloads differ, CUDA making the canonical one). */
+static bool expr_agree(gr_dtype t, const void *a, const void *b, uint64_t i, int ulps)
+{
+    double x = gr__load_f64(t, a, i), y = gr__load_f64(t, b, i);
+
+    if (x != x || y != y)
+        return x != x && y != y;
+    if (t == GR_DTYPE_FLOAT32 || t == GR_DTYPE_FLOAT64) {
+        int64_t ia, ib;
+
+        if (t == GR_DTYPE_FLOAT32) {
+            int32_t fa, fb;
+
+            memcpy(&fa, (const float *)a + i, 4);
+            memcpy(&fb, (const float *)b + i, 4);
+            ia = fa;
+            ib = fb;
+        } else {
+            memcpy(&ia, (const double *)a + i, 8);
+            memcpy(&ib, (const double *)b + i, 8);
+        }
+        if ((ia < 0) != (ib < 0)) /* opposite signs: only +0 and -0 may meet */
+            return ulps > 0 && x == y;
+        return (ia > ib ? ia - ib : ib - ia) <= ulps;
+    }
+    /* float16, bfloat16 and the integers: their bits, exactly. */
+    return memcmp((const char *)a + i * gr_dtype_size(t), (const char *)b + i * gr_dtype_size(t),
+                  gr_dtype_size(t)) == 0;
+}
+
+/* Register c's expression, run it on `rt` over n elements of xv and yv (converted to the
+ * inputs' types), one tensor whole and the same again cut into chunks by a graph of
+ * buffers the tensor's size, and compare with the CPU version. */
+static void expect_expr_matches_cpu(gr_runtime *rt, const expr_case *c, const double *xv,
+                                    const double *yv, uint64_t n)
+{
+    gr_expr_def d = GR_EXPR_DEF_INIT;
+    gr_buffer_desc bx = GR_BUFFER_DESC_INIT, by = GR_BUFFER_DESC_INIT, bo = GR_BUFFER_DESC_INIT;
+    const char *ins[] = {"x", "y"};
+    char name[GR_NAME_MAX + 1];
+    uint32_t sx = gr_dtype_size(c->tx), sy = gr_dtype_size(c->ty), so = gr_dtype_size(c->out);
+    void *x, *y, *out, *want = malloc(n * so);
+    const gr_kernel *k;
+    gr_error_info err;
+    gr_tensor t;
+    gr_graph *g;
+
+    d.text = c->text;
+    d.n_inputs = 2;
+    d.input_names[0] = "x";
+    d.input_names[1] = "y";
+    d.input_dtype[0] = c->tx;
+    d.input_dtype[1] = c->ty;
+    d.out_dtype = c->out;
+    if (gr_kernel_register_expr(&d, name, sizeof(name), &err) != GR_OK)
+        GR_TEST_FAIL("'%s': %s", c->text, err.message);
+    k = gr__kernel_find(name);
+    ASSERT_TRUE(want != NULL && k != NULL);
+    ASSERT_STATUS(gr_host_alloc(n * sx, &x), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(n * sy, &y), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(n * so, &out), GR_OK);
+    for (uint64_t i = 0; i < n; i++) {
+        gr__store_cast(c->tx, x, i, GR_DTYPE_FLOAT64, xv[i]);
+        gr__store_cast(c->ty, y, i, GR_DTYPE_FLOAT64, yv[i]);
+    }
+    bx.dtype = c->tx;
+    by.dtype = c->ty;
+    bo.dtype = c->out;
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer_desc(g, "x", &bx), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer_desc(g, "y", &by), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer_desc(g, "o", &bo), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "lx", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "ly", 1, "y"), GR_OK);
+    if (gr_graph_add_kernel(g, "k", name, ins, 2, "o", NULL, 0) != GR_OK)
+        GR_TEST_FAIL("'%s': %s", c->text, gr_graph_error(g));
+    ASSERT_STATUS(gr_graph_add_d2h(g, "s", "o", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "lx", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "ly", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "s"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    t = (gr_tensor){{x, y}, {out}, n, 0, {0}};
+    memset(out, 0xff, n * so); /* every element must be written */
+    if (run(rt, g, &t, 1, &err) != GR_OK)
+        GR_TEST_FAIL("'%s': %s", c->text, err.message);
+    {
+        gr_kernel_args a = {.out = want, .in = {x, y}, .n = n, .in_n = {n, n}};
+
+        k->def.cpu(&a, k->def.user);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (!expr_agree(c->out, out, want, i, c->ulps))
+            GR_TEST_FAIL("'%s' (%s, %s -> %s) element %llu (x %.9g, y %.9g): GPU %.17g, CPU "
+                         "%.17g (%d ulps allowed)",
+                         c->text, gr_dtype_name(c->tx), gr_dtype_name(c->ty),
+                         gr_dtype_name(c->out), (unsigned long long)i, xv[i], yv[i],
+                         gr__load_f64(c->out, out, i), gr__load_f64(c->out, want, i), c->ulps);
+    gr_graph_destroy(g);
+    gr_host_free(x);
+    gr_host_free(y);
+    gr_host_free(out);
+    free(want);
+}
+
+/* Expression kernels on the GPU against their CPU versions: the exact operations bit for
+ * bit, in float32 and float64, over inputs with signed zeros, infinities, NaNs, subnormals
+ * and values near every type's limits; every cast between every pair of types; the math
+ * functions within the two libraries' ulps (docs/GRAPH_SPEC.md). Whole tensors, and chunks
+ * (a tensor larger than a worker's share of the 8 MiB budget). */
+static void expressions_match_cpu(void)
+{
+    enum { N = (1 << 20) + 7 };
+    static const double special[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.0, INFINITY, -INFINITY, NAN,
+                                     1e-40, -1e-40, 3e38, -3e38, 65504.0, 65520.0, 255.5, 256.0,
+                                     -128.7, 2147483648.0, -2147483904.0, 1e300, 1e-310};
+    const gr_dtype F = GR_DTYPE_FLOAT32, D = GR_DTYPE_FLOAT64;
+    static const char *const exact[] = {
+        "x + y", "x - y", "x * y", "x / y", "-x", "(x - 0.5) * 2.0", "x * 1.01 + 1.01",
+        "x / 3 - y * 0.1", "sqrt(x)", "sqrt(abs(x)) + floor(y)", "pow(x, 0.5) + pow(y, 2)",
+        "pow(x, 1) - pow(y, 2)", "pow(x, select(y > 0, 2, 0.5))", "min(x, y)", "max(x, y)", "clamp(x, -0.5, y)",
+        "select(x < y, x, y)", "select(x <= y, 1, 0) + select(x > y, 2, 0)",
+        "where(x >= y, x, -y) + select(x == y, 4, 8) * select(x != y, 1, 3)",
+        "select(x > 0, sqrt(x), -sqrt(-x))", "floor(x * 7) / 7",
+    };
+    static const expr_case inexact[] = {
+        {"exp(x)", GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, 2},
+        {"log(abs(x))", GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, 2},
+        {"tanh(x)", GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, 4},
+        {"sigmoid(x)", GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, 4},
+        {"pow(abs(x), y)", GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT32, 5},
+        {"exp(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 2},
+        {"log(abs(x))", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 2},
+        {"tanh(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 2},
+        {"sigmoid(x)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 3},
+        {"pow(abs(x), y)", GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, GR_DTYPE_FLOAT64, 3},
+    };
+    size_t ns = sizeof(special) / sizeof(special[0]);
+    double *xv, *yv;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    xv = malloc(N * sizeof(double));
+    yv = malloc(N * sizeof(double));
+    ASSERT_TRUE(xv != NULL && yv != NULL);
+    for (uint64_t i = 0; i < N; i++) {
+        xv[i] = (gr_workload_value(21, 0, i) * 8.0 - 4.0) * pow(10.0, (double)(i % 9) - 4.0);
+        yv[i] = (gr_workload_value(21, 1, i) * 8.0 - 4.0) * pow(10.0, (double)(i % 5) - 2.0);
+    }
+    for (size_t i = 0; i < ns * ns; i++) { /* every pair of special values */
+        xv[i] = special[i % ns];
+        yv[i] = special[i / ns];
+    }
+    rt = cuda_runtime(2, 8 * MiB, GR_CONTEXT_PRIMARY);
+    for (size_t e = 0; e < sizeof(exact) / sizeof(exact[0]); e++) {
+        expr_case c32 = {exact[e], F, F, F, 0}, c64 = {exact[e], D, D, D, 0};
+
+        expect_expr_matches_cpu(rt, &c32, xv, yv, N);
+        expect_expr_matches_cpu(rt, &c64, xv, yv, N);
+    }
+    printf("    %zu exact expressions bit for bit in float32 and float64\n",
+           sizeof(exact) / sizeof(exact[0]));
+    for (int from = 0; from < GR_DTYPE_COUNT_; from++)
+        for (int to = 0; to < GR_DTYPE_COUNT_; to++) {
+            char text[64];
+            expr_case c = {text, (gr_dtype)from, (gr_dtype)to, (gr_dtype)to, 0};
+
+            /* The cast of an input, and of an operation's result mixed with the other input
+             * (of the output's type, so also read as one). */
+            snprintf(text, sizeof(text), "%s(x)", gr_dtype_name((gr_dtype)to));
+            expect_expr_matches_cpu(rt, &c, xv, yv, N);
+            snprintf(text, sizeof(text), "%s(select(x < 1, %s(x * 3 + y), y))",
+                     gr_dtype_name((gr_dtype)to), gr_dtype_name((gr_dtype)to));
+            expect_expr_matches_cpu(rt, &c, xv, yv, N);
+        }
+    printf("    casts between every pair of types bit for bit\n");
+    for (size_t e = 0; e < sizeof(inexact) / sizeof(inexact[0]); e++)
+        expect_expr_matches_cpu(rt, &inexact[e], xv, yv, N);
+    printf("    exp, log, tanh, sigmoid, pow within their ulps\n");
+    gr_runtime_destroy(rt);
+    free(xv);
+    free(yv);
+}
+
+/* graph/examples/seed_expr.graph (run from the repository root) on the GPU: bit for bit the
+ * built-in fused seed's output, for tensors whole, chunked and batched. */
+static void seed_expression_equals_builtin_seed(void)
+{
+    gr_test_tensors sets[3];
+    gr_graph *expr, *seed;
+    gr_error_info err;
+    gr_runtime *rt;
+
+    REQUIRE_GPU();
+    if (gr_graph_load("graph/examples/seed_expr.graph", &expr, &err) != GR_OK)
+        GR_TEST_FAIL("%s", err.message);
+    ASSERT_STATUS(gr_graph_create_seed(&seed), GR_OK);
+    rt = cuda_runtime(2, 8 * MiB, GR_CONTEXT_PRIMARY);
+    sets[0] = gr_test_tensors_make(31, 3, 3 * (1 << 20) + 5); /* chunked */
+    sets[1] = gr_test_tensors_make(32, 500, 301);             /* batched */
+    sets[2] = gr_test_tensors_make(33, 6, 100003);
+    for (int k = 0; k < 3; k++) {
+        gr_test_tensors *s = &sets[k];
+        float **copy = calloc(s->count, sizeof(float *));
+        gr_tensor *t = calloc(s->count, sizeof(gr_tensor));
+
+        ASSERT_TRUE(copy != NULL && t != NULL);
+        for (uint64_t i = 0; i < s->count; i++) {
+            copy[i] = malloc(s->elems * sizeof(float));
+            ASSERT_TRUE(copy[i] != NULL);
+            memcpy(copy[i], s->data[i], s->elems * sizeof(float));
+            t[i] = s->t[i];
+            t[i].in[0] = t[i].out[0] = copy[i];
+        }
+        if (run(rt, expr, s->t, s->count, &err) != GR_OK ||
+            run(rt, seed, t, s->count, &err) != GR_OK)
+            GR_TEST_FAIL("%s", err.message);
+        for (uint64_t i = 0; i < s->count; i++) {
+            for (uint64_t j = 0; j < s->elems; j++)
+                if (memcmp(&s->data[i][j], &copy[i][j], 4) != 0)
+                    GR_TEST_FAIL("tensor %llu element %llu: expression %a, built-in seed %a",
+                                 (unsigned long long)i, (unsigned long long)j, s->data[i][j],
+                                 copy[i][j]);
+            free(copy[i]);
+        }
+        gr_test_expect_all_processed(s);
+        gr_test_tensors_free(s);
+        free(copy);
+        free(t);
+    }
+    gr_graph_destroy(expr);
+    gr_graph_destroy(seed);
+    gr_runtime_destroy(rt);
+}
+
 GR_TEST_MAIN(GR_TEST(user_kernels_every_way), GR_TEST(user_kernels_private_contexts),
              GR_TEST(new_builtins_match_cpu), GR_TEST(reductions_match_cpu),
-             GR_TEST(source_modules_stay_within_overhead))
+             GR_TEST(source_modules_stay_within_overhead), GR_TEST(expressions_match_cpu),
+             GR_TEST(seed_expression_equals_builtin_seed))

@@ -3,7 +3,7 @@
 http.client as the client and NumPy as the reference (tests/npy_tool.py), so nothing here
 trusts graphserve's own .npy code.
 
-  graphserve_test.py --binary PATH --graphs DIR
+  graphserve_test.py --binary PATH --graphs DIR --typed-graphs DIR
 
 Cases: results of a .npy and a raw tensor, bit for bit, with the very header np.save writes;
 a graph spec sent in the request; every refusal with its status and message (bad .npy,
@@ -12,9 +12,15 @@ each followed by a request that must still work; the limit on requests in flight
 Retry-After) held deterministically by uploads left unfinished; hundreds of mutated bodies,
 none of which may crash the server; /metrics parsed with prometheus_client's own parser,
 its tensor count exactly the number of tensors this test got back; SIGTERM with work in
-flight (answers are right or 503, exit status 0) and when idle.
+flight (answers are right or 503, exit status 0) and when idle. Element types, on a second
+server of the typed pipelines (--typed-graphs): uint8 in and float32 out, float16 and
+float64 in place, int32 to float64, float32 to uint8, bfloat16 (with ml_dtypes), .npy bodies
+of either byte order and raw ones, each result byte for byte what np.save writes for NumPy's
+own; a body of another type refused with 400 and how to convert it. A fixed-size output
+(sum: one number) and rows from the body's shape (softmax).
 
-Prints `PASS name` or `FAIL name: why` per case at column 0; exits 1 if any failed.
+Prints `PASS name`, `SKIP name: why` or `FAIL name: why` per case at column 0; exits 1 if
+any failed.
 """
 import http.client
 import io
@@ -37,6 +43,7 @@ import npy_tool  # noqa: E402  (the seed reference)
 ARGS = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 BINARY = ARGS["--binary"]
 GRAPHS = ARGS["--graphs"]
+TYPED = ARGS["--typed-graphs"]
 MAX_BODY = 1 << 20
 DONE = 0  # tensors this test got back with 200: /metrics must say exactly this many
 
@@ -44,11 +51,11 @@ DONE = 0  # tensors this test got back with 200: /metrics must say exactly this 
 class Server:
     """graphserve on a free port of 127.0.0.1, stderr kept in a file."""
 
-    def __init__(self, *flags):
+    def __init__(self, *flags, graphs=None):
         self.err = open(os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"),
                                      f"graphserve.{os.getpid()}.{id(self)}.err"), "w+")
         self.proc = subprocess.Popen(
-            [BINARY, "--port", "0", "--backend", "host", "--graphs", GRAPHS, *flags],
+            [BINARY, "--port", "0", "--backend", "host", "--graphs", graphs or GRAPHS, *flags],
             stdout=subprocess.PIPE, stderr=self.err, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
@@ -165,8 +172,11 @@ def case_bad_npy_refused(s):
         (good[:40], "bad .npy: truncated"),
         (good[:-4], "but the body holds 60 bytes after the header"),
         (good + b"\0\0\0\0", "but the body holds 68 bytes after the header"),
-        (npy_bytes(np.zeros((3,), np.float64)), "bad .npy"),
-        (npy_bytes(np.zeros((3,), np.int32)), "bad .npy"),
+        (npy_bytes(np.zeros((3,), np.float64)),
+         "the body holds float64 but pipeline seed's in0 is float32: convert with "
+         "a.astype(np.float32) or change the spec's buffer type"),
+        (npy_bytes(np.zeros((3,), np.int32)), "the body holds int32 but pipeline seed's in0"),
+        (npy_bytes(np.zeros((3,), np.int64)), "bad .npy: dtype '<i8' (int64) is not supported"),
         (npy_bytes(np.asfortranarray(np.zeros((3, 2), np.float32))), "fortran"),
         (good.replace(b"'descr'", b"'DESCR'"), "bad .npy"),
         (npy_bytes(np.zeros((0,), np.float32)), "0 elements"),
@@ -341,7 +351,123 @@ def case_healthz(s):
     assert code == 200 and body == b"ok: host backend, 1 device(s), 0 run request(s) in flight\n", \
         (code, body)
     code, _, body = request(s.port, "GET", "/v1/pipelines")
-    assert code == 200 and b"\nseed 1 1\n" in body and b"\ndag 2 2\n" in body, body
+    assert code == 200 and b"\nseed 1 1 float32 float32\n" in body, body
+    assert b"\ndag 2 2 float32,float32 float32,float32\n" in body, body
+
+
+def case_fixed_output(s):
+    """sum's output port is one element: the result is that one float32, (1,)."""
+    x = tensor((10, 101), 16)
+    want = np.array([x.astype(np.float64).sum()], dtype=np.float32)
+    expect_result(*run(s.port, npy_bytes(x), "pipeline=sum"), npy_bytes(want))
+    expect_result(*run(s.port, x.tobytes(), "pipeline=sum", "application/octet-stream"),
+                  want.tobytes())
+
+
+def case_rows_from_shape(s):
+    """softmax works along the last dimension of the body's shape."""
+    x = tensor((3, 40), 17)
+    code, _, body = run(s.port, npy_bytes(x), "pipeline=softmax")
+    assert code == 200, (code, body[:300])
+    got = np.load(io.BytesIO(body))
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    assert got.dtype == np.float32 and got.shape == x.shape, (got.dtype, got.shape)
+    err = np.abs(got - want) / want
+    assert err.max() < 1e-6, f"relative error {err.max()}: not a softmax along the rows"
+    global DONE
+    DONE += 1
+
+
+# Typed pipelines (tests/graphs), on a server of their own: each result byte for byte what
+# np.save writes for NumPy's result (npy_tool's rules: kernels/dtype.h, mul in float32 for
+# float16 and bfloat16).
+
+def typed_run(port, pipeline, x, raw=False):
+    if raw:
+        return run(port, x.tobytes(), f"pipeline={pipeline}", "application/octet-stream")
+    return run(port, npy_bytes(x), f"pipeline={pipeline}")
+
+
+def expect_typed(port, pipeline, x, want):
+    """x as .npy in both byte orders (one byte has only one), and raw in this host's."""
+    global DONE
+    native = want.astype(want.dtype.newbyteorder("="))
+    for order in ("<", ">"):
+        code, headers, body = typed_run(port, pipeline, x.astype(x.dtype.newbyteorder(order)))
+        assert code == 200, f"{pipeline} ({order}): status {code}: {body[:300]!r}"
+        assert body == npy_tool.saved(native), (
+            f"{pipeline} ({order}): not np.save's bytes of the result: {body[:128]!r} vs "
+            f"{npy_tool.saved(native)[:128]!r}, data equal: "
+            f"{body[-native.nbytes:] == native.tobytes()}")
+        DONE += 1
+    code, headers, body = typed_run(port, pipeline, x.astype(x.dtype.newbyteorder("=")), True)
+    assert code == 200 and headers.get("Content-Type") == "application/octet-stream", \
+        (code, body[:300])
+    assert body == native.tobytes(), f"{pipeline} (raw): wrong result"
+    DONE += 1
+
+
+def case_uint8_to_float32(t):
+    x = np.random.default_rng(20).integers(0, 256, (4, 33), dtype=np.int64).astype(np.uint8)
+    expect_typed(t.port, "u8_to_f32", x, npy_tool.mul(x.astype(np.float32), 0.5))
+
+
+def case_float16(t):
+    x = (np.random.default_rng(21).random((5, 9)) * 12 - 6).astype(np.float16)
+    expect_typed(t.port, "f16_mul", x, npy_tool.mul(x, 0.3))
+    # The same through a spec in the request.
+    spec = urllib.parse.quote(open(os.path.join(TYPED, "f16_mul.graph")).read())
+    expect_result(*run(t.port, npy_bytes(x), "spec=" + spec), npy_bytes(npy_tool.mul(x, 0.3)))
+
+
+def case_float64_and_int32(t):
+    x = np.random.default_rng(22).random(77) * 2e6 - 1e6
+    expect_typed(t.port, "f64_mul", x, npy_tool.mul(x, 0.3))
+    i = np.random.default_rng(23).integers(-2**31, 2**31, 300).astype(np.int32)
+    expect_typed(t.port, "i32_to_f64", i, npy_tool.cast(i, np.dtype(np.float64)))
+    f = np.array(npy_tool.SPECIAL + [3.0, 7.9], np.float32)
+    expect_typed(t.port, "f32_to_u8", f, npy_tool.cast(f, np.dtype(np.uint8)))
+
+
+def case_bfloat16(t):
+    if npy_tool.BF16 is None:
+        return "ml_dtypes (NumPy's bfloat16) cannot be imported"
+    x = (np.random.default_rng(24).random((6, 7)) * 12 - 6).astype(npy_tool.BF16)
+    expect_typed(t.port, "bf16_mul", x, npy_tool.mul(x, 0.3))
+    return None
+
+
+def case_typed_refusals(t):
+    f4 = npy_bytes(np.zeros((3,), np.float32))
+    expect_refusal(run(t.port, f4, "pipeline=u8_to_f32"), 400,
+                   "error: the body holds float32 but pipeline u8_to_f32's in0 is uint8: "
+                   "convert with a.astype(np.uint8) or change the spec's buffer type")
+    expect_refusal(run(t.port, npy_bytes(np.zeros(3, np.uint8)), "pipeline=f16_mul"), 400,
+                   "the body holds uint8 but pipeline f16_mul's in0 is float16: convert with "
+                   "a.astype(np.float16)")
+    expect_refusal(run(t.port, npy_bytes(np.zeros(3, "V2")), "pipeline=f32_to_u8"), 400,
+                   "the body holds 2-byte raw values ('|V2': what np.save writes for "
+                   "ml_dtypes.bfloat16, read only as bfloat16) but pipeline f32_to_u8's in0 "
+                   "is float32")
+    expect_refusal(run(t.port, npy_bytes(np.zeros(3, np.uint16)), "pipeline=bf16_mul"), 400,
+                   "bad .npy: dtype '<u2' (uint16) is not supported")
+    expect_refusal(run(t.port, b"\0" * 7, "pipeline=f16_mul", "application/octet-stream"), 400,
+                   "raw body of 7 bytes is not whole float16 values (a multiple of 2 bytes), "
+                   "the type of pipeline f16_mul's in0")
+    expect_refusal(run(t.port, b"\0" * 16, "pipeline=f64_mul&shape=2,3",
+                       "application/octet-stream"), 400,
+                   "shape 2,3 has 6 elements but the body holds 2 float64 values")
+    x = np.arange(5, dtype=np.uint8)
+    expect_typed(t.port, "u8_to_f32", x, npy_tool.mul(x.astype(np.float32), 0.5))
+
+
+def case_typed_pipelines_listed(t):
+    code, _, body = request(t.port, "GET", "/v1/pipelines")
+    assert code == 200, code
+    for line in (b"\nu8_to_f32 1 1 uint8 float32\n", b"\nf16_mul 1 1 float16 float16\n",
+                 b"\nu8_times_f32 2 1 uint8,float32 float32\n"):
+        assert line in body, (line, body)
 
 
 def budget_in_use(port):
@@ -449,13 +575,35 @@ def main():
     s = Server("--max-inflight", "2", "--max-body", str(MAX_BODY), "--workers", "2")
     cases = [case_npy_roundtrip, case_raw_roundtrip, case_spec_in_request, case_bad_npy_refused,
              case_refusals, case_oversize_413, case_busy_503, case_mutated_bodies,
-             case_metrics_parse, case_healthz, case_sigterm_with_work, case_sigterm_idle]
+             case_fixed_output, case_rows_from_shape, case_metrics_parse, case_healthz,
+             case_sigterm_with_work, case_sigterm_idle]
+    failed = run_cases(s, cases)
+    global DONE
+    DONE = 0  # the typed server counts its own
+    t = Server("--workers", "2", graphs=TYPED)
+    failed += run_cases(t, [case_uint8_to_float32, case_float16, case_float64_and_int32,
+                            case_bfloat16, case_typed_refusals, case_typed_pipelines_listed,
+                            case_typed_metrics, case_sigterm_idle])
+    sys.exit(1 if failed else 0)
+
+
+def case_typed_metrics(t):
+    """The typed server's tensor count is exactly what this test got back."""
+    done = sum(x.value for x in metrics(t.port)["graphrun_tensors"].samples
+               if x.labels["outcome"] == "done")
+    assert done == DONE, f"/metrics says {done} tensors done, this test got {DONE} back"
+
+
+def run_cases(s, cases):
     failed = 0
     for case in cases:
         name = case.__name__[len("case_"):]
         try:
-            case(s)
-            print(f"PASS graphserve_{name}", flush=True)
+            skipped = case(s)
+            if skipped:
+                print(f"SKIP graphserve_{name}: {skipped}", flush=True)
+            else:
+                print(f"PASS graphserve_{name}", flush=True)
         except Exception as e:  # noqa: BLE001 - every failure becomes a FAIL line
             failed += 1
             print(f"FAIL graphserve_{name}: {type(e).__name__}: {e}"[:2000].replace("\n", " "),
@@ -465,7 +613,7 @@ def main():
                 break
     if s.alive():
         s.proc.kill()
-    sys.exit(1 if failed else 0)
+    return failed
 
 
 if __name__ == "__main__":

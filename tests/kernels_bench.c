@@ -3,6 +3,8 @@
  * its link floor's ratio beside the built-in seed's, measured in one run:
  *
  *   seed        the built-in fused seed kernel, in place
+ *   seed_expr   the same computation as one expression kernel (graph/examples/seed_expr.graph:
+ *               generated CUDA C compiled by NVRTC), in place; within 3% of seed is the aim
  *   user_entry  a user's __global__ registered from C (tests/user_kernels.cu), in place
  *   nvrtc_spec  graph/examples/user_kernel.graph: CUDA C compiled by NVRTC from the spec's
  *               own `cuda` file, two kernels, in place
@@ -14,7 +16,7 @@
  * warm-up tensor (graph instantiation, module loading), then --count tensors of --elems
  * floats in one job, pinned, budget three tensors' footprint, --workers workers; then every
  * output element is checked against the CPU reference on all CPUs (bit for bit, softmax
- * within a relative 1e-6). Run from the repository root (the spec names its .cu by a
+ * within a relative 1e-6; seed_expr against gr_seed_ref, the built-in seed's reference). Run from the repository root (the spec names its .cu by a
  * relative path). Prints a table; --json FILE writes one object per workload. Exit status 1
  * when any workload failed or any output is wrong.
  *
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include <graphrun.h>
+#include "kernels/kernels.h"
 #include "tests/user_kernels.h"
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/cuda_measure.h"
@@ -103,6 +106,8 @@ static void *check_main(void *arg)
 
             if (strcmp(n, "seed") == 0)
                 want = seed_ref(x);
+            else if (strcmp(n, "seed_expr") == 0)
+                want = gr_seed_ref(x);
             else if (strcmp(n, "user_entry") == 0)
                 want = gr_test_user_ref(x, 1.5f);
             else
@@ -165,7 +170,7 @@ int main(int argc, char **argv)
     gr_error_info err;
     gr_ceilings ceil;
     FILE *jf = NULL;
-    workload w[4];
+    workload w[5];
     int opt, failed = 0;
 
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -189,15 +194,17 @@ int main(int argc, char **argv)
         return 1;
     }
     w[0] = (workload){"seed", "built-in fused seed kernel", NULL, true};
-    w[1] = (workload){"user_entry", "user __global__ from C", NULL, true};
-    w[2] = (workload){"nvrtc_spec", "NVRTC kernels of the spec's .cu", NULL, true};
-    w[3] = (workload){"softmax", "row-wise softmax, out of place", NULL, false};
+    w[1] = (workload){"seed_expr", "seed as an expression (NVRTC)", NULL, true};
+    w[2] = (workload){"user_entry", "user __global__ from C", NULL, true};
+    w[3] = (workload){"nvrtc_spec", "NVRTC kernels of the spec's .cu", NULL, true};
+    w[4] = (workload){"softmax", "row-wise softmax, out of place", NULL, false};
     gr_graph_create_seed(&w[0].g);
-    w[1].g = parse_or_die("buffer x\nh2d l: in0 -> x\nkernel k: u_entry(x, 1.5) -> x\n"
+    w[2].g = parse_or_die("buffer x\nh2d l: in0 -> x\nkernel k: u_entry(x, 1.5) -> x\n"
                           "d2h s: x -> out0\nl -> k -> s\n",
                           "user_entry");
-    if (gr_graph_load("graph/examples/user_kernel.graph", &w[2].g, &err) != GR_OK ||
-        gr_graph_load("graph/examples/softmax.graph", &w[3].g, &err) != GR_OK) {
+    if (gr_graph_load("graph/examples/seed_expr.graph", &w[1].g, &err) != GR_OK ||
+        gr_graph_load("graph/examples/user_kernel.graph", &w[3].g, &err) != GR_OK ||
+        gr_graph_load("graph/examples/softmax.graph", &w[4].g, &err) != GR_OK) {
         fprintf(stderr, "kernels_bench: %s\n", err.message);
         return 1;
     }
@@ -211,7 +218,7 @@ int main(int argc, char **argv)
            (unsigned long long)workers, ceil.bidir_gbs);
     printf("%-11s %-34s %10s %10s %7s %8s\n", "workload", "kernel", "ms/tensor", "floor ms",
            "ratio", "verified");
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         gr_config cfg = GR_CONFIG_INIT;
         float **in = calloc(count + 1, sizeof(float *)), **out = calloc(count + 1, sizeof(float *));
         gr_tensor *t = calloc(count + 1, sizeof(gr_tensor));

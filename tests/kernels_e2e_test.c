@@ -4,7 +4,8 @@
  * element per tensor, per-channel normalisation with small vector inputs; and the refusals
  * that keep them safe (shapes that do not match, fixed buffers where a whole tensor is
  * needed, a graph that cannot be split larger than the budget). Every output is checked
- * against a reference computed here, in double where the kernel sums.
+ * against a reference computed here, in double where the kernel sums. And the seed as an
+ * expression kernel (graph/examples/seed_expr.graph), whole, chunked and batched.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -338,7 +339,49 @@ static void unsplittable_over_budget_refused(void)
     gr_runtime_destroy(rt);
 }
 
-GR_TEST_MAIN(GR_TEST(softmax_per_row), GR_TEST(sum_to_one_element),
+/* Iterations run so far on device 0. */
+static uint64_t iterations(gr_runtime *rt)
+{
+    gr_stats st = GR_STATS_INIT;
+
+    ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
+    return st.iterations_done;
+}
+
+/* graph/examples/seed_expr.graph, the seed written as one expression, through the host
+ * backend: the built-in seed's result bit for bit (gr_seed_ref), as an elementwise kernel
+ * should be, in chunks of a tensor larger than the budget and in batches of small ones. */
+static void seed_expression_graph_equals_seed(void)
+{
+    gr_runtime *rt = gr_test_runtime((gr_test_shape){.workers = 2, .budget = 1 << 20});
+    gr_test_tensors big = gr_test_tensors_make(5, 1, (1 << 20) + 3);
+    gr_test_tensors small = gr_test_tensors_make(6, 64, 301);
+    gr_test_tensors odd = gr_test_tensors_make(7, 5, 4099);
+    gr_error_info err;
+    uint64_t before;
+    gr_graph *g;
+
+    if (gr_graph_load("graph/examples/seed_expr.graph", &g, &err) != GR_OK)
+        GR_TEST_FAIL("%s", err.message);
+    before = iterations(rt);
+    run_job(rt, g, big.t, big.count);
+    gr_test_expect_all_processed(&big);
+    ASSERT_GT_U64(iterations(rt) - before, 1); /* chunks */
+    before = iterations(rt);
+    run_job(rt, g, small.t, small.count);
+    gr_test_expect_all_processed(&small);
+    ASSERT_LT_U64(iterations(rt) - before, small.count); /* batches */
+    run_job(rt, g, odd.t, odd.count);
+    gr_test_expect_all_processed(&odd);
+    gr_test_tensors_free(&big);
+    gr_test_tensors_free(&small);
+    gr_test_tensors_free(&odd);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+}
+
+GR_TEST_MAIN(GR_TEST(seed_expression_graph_equals_seed), GR_TEST(softmax_per_row),
+             GR_TEST(sum_to_one_element),
              GR_TEST(normalize_with_small_inputs), GR_TEST(bad_shapes_refused),
              GR_TEST(fixed_buffers_only_where_they_fit),
              GR_TEST(unsplittable_over_budget_refused))

@@ -2,7 +2,24 @@
 """npy_tool.py - NumPy's side of tests/run_test.sh: writes the inputs and checks the outputs
 of `graphrun run` with NumPy itself, so the test does not trust graphrun's own .npy code.
 
-  npy_tool.py make PATH SHAPE SEED [--dtype f4|f8|i4] [--fortran] [--raw]
+  npy_tool.py make PATH SHAPE SEED [--dtype f4|f2|bf16|f8|i4|u1|u2|i8] [--big-endian]
+                  [--range LO,HI] [--special] [--fortran] [--raw]
+                                          random values (floats uniform in [LO, HI), default
+                                          [0, 1); integers in [LO, HI), default the type's
+                                          range); --special puts NaN, infinities, -0 and
+                                          values at and past the integer types' ends first;
+                                          --raw writes the bare data (this host's order)
+  npy_tool.py has-ml-dtypes               exit 0 when ml_dtypes (bfloat16) imports
+  npy_tool.py check-mul OUT IN S          out == mul(in, S) in in's type by graphrun's rules:
+                                          float16 and bfloat16 in float32, rounded once
+                                          (x.astype(f32) * f32(S)).astype(type); float32 in
+                                          float32; float64 in float64
+  npy_tool.py check-cast OUT IN TYPE [S]  out == cast(in) to TYPE (then times S in TYPE's
+                                          arithmetic when given), by the documented rules
+                                          (kernels/dtype.h): floats to integers toward zero,
+                                          saturating, NaN to 0; to float16 and bfloat16
+                                          rounded to nearest even, NaN to 0x7fff
+  npy_tool.py check-mixed OUT A B         out == float32(a) * b (a uint8, b float32)
   npy_tool.py check-seed OUT IN           out == seed(in), same shape, float32
   npy_tool.py check-dag OUT0 OUT1 A B     out0 == seed(2a - b), out1 == 3a
   npy_tool.py check-raw-seed OUT IN SHAPE raw float32 files
@@ -14,10 +31,145 @@ of `graphrun run` with NumPy itself, so the test does not trust graphrun's own .
 
 The seed reference is computed in float32 exactly as the kernels do it: ten rounds of
 x = sqrt(x * 1.01 + 1.01), each operation rounded to float32 (NumPy does not fuse).
+
+The check-* commands of other element types compare the output file byte for byte with
+what np.save writes for the expected array (header included: graphrun writes the very bytes;
+bfloat16 is an ml_dtypes.bfloat16 array, which np.save writes as '<V2'). bfloat16 needs
+ml_dtypes; without it those commands exit 77 (the caller's SKIP).
 """
+import io
 import sys
+import warnings
 
 import numpy as np
+
+try:
+    import ml_dtypes
+    BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # the bfloat16 commands exit 77
+    ml_dtypes = None
+    BF16 = None
+
+SKIP = 77
+CODES = {"f4": "<f4", "f2": "<f2", "f8": "<f8", "i4": "<i4", "u1": "|u1", "u2": "<u2",
+         "i8": "<i8", "bf16": "bf16"}
+NAMES = {"float32": np.float32, "float16": np.float16, "float64": np.float64,
+         "int32": np.int32, "uint8": np.uint8, "bfloat16": "bf16"}
+
+
+def need_bf16():
+    if BF16 is None:
+        sys.exit(SKIP)
+    return BF16
+
+
+def dtype_of(code):
+    """A type code of `make` (f4, bf16, ...) or a graphrun type name, as a NumPy dtype."""
+    t = CODES.get(code, NAMES.get(code, code))
+    return need_bf16() if t == "bf16" else np.dtype(t)
+
+
+def load(path):
+    """np.load, with bfloat16 ('<V2', '>V2' or '|V2': raw bytes to np.load, which forgets
+    their order) viewed as such in the order the header gives."""
+    a = np.load(path)
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2:
+        with open(path, "rb") as f:
+            head = f.read(256)
+        big = b"'descr': '>V2'" in head
+        a = a.view(need_bf16().newbyteorder(">" if big else "<"))
+    return a
+
+
+def saved(a):
+    f = io.BytesIO()
+    np.save(f, a)
+    return f.getvalue()
+
+
+def same_file(path, want):
+    """The file's bytes are np.save(want)'s (in this host's order), else a message."""
+    want = want.astype(want.dtype.newbyteorder("="))
+    with open(path, "rb") as f:
+        got = f.read()
+    expect = saved(want)
+    if got == expect:
+        return
+    try:
+        a = load(path)
+    except Exception as e:  # noqa: BLE001 - a broken file is a failure like any other
+        sys.exit(f"{path}: not what np.save writes, and np.load says {e}")
+    if a.dtype != want.dtype or a.shape != want.shape:
+        sys.exit(f"{path}: {a.dtype} {a.shape}, want {want.dtype} {want.shape}")
+    if got[:len(expect) - want.nbytes] != expect[:len(expect) - want.nbytes]:
+        sys.exit(f"{path}: header {got[:128]!r}, want {expect[:128]!r}")
+    bits = np.dtype(f"u{want.dtype.itemsize}")
+    bad = np.flatnonzero(a.view(bits).ravel() != want.view(bits).ravel())
+    sys.exit(f"{path}: {bad.size} of {a.size} elements differ, first at {bad[0]}: "
+             f"{a.ravel()[bad[0]]!r} vs {want.ravel()[bad[0]]!r}")
+
+
+SPECIAL = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30, -1e30, 255.5, 256.0, -0.7, 0.999,
+           2147483647.0, 2147483648.0, -2147483649.0, 65519.0, 65520.0, 3.5, -3.5, 1e-42]
+
+
+def make(argv):
+    path, shape, seed_value = argv[2], shape_of(argv[3]), int(argv[4])
+    rng = np.random.default_rng(seed_value)
+    dtype = dtype_of(argv[argv.index("--dtype") + 1] if "--dtype" in argv else "f4")
+    lo_hi = ([float(v) for v in argv[argv.index("--range") + 1].split(",")]
+             if "--range" in argv else None)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = (int(lo_hi[0]), int(lo_hi[1])) if lo_hi else (int(info.min), int(info.max) + 1)
+        a = rng.integers(lo, hi, size=shape, dtype=np.int64).astype(dtype)
+    else:
+        lo, hi = lo_hi or (0.0, 1.0)
+        v = rng.random(shape, dtype=np.float64) * (hi - lo) + lo
+        if "--special" in argv and v.size:
+            n = min(v.size, len(SPECIAL))
+            v.ravel()[:n] = SPECIAL[:n]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # 1e30 overflows float16: inf, as intended
+            a = v.astype(dtype)
+    if "--big-endian" in argv:
+        a = a.astype(a.dtype.newbyteorder(">"))
+    if "--fortran" in argv:
+        a = np.asfortranarray(a)
+    if "--raw" in argv:
+        a.tofile(path)
+    else:
+        np.save(path, a)
+
+
+def mul(x, s):
+    """mul(x, s) by graphrun's rules: float16 and bfloat16 in float32, rounded once (a NaN
+    to the canonical 0x7fff, as cast rounds)."""
+    t = x.dtype.newbyteorder("=")
+    if t == np.float64:
+        return x.astype(t) * np.float64(s)
+    return cast(np.asarray(x.astype(np.float32) * np.float32(s)), t)
+
+
+def cast(x, to):
+    """cast(x) to `to` by kernels/dtype.h's rules, computed by NumPy (and ml_dtypes)."""
+    x = x.astype(x.dtype.newbyteorder("="))
+    if to.kind in "iu":
+        if x.dtype.kind in "iu":  # int32 to uint8: the low 8 bits, NumPy's own astype
+            return x.astype(to)
+        info = np.iinfo(to)
+        f = x.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            v = np.where(np.isnan(f), 0, np.clip(np.trunc(f), info.min, info.max))
+        return v.astype(to)
+    if to == np.float16 or (BF16 is not None and to == BF16):  # dtype == None: float64
+        f = x.astype(np.float32) if x.dtype != np.float32 else x
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = f.astype(to)
+        out.view(np.uint16)[np.isnan(f)] = 0x7FFF  # the canonical NaN of the rules
+        return out
+    return x.astype(to)
 
 
 def seed(x):
@@ -45,17 +197,21 @@ def same(got, want, what):
 def main(argv):
     cmd = argv[1]
     if cmd == "make":
-        path, shape, seed_value = argv[2], shape_of(argv[3]), int(argv[4])
-        rng = np.random.default_rng(seed_value)
-        dtype = {"f4": np.float32, "f8": np.float64, "i4": np.int32}[
-            argv[argv.index("--dtype") + 1] if "--dtype" in argv else "f4"]
-        a = rng.random(shape, dtype=np.float64).astype(dtype)
-        if "--fortran" in argv:
-            a = np.asfortranarray(a)
-        if "--raw" in argv:
-            a.astype(np.float32).tofile(path)
-        else:
-            np.save(path, a)
+        make(argv)
+    elif cmd == "has-ml-dtypes":
+        sys.exit(0 if BF16 is not None else 1)
+    elif cmd == "check-mul":
+        x = load(argv[3])
+        same_file(argv[2], mul(x, float(argv[4])))
+    elif cmd == "check-cast":
+        x, to = load(argv[3]), dtype_of(argv[4])
+        want = cast(x, to)
+        if len(argv) > 5:
+            want = mul(want, float(argv[5]))
+        same_file(argv[2], want)
+    elif cmd == "check-mixed":
+        a, b = np.load(argv[3]), np.load(argv[4])
+        same_file(argv[2], a.astype(np.float32) * b.astype(np.float32))
     elif cmd == "check-seed":
         same(np.load(argv[2]), seed(np.load(argv[3])), argv[2])
     elif cmd == "check-dag":

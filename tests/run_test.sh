@@ -3,10 +3,14 @@
 # checks the outputs (tests/npy_tool.py), so nothing here trusts graphrun's own .npy code.
 # Covers .npy and raw files, directories, a two-input graph, the JSON summary, environment
 # defaults, device lists on emulated devices, a manifest, every refusal (with its message, and
-# no output file left behind), and Ctrl-C (exit 130, nothing written).
+# no output file left behind), and Ctrl-C (exit 130, nothing written). Element types: graphs
+# of every type (tests/graphs/) on .npy inputs of either byte order, outputs compared byte
+# for byte with what np.save writes for NumPy's result; bfloat16 through ml_dtypes, SKIP
+# where it cannot be imported.
 set -u
 bin="${TEST_SRCDIR}/graphrun/tools/graphrun/graphrun"
 examples="${TEST_SRCDIR}/graphrun/graph/examples"
+graphs="${TEST_SRCDIR}/graphrun/tests/graphs"
 tool="${TEST_SRCDIR}/graphrun/tests/npy_tool.py"
 py=/usr/bin/python3
 T="${TEST_TMPDIR}/run"
@@ -33,7 +37,17 @@ absent() { # nothing at PATH, nor a temporary file of ours beside it
 np() { "$py" "$tool" "$@"; }
 
 failed=0
-case_() { local name=$1; shift; if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failed=1; fi; }
+# A case returning 77 was skipped: npy_tool.py exits so without ml_dtypes (bfloat16).
+case_() {
+  local name=$1 rc
+  shift
+  "$@"
+  rc=$?
+  if ((rc == 0)); then echo "PASS $name"
+  elif ((rc == 77)); then echo "SKIP $name: ml_dtypes (NumPy's bfloat16) cannot be imported"
+  else echo "FAIL $name"; failed=1; fi
+}
+bf16() { np has-ml-dtypes || return 77; }
 
 npy_round_trip() {
   np make "$T/a.npy" 3,5,7 1 && run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" \
@@ -125,10 +139,15 @@ refuses_bad_header() {
 }
 refuses_wrong_dtype() {
   np make "$T/f8.npy" 10 7 --dtype f8 && run 2 run --graph "$examples/seed.graph" \
-    --input "$T/f8.npy" --output "$T/f8_out.npy" && has "$err" "f8.npy" && has "$err" "<f8" &&
+    --input "$T/f8.npy" --output "$T/f8_out.npy" &&
+    has "$err" "$T/f8.npy holds float64 but the graph's in0 is float32: convert with a.astype(np.float32) or change the spec's buffer type" &&
     absent "$T/f8_out.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/r.bin" \
-    --dtype float64 --output "$T/f8_raw_out.bin" && has "$err" "--dtype float64 is not supported" &&
-    absent "$T/f8_raw_out.bin"
+    --dtype float64 --output "$T/f8_raw_out.bin" &&
+    has "$err" "r.bin: --dtype float64, but the graph's in0 is float32: a raw file holds its port's type" &&
+    absent "$T/f8_raw_out.bin" && np make "$T/i8.npy" 10 7 --dtype i8 &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/i8.npy" --output "$T/i8_out.npy" &&
+    has "$err" "i8.npy: dtype '<i8' (int64) is not supported: graphrun reads float32, float16, bfloat16, float64, int32 and uint8" &&
+    absent "$T/i8_out.npy"
 }
 refuses_fortran_order() {
   np make "$T/fo.npy" 4,5 8 --fortran && run 2 run --graph "$examples/seed.graph" \
@@ -231,6 +250,150 @@ cuda_source_kernels_refused_on_host() { # NVRTC compiles them here; the host can
     absent "$T/uk.npy"
 }
 
+# Element types. Each graph of tests/graphs/ on inputs NumPy wrote, in both byte orders:
+# the output must be byte for byte what np.save writes for NumPy's own result.
+typed() { # GRAPH CHECK... : make was done; run GRAPH on $T/t.npy, then npy_tool CHECK
+  local graph=$1
+  shift
+  run 0 run --graph "$graphs/$graph" --input "$T/t.npy" --output "$T/t_out.npy" --force &&
+    np "$@"
+}
+both_orders() { # GRAPH SHAPE MAKE_ARGS -- CHECK...: little-endian, then big-endian input
+  local graph=$1 shape=$2 make=() order
+  shift 2
+  while [[ $1 != -- ]]; do make+=("$1"); shift; done
+  shift
+  for order in "" --big-endian; do
+    np make "$T/t.npy" "$shape" 31 "${make[@]}" $order &&
+      typed "$graph" "${@/#OUT/$T/t_out.npy}" || { echo "    (input ${order:-little-endian})"; return 1; }
+  done
+}
+float16_npy() {
+  local s
+  for s in 5,7 1021 ""; do
+    both_orders f16_mul.graph "$s" --dtype f2 --range -6,6 -- check-mul OUT "$T/t.npy" 0.3 ||
+      return 1
+  done
+}
+bfloat16_npy() {
+  bf16 || return
+  both_orders bf16_mul.graph 3,4,5 --dtype bf16 --range -6,6 -- check-mul OUT "$T/t.npy" 0.3 &&
+    both_orders bf16_mul.graph 1000 --dtype bf16 --range -1e6,1e6 -- \
+      check-mul OUT "$T/t.npy" 0.3 || return 1
+  # np.load of a bfloat16 file gives raw '|V2' bytes; saved again they stay little-endian.
+  np make "$T/bf.npy" 9 32 --dtype bf16 --range -6,6 && "$py" -c '
+import numpy as np, sys
+np.save(sys.argv[2], np.load(sys.argv[1]))
+assert open(sys.argv[2], "rb").read().find(b"|V2") > 0' "$T/bf.npy" "$T/t.npy" &&
+    typed bf16_mul.graph check-mul "$T/t_out.npy" "$T/bf.npy" 0.3 || return 1
+  # Raw bfloat16 (the bits, as ml_dtypes' tofile writes them): the port's type, --dtype or not.
+  np make "$T/bf.raw" 64 34 --dtype bf16 --range -6,6 --raw &&
+    run 0 run --graph "$graphs/bf16_mul.graph" --input "$T/bf.raw" --output "$T/bf_out.raw" &&
+    run 0 run --graph "$graphs/bf16_mul.graph" --input "$T/bf.raw" --dtype bfloat16 \
+      --output "$T/bf_out2.raw" && cmp "$T/bf_out.raw" "$T/bf_out2.raw" && "$py" -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, npy_tool
+x = np.fromfile(sys.argv[2], npy_tool.BF16)
+want = npy_tool.mul(x, 0.3).tobytes()
+assert open(sys.argv[3], "rb").read() == want, "raw bfloat16 result differs"' \
+      "$(dirname "$tool")" "$T/bf.raw" "$T/bf_out.raw"
+}
+float64_npy() {
+  both_orders f64_mul.graph 6,50 --dtype f8 --range -1e300,1e300 -- \
+    check-mul OUT "$T/t.npy" 0.3 &&
+    both_orders f64_mul.graph 77 --dtype f8 --range -1,1 -- check-mul OUT "$T/t.npy" 0.3
+}
+int32_to_float64() {
+  both_orders i32_to_f64.graph 4,257 --dtype i4 -- check-cast OUT "$T/t.npy" float64
+}
+uint8_to_float32() {
+  both_orders u8_to_f32.graph 2,3,64 --dtype u1 -- check-cast OUT "$T/t.npy" float32 0.5 &&
+    run 0 run --graph "$graphs/u8_to_f32.graph" --input "$T/t.npy" --output "$T/u8.npy" --json &&
+    "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))  # 384 uint8 elements in, 384 float32 out
+assert d["bytes_in"] == 384 and d["bytes_out"] == 384 * 4, d' "$out" || return 1
+  # Raw uint8: read as the port's type, with or without --dtype saying so.
+  np make "$T/u8.raw" 100 33 --dtype u1 --raw && "$py" -c '
+import numpy as np, sys
+np.save(sys.argv[2], np.fromfile(sys.argv[1], np.uint8).reshape(4, 25))' "$T/u8.raw" "$T/u8r.npy" &&
+    run 0 run --graph "$graphs/u8_to_f32.graph" --input "$T/u8.raw" --output "$T/u8r_out.raw" &&
+    run 0 run --graph "$graphs/u8_to_f32.graph" --input "$T/u8.raw" --dtype uint8 --shape 4,25 \
+      --output "$T/u8r_out.npy" && np check-cast "$T/u8r_out.npy" "$T/u8r.npy" float32 0.5 &&
+    "$py" -c '
+import numpy as np, sys
+got, want = np.fromfile(sys.argv[1], np.float32), np.load(sys.argv[2]).ravel()
+assert got.tobytes() == want.tobytes(), (got[:4], want[:4])' "$T/u8r_out.raw" "$T/u8r_out.npy"
+}
+typed_outputs() { # the output's own type: uint8, float16, int32 (NaN, inf, the ends)
+  both_orders f32_to_u8.graph 300 --special --range -300,300 -- \
+    check-cast OUT "$T/t.npy" uint8 &&
+    both_orders f32_to_f16.graph 300 --special --range -7e4,7e4 -- \
+      check-cast OUT "$T/t.npy" float16 &&
+    both_orders f64_to_i32.graph 3,100 --dtype f8 --special --range -3e9,3e9 -- \
+      check-cast OUT "$T/t.npy" int32
+}
+bfloat16_output() { # written as '<V2', what np.save writes for ml_dtypes.bfloat16
+  bf16 || return
+  both_orders f32_to_bf16.graph 300 --special --range -1e38,1e38 -- \
+    check-cast OUT "$T/t.npy" bfloat16
+}
+two_input_types() { # in0 uint8, in1 float32, in directories; one big-endian weight file
+  mkdir -p "$T/ta" "$T/tb"
+  local i
+  for i in 1 2 3; do
+    np make "$T/ta/t$i.npy" 4,$((i * 10)) $((40 + i)) --dtype u1 &&
+      np make "$T/tb/t$i.npy" 4,$((i * 10)) $((50 + i)) --range -2,2 \
+        $([[ $i == 2 ]] && echo --big-endian) || return 1
+  done
+  run 0 run --graph "$graphs/u8_times_f32.graph" --input "$T/ta" --input "$T/tb" \
+    --output "$T/tab" || return 1
+  for i in 1 2 3; do
+    np check-mixed "$T/tab/t$i.npy" "$T/ta/t$i.npy" "$T/tb/t$i.npy" || return 1
+  done
+}
+refuses_other_types() { # before the run, with the file, the port, both types, the fix
+  np make "$T/f4.npy" 10 60 && run 2 run --graph "$graphs/u8_to_f32.graph" \
+    --input "$T/f4.npy" --output "$T/x_out.npy" &&
+    has "$err" "graphrun run: $T/f4.npy holds float32 but the graph's in0 is uint8: convert with a.astype(np.uint8) or change the spec's buffer type" &&
+    absent "$T/x_out.npy" && np make "$T/u1.npy" 10 61 --dtype u1 &&
+    run 2 run --graph "$graphs/f16_mul.graph" --input "$T/u1.npy" --output "$T/x_out.npy" &&
+    has "$err" "u1.npy holds uint8 but the graph's in0 is float16: convert with a.astype(np.float16)" &&
+    absent "$T/x_out.npy" && np make "$T/f8be.npy" 10 62 --dtype f8 --big-endian &&
+    run 2 run --graph "$graphs/bf16_mul.graph" --input "$T/f8be.npy" --output "$T/x_out.npy" &&
+    has "$err" "f8be.npy holds float64 but the graph's in0 is bfloat16: convert with a.astype(ml_dtypes.bfloat16)" &&
+    absent "$T/x_out.npy" || return 1
+  # Two-byte raw values ('V2') are bfloat16 for a bfloat16 port only; uint16 never is.
+  "$py" -c 'import numpy as np, sys; np.save(sys.argv[1], np.zeros(4, "V2"))' "$T/v2.npy" &&
+    run 2 run --graph "$graphs/f16_mul.graph" --input "$T/v2.npy" --output "$T/x_out.npy" &&
+    has "$err" "v2.npy holds 2-byte raw values ('|V2': what np.save writes for ml_dtypes.bfloat16, read only as bfloat16) but the graph's in0 is float16: convert with a.view(ml_dtypes.bfloat16).astype(np.float16)" &&
+    absent "$T/x_out.npy" && np make "$T/u2.npy" 4 63 --dtype u2 &&
+    run 2 run --graph "$graphs/bf16_mul.graph" --input "$T/u2.npy" --output "$T/x_out.npy" &&
+    has "$err" "u2.npy: dtype '<u2' (uint16) is not supported" &&
+    has "$err" "(bfloat16 bit patterns held as uint16: save a.view(ml_dtypes.bfloat16))" &&
+    absent "$T/x_out.npy" || return 1
+  # Raw files: --dtype must be the port's; with two ports of two types it names the other.
+  run 2 run --graph "$graphs/u8_to_f32.graph" --input "$T/u8.raw" --dtype float32 \
+    --output "$T/x_out.raw" &&
+    has "$err" "u8.raw: --dtype float32, but the graph's in0 is uint8: a raw file holds its port's type" &&
+    absent "$T/x_out.raw" && run 2 run --graph "$graphs/u8_to_f32.graph" --input "$T/u8.raw" \
+    --dtype uint16 --output "$T/x_out.raw" &&
+    has "$err" "--dtype uint16 is not a type: graphrun reads float32, float16, bfloat16, float64, int32 and uint8" &&
+    absent "$T/x_out.raw" && np make "$T/w.raw" 100 64 --raw &&
+    run 2 run --graph "$graphs/u8_times_f32.graph" --input "$T/u8.raw" --input "$T/w.raw" \
+      --dtype uint8 --output "$T/x_out.raw" &&
+    has "$err" "w.raw: --dtype uint8, but the graph's in1 is float32" && absent "$T/x_out.raw" &&
+    run 0 run --graph "$graphs/u8_times_f32.graph" --input "$T/u8.raw" --input "$T/w.raw" \
+      --output "$T/x_out.raw" || return 1
+  # One file of another type in a directory: nothing at all is written.
+  mkdir -p "$T/mixed_in" && cp "$T/ta/t1.npy" "$T/ta/t2.npy" "$T/mixed_in/" &&
+    cp "$T/f4.npy" "$T/mixed_in/t3.npy" &&
+    run 2 run --graph "$graphs/u8_to_f32.graph" --input "$T/mixed_in" --output "$T/mixed_out" &&
+    has "$err" "mixed_in/t3.npy holds float32 but the graph's in0 is uint8" &&
+    [[ -z $(ls -A "$T/mixed_out" 2>/dev/null) ]]
+}
+
 case_ json_summary json_summary
 case_ environment_defaults environment_defaults
 case_ device_list_flags device_list_flags
@@ -248,4 +411,13 @@ case_ interrupted_run_writes_nothing interrupted_run_writes_nothing
 case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes
 case_ sum_to_one_element_outputs sum_to_one_element_outputs
 case_ cuda_source_kernels_refused_on_host cuda_source_kernels_refused_on_host
+case_ float16_npy float16_npy
+case_ bfloat16_npy bfloat16_npy
+case_ float64_npy float64_npy
+case_ int32_to_float64 int32_to_float64
+case_ uint8_to_float32 uint8_to_float32
+case_ typed_outputs typed_outputs
+case_ bfloat16_output bfloat16_output
+case_ two_input_types two_input_types
+case_ refuses_other_types refuses_other_types
 exit $failed

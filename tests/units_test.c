@@ -51,12 +51,15 @@ static void check_cover(const gr_unit *u, uint64_t n_units, const gr_tensor *t, 
                 next_index++;
                 next_offset = 0;
             }
-        } else { /* a batch of whole small tensors: direct only when back to back */
+        } else { /* a batch of whole small tensors: direct only when back to back (a
+                  * scattered one is copied tensor by tensor) */
             uint64_t sum = 0;
             for (uint32_t j = 0; j < u[k].tensors; j++) {
                 const gr_tensor *x = &t[u[k].index + j];
-                ASSERT_LT(x->elems, lim->batch_below);
-                if (!u[k].staged && j > 0)
+                ASSERT_LT(x->elems, u[k].scattered && lim->scatter_below > lim->batch_below
+                                        ? lim->scatter_below
+                                        : lim->batch_below);
+                if (!u[k].staged && !u[k].scattered && j > 0)
                     ASSERT_PTR_EQ(x->in[0], (const float *)x[-1].in[0] + x[-1].elems);
                 sum += t[u[k].index + j].elems;
                 seen[u[k].index + j]++;
@@ -111,7 +114,7 @@ static void stays_whole_when_everything_fits(void)
     const uint64_t elems[] = {1000, 5000, 262144};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {262144, 262144, 262144, 1000};
+    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -130,7 +133,7 @@ static void unsplittable_graph_stays_whole(void)
     const float two = 2;
     const uint64_t elems[] = {10, 1u << 30};
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {100, 100, 100, 50};
+    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -159,7 +162,7 @@ static void pipelined_chunks_of_tensors_that_fit(void)
     const uint64_t elems[] = {1000, 250, 2501};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {100000, 250, 250, 10};
+    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -188,7 +191,7 @@ static void large_tensors_are_chunked_evenly(void)
     const uint64_t elems[] = {1000, 1001, 3000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {400, 400, 400, 10};
+    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -216,7 +219,7 @@ static void pageable_tensors_are_staged_to_the_staging_limit(void)
     const uint64_t elems[] = {300, 1000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {1000, 1000, 250, 10};
+    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -238,7 +241,7 @@ static void small_tensors_are_batched(void)
     uint64_t elems[N], rng = 3;
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -270,12 +273,95 @@ static void small_tensors_are_batched(void)
     gr_graph_destroy(g);
 }
 
+/* With a backend that copies many ranges at once, a batch of tensors apart in DMA-ready
+ * memory is scattered (not staged); in pageable memory it is still staged; lying back to
+ * back it is still one direct range. */
+static void separate_batches_scattered_where_the_backend_can(void)
+{
+    enum { N = 300 };
+    uint64_t elems[N];
+    float *block = calloc(N * 8, sizeof(float));
+    gr_graph *g = seed_graph();
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0};
+    gr_tensor *t;
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    for (int i = 0; i < N; i++)
+        elems[i] = 1 + i % 7;
+    t = tensors_of(elems, N); /* every tensor at `dummy`: apart from the one before */
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, N, pending, &lim);
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(u[k].scattered && !u[k].staged);
+    free(u);
+    free(pending);
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, never_ready, &u, &n, &pending), GR_OK);
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(u[k].staged && !u[k].scattered);
+    free(u);
+    free(pending);
+    for (int i = 0; i < N; i++) { /* back to back in one block */
+        t[i].in[0] = t[i].out[0] = block + 8 * i;
+        t[i].elems = 8;
+    }
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(!u[k].staged && !u[k].scattered);
+    free(u);
+    free(pending);
+    free(t);
+    free(block);
+    gr_graph_destroy(g);
+}
+
+/* Medium tensors (batch_below <= n < scatter_below) in DMA-ready memory are batched and
+ * scattered; in pageable memory they stay units of their own; tensors under scatter_from
+ * apart in DMA-ready memory are staged, not scattered. */
+static void medium_tensors_batched_small_ones_staged(void)
+{
+    enum { N = 100 };
+    uint64_t elems[N];
+    gr_graph *g = seed_graph();
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16};
+    gr_tensor *t;
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    for (int i = 0; i < N; i++)
+        elems[i] = 1000 + i;
+    t = tensors_of(elems, N);
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, N, pending, &lim);
+    ASSERT_EQ_U64(n, 1); /* one batch of 100 */
+    ASSERT_TRUE(u[0].scattered && u[0].tensors == N);
+    free(u);
+    free(pending);
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, never_ready, &u, &n, &pending), GR_OK);
+    ASSERT_EQ_U64(n, N); /* each its own (staged) unit */
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(u[k].tensors == 1 && u[k].staged);
+    free(u);
+    free(pending);
+    for (int i = 0; i < N; i++)
+        t[i].elems = 1 + i % 15; /* under scatter_from */
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(u[k].staged && !u[k].scattered);
+    free(u);
+    free(pending);
+    free(t);
+    gr_graph_destroy(g);
+}
+
 static void mixed_sizes_keep_order(void)
 {
     const uint64_t elems[] = {5, 7, 900, 3, 3, 3, 50, 2000, 1};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 9);
-    gr_unit_limits lim = {500, 500, 500, 40};
+    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -301,7 +387,7 @@ static void contiguous_batches_go_direct(void)
     static float slab[N * 10 + 1];
     gr_tensor t[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -332,4 +418,7 @@ GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct), GR_TEST(sta
              GR_TEST(unsplittable_graph_stays_whole), GR_TEST(large_tensors_are_chunked_evenly),
              GR_TEST(pipelined_chunks_of_tensors_that_fit),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
-             GR_TEST(small_tensors_are_batched), GR_TEST(mixed_sizes_keep_order))
+             GR_TEST(small_tensors_are_batched),
+             GR_TEST(separate_batches_scattered_where_the_backend_can),
+             GR_TEST(medium_tensors_batched_small_ones_staged),
+             GR_TEST(mixed_sizes_keep_order))

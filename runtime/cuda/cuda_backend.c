@@ -35,10 +35,12 @@
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/backend.h"
+#include "runtime/copier.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/lowering.h"
@@ -62,6 +64,11 @@ typedef struct cuda_worker {
     cudaEvent_t done;
     uint64_t clock; /* for least-recently-used eviction in the graph cache */
     gr_cuda_graph cache[GRAPH_CACHE];
+    /* A scattered unit's copies as cudaMemcpyBatchAsync takes them, grown on demand. */
+    void **batch_dst;
+    const void **batch_src;
+    size_t *batch_size;
+    uint32_t batch_cap;
 } cuda_worker;
 
 static bool is_sticky(cudaError_t e)
@@ -367,6 +374,9 @@ static void cuda_worker_close(gr_worker *w)
     if (cw->ctx)
         gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
     w->backend_state = NULL;
+    free(cw->batch_dst);
+    free(cw->batch_src);
+    free(cw->batch_size);
     free(cw);
 }
 
@@ -526,6 +536,40 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
     return st;
 }
 
+/* The copies `c[0 .. n)` in one cudaMemcpyBatchAsync on the worker's stream, in stream
+ * order (after what came before on it, before what comes after). */
+static cudaError_t batch_copy(cuda_worker *cw, const gr_copy *c, uint32_t n)
+{
+    struct cudaMemcpyAttributes attr;
+    size_t first = 0;
+
+    if (n == 0)
+        return cudaSuccess;
+    if (n > cw->batch_cap) {
+        void **d = realloc(cw->batch_dst, n * sizeof(*d));
+        const void **s = d ? realloc(cw->batch_src, n * sizeof(*s)) : NULL;
+        size_t *z = s ? realloc(cw->batch_size, n * sizeof(*z)) : NULL;
+
+        if (d)
+            cw->batch_dst = d;
+        if (s)
+            cw->batch_src = s;
+        if (z == NULL)
+            return cudaErrorMemoryAllocation;
+        cw->batch_size = z;
+        cw->batch_cap = n;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        cw->batch_dst[i] = c[i].dst;
+        cw->batch_src[i] = c[i].src;
+        cw->batch_size[i] = c[i].bytes;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    return cudaMemcpyBatchAsync(cw->batch_dst, cw->batch_src, cw->batch_size, n, &attr, &first,
+                                1, cw->stream);
+}
+
 static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
                           gr_error_info *err)
 {
@@ -548,19 +592,26 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
         return st;
     }
     /* Injected failures (fault.h) use error codes that are not sticky, as a real
-     * transient failure of these calls would be. */
+     * transient failure of these calls would be. A scattered unit's copies go in and out
+     * around the graph, on the same stream (its graph has no copy nodes). */
     if (trace)
         gr__trace_push("launch");
-    e = gr__fault_hit(GR_FAULT_GRAPH_LAUNCH) ? cudaErrorLaunchOutOfResources
-                                             : cudaGraphLaunch(cg->exec, cw->stream);
-    if (e != cudaSuccess) {
-        if (trace)
-            gr__trace_pop();
-        return iteration_error(w, e, "cudaGraphLaunch", reach, err);
+    call = "cudaMemcpyBatchAsync";
+    e = batch_copy(cw, it->h2d, it->n_h2d);
+    if (e == cudaSuccess) {
+        call = "cudaGraphLaunch";
+        e = gr__fault_hit(GR_FAULT_GRAPH_LAUNCH) ? cudaErrorLaunchOutOfResources
+                                                 : cudaGraphLaunch(cg->exec, cw->stream);
     }
-    call = "cudaEventRecord";
-    e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
-                                      : cudaEventRecord(cw->done, cw->stream);
+    if (e == cudaSuccess) {
+        call = "cudaMemcpyBatchAsync";
+        e = batch_copy(cw, it->d2h, it->n_d2h);
+    }
+    if (e == cudaSuccess) {
+        call = "cudaEventRecord";
+        e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
+                                          : cudaEventRecord(cw->done, cw->stream);
+    }
     if (trace)
         gr__trace_pop();
     if (e == cudaSuccess) {
@@ -590,6 +641,25 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     return GR_OK;
 }
 
+/* cudaMemcpyBatchAsync needs a CUDA 12.8 driver or later; GR_BATCH_COPIES=0 turns the path
+ * off (the batches are staged as before), to compare the two. */
+static bool cuda_batch_copies(void)
+{
+    static atomic_int known; /* 0: not asked yet, 1: no, 2: yes */
+    int v = atomic_load(&known), driver = 0;
+    const char *env;
+
+    if (v == 0) {
+        env = getenv("GR_BATCH_COPIES");
+        v = (env == NULL || strcmp(env, "0") != 0) &&
+                    cudaDriverGetVersion(&driver) == cudaSuccess && driver >= 12080
+                ? 2
+                : 1;
+        atomic_store(&known, v);
+    }
+    return v == 2;
+}
+
 static bool cuda_dma_ready(const void *p)
 {
     struct cudaPointerAttributes a;
@@ -614,5 +684,6 @@ const gr_backend_ops gr_backend_cuda = {
     .kernel_missing = cuda_kernel_missing,
     .run = cuda_run,
     .dma_ready = cuda_dma_ready,
+    .batch_copies = cuda_batch_copies,
     .pinned = &gr__cuda_pinned,
 };

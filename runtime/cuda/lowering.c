@@ -232,6 +232,9 @@ uint32_t gr_cuda_host_kinds(const gr_iteration *it)
     const gr_graph *g = it->graph;
     uint32_t kinds = 0;
 
+    if (it->h2d != NULL) /* the backend does the copies: no host operand in the graph */
+        return GR_CUDA_DEVICE_ONLY;
+
     for (uint32_t p = 0; p < g->n_inputs + g->n_outputs; p++) {
         const void *ptr = p < g->n_inputs ? it->tensor->in[p] : it->tensor->out[p - g->n_inputs];
         struct cudaPointerAttributes a;
@@ -278,10 +281,13 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
         cudaGraphNode_t deps[GR_MAX_NODES];
         size_t n_deps = 0;
 
-        /* The template's order is topological: every predecessor already has its node. */
+        /* The template's order is topological: every predecessor already has its node
+         * (but the copies a device-only graph leaves out, which come first or last). */
         for (uint32_t p = 0; p < g->n_nodes; p++)
-            if ((node->preds >> p) & 1)
+            if ((node->preds >> p) & 1 && cg->nodes[p] != NULL)
                 deps[n_deps++] = cg->nodes[p];
+        if (node->kind != GR_NODE_KERNEL && (host_kinds & GR_CUDA_DEVICE_ONLY))
+            continue;
         if (node->kind == GR_NODE_KERNEL) {
             gr_cuda_impl impl;
             gr_status st = target->resolve(target->resolve_ctx, node->kernel, &impl, err);
@@ -339,6 +345,9 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
         const gr_node *node = &g->nodes[i];
         bool rebuild = true;
         gr_cuda_node_state s;
+
+        if (node->kind != GR_NODE_KERNEL && (kinds & GR_CUDA_DEVICE_ONLY))
+            continue;
 
         node_state(it, node, target->sm_count, &cg->state[i].impl, &s);
         if (memcmp(&s, &cg->state[i], sizeof(s)) == 0)

@@ -62,7 +62,8 @@ typedef struct gr_cuda_target {
 
 typedef struct gr_cuda_graph {
     uint64_t graph_id; /* the template's gr_graph.id; 0 while unused */
-    uint32_t host_kinds; /* bit per host operand: 1 = page-locked (see gr_cuda_host_kinds) */
+    uint32_t host_kinds; /* bit per host operand: 1 = page-locked, or GR_CUDA_DEVICE_ONLY
+                            (see gr_cuda_host_kinds) */
     uint64_t last_use;   /* for least-recently-used eviction */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -93,7 +94,10 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
 void gr_cuda_graph_release(gr_cuda_graph *cg);
 
 /* Bit p (inputs) and bit GR_MAX_PORTS + p (outputs) set for each host operand of `it` that
- * is page-locked (cudaHostAlloc or cudaHostRegister). */
+ * is page-locked (cudaHostAlloc or cudaHostRegister); or, for an iteration whose copies the
+ * backend does itself (gr_iteration.h2d), GR_CUDA_DEVICE_ONLY alone: the graph is lowered
+ * without its copy nodes. */
+#define GR_CUDA_DEVICE_ONLY (1u << 31)
 uint32_t gr_cuda_host_kinds(const gr_iteration *it);
 
 #endif /* GR_CUDA_LOWERING_H */

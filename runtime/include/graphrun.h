@@ -342,6 +342,11 @@ typedef struct gr_stats {
      * system out of pinned memory): results are the same, copies slower. The first one is
      * also logged, once, as a warning. */
     uint64_t staging_pageable;
+    /* Appended in 0.2: device `device` again. The iterations that succeeded by how their
+     * host memory was copied: straight from one range (a tensor, a chunk, tensors back to
+     * back), through a staging buffer (gathered and scattered by the CPU), or tensor by
+     * tensor where each lies, many in one batched copy (CUDA's cudaMemcpyBatchAsync). */
+    uint64_t units_direct, units_staged, units_scattered;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */
@@ -728,6 +733,49 @@ gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err);
  * install). Kernels registered before a failure stay registered. Any thread.
  */
 gr_status gr_kernel_load_file(const char *path, gr_error_info *err);
+
+/*
+ * An elementwise expression over named inputs, as a kernel (docs/GRAPH_SPEC.md, "Expression
+ * kernels", has the language, its types and how closely CPU and CUDA agree): "x * 2 - y"
+ * over inputs x and y. Start from GR_EXPR_DEF_INIT; fields are only ever appended.
+ */
+#define GR_EXPR_MAX_TEXT 4096  /* bytes of an expression */
+#define GR_EXPR_MAX_PARAMS 64  /* named constants of one expression */
+typedef struct gr_expr_def {
+    uint32_t struct_size; /* sizeof(gr_expr_def) at the caller's compile time */
+    uint32_t magic;       /* GR_EXPR_DEF_MAGIC */
+    const char *text;     /* the expression, NUL-terminated */
+    uint32_t n_inputs;    /* 1 .. GR_MAX_KERNEL_INPUTS */
+    /* Input k's name in the text ([A-Za-z_][A-Za-z0-9_.]*, at most GR_NAME_MAX characters)
+     * and element type (the type of the buffer the graph gives it). */
+    const char *input_names[GR_MAX_KERNEL_INPUTS];
+    gr_dtype input_dtype[GR_MAX_KERNEL_INPUTS];
+    gr_dtype out_dtype;   /* the output buffer's type */
+    /* Named constants the text may use, with finite values (NULL with n_params 0). */
+    uint32_t n_params;
+    const char *const *param_names;
+    const double *param_values;
+} gr_expr_def;
+
+#define GR_EXPR_DEF_MAGIC 0x67724558u /* "grEX" */
+#ifdef __cplusplus
+#define GR_EXPR_DEF_INIT {sizeof(gr_expr_def), GR_EXPR_DEF_MAGIC}
+#else
+#define GR_EXPR_DEF_INIT {.struct_size = sizeof(gr_expr_def), .magic = GR_EXPR_DEF_MAGIC}
+#endif
+
+/*
+ * Compile the expression and register it as an elementwise kernel with a CPU and a CUDA
+ * implementation (NVRTC; where NVRTC cannot be loaded, the CPU one only), with no scalars,
+ * or find the one an earlier call registered for the same computation (the same operations,
+ * constants and types, whatever the names). Its name, "expr." and 16 hex digits, goes to
+ * `name` (at least GR_NAME_MAX + 1 bytes), for gr_graph_add_kernel with the inputs in
+ * order. GR_ERR_INVALID_ARGUMENT for a bad definition, or text that does not parse or type
+ * (err->message "expr:LINE:COL: reason", COL the byte in the line of the text, from 1);
+ * GR_ERR_OVER_BUDGET past GR_MAX_KERNELS; GR_ERR_OUT_OF_MEMORY. Any thread.
+ */
+gr_status gr_kernel_register_expr(const gr_expr_def *def, char *name, size_t name_size,
+                                  gr_error_info *err);
 
 /* Registered kernels, for listing (the built-ins first, then in registration order). */
 typedef struct gr_kernel_info {

@@ -3,8 +3,10 @@
  * (tools/graphrun/npy.c).
  *
  * Beyond not crashing or reading past the input: an accepted header lies within the input,
- * its element count is the product of its shape, its data size does not overflow, and the
- * header gr_npy_format_header writes for the same shape parses back to the same shape.
+ * its element type is one of graphrun's, its element count is the product of its shape, its
+ * data size does not overflow, a port of its own type accepts it and every other type is
+ * refused with a message, and the header gr_npy_format_header writes for the same type and
+ * shape parses back to the same type (in the host's order) and shape.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +22,22 @@ static void check(int ok, const char *what)
     if (!ok) {
         fprintf(stderr, "npy_fuzz: broken invariant: %s\n", what);
         abort();
+    }
+}
+
+/* Bytes per element, by the target's own account (npy.c's must agree). */
+static uint64_t size_of(gr_dtype t)
+{
+    switch (t) {
+    case GR_DTYPE_UINT8:
+        return 1;
+    case GR_DTYPE_FLOAT16:
+    case GR_DTYPE_BFLOAT16:
+        return 2;
+    case GR_DTYPE_FLOAT64:
+        return 8;
+    default:
+        return 4;
     }
 }
 
@@ -44,11 +62,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             product = (unsigned __int128)UINT64_MAX + 1; /* stays "overflowed", or 0 */
     }
     check(product == h.elems, "elems is not the product of the shape");
-    check(h.elems <= (UINT64_MAX - h.data_offset) / 4, "data size overflows");
-    n = gr_npy_format_header(h.shape, h.ndim, buf, sizeof(buf));
+    check(h.dtype < GR_DTYPE_COUNT_, "dtype");
+    check(h.elems <= (UINT64_MAX - h.data_offset) / size_of(h.dtype), "data size overflows");
+    for (int t = 0; t < GR_DTYPE_COUNT_; t++) {
+        why[0] = 'x';
+        if (gr_npy_check_dtype(&h, (gr_dtype)t, "f", "p", why, sizeof(why)) == GR_OK)
+            check(t == (int)h.dtype, "a port of another type accepted it");
+        else
+            check(t != (int)h.dtype && why[0] == 'f', "a port of its type refused it");
+    }
+    n = gr_npy_format_header(h.dtype, h.shape, h.ndim, buf, sizeof(buf));
     check(n > 0 && n % 64 == 0 && buf[n - 1] == '\n', "format");
     check(gr_npy_parse_header(buf, n, &back, why, sizeof(why)) == GR_OK, "re-parse refused");
     check(back.ndim == h.ndim && back.elems == h.elems && back.data_offset == n, "re-parse");
+    check(back.dtype == h.dtype && !back.swap, "re-parsed type");
     check(memcmp(back.shape, h.shape, h.ndim * sizeof(h.shape[0])) == 0, "re-parsed shape");
     return 0;
 }

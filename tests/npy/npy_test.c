@@ -1,7 +1,9 @@
 /*
  * npy_test.c - .npy headers (tools/graphrun/npy.c): headers NumPy wrote are read as NumPy
- * reads them, formatting writes the very bytes np.save writes, format and parse round-trip
- * for many shapes, and every refusal says what it found and what to do.
+ * reads them (every element type, either byte order), formatting writes the very bytes
+ * np.save writes, format and parse round-trip for many shapes and types, a port's type is
+ * checked with a message that says how to convert, byte swapping, and every refusal says
+ * what it found and what to do.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -74,6 +76,44 @@ static const char np_f2[] = "\x93NUMPY\x01\x00v\x00"
 static const char np_c8[] = "\x93NUMPY\x01\x00v\x00"
     "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }"
     "                                                            \n";
+/* np.save(f, np.zeros(3, '>f2')) */
+static const char np_f2_big_endian[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '>f2', 'fortran_order': False, 'shape': (3,), }"
+    "                                                            \n";
+/* np.save(f, np.zeros((2, 3), '>f8')) */
+static const char np_f8_big_endian[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '>f8', 'fortran_order': False, 'shape': (2, 3), }"
+    "                                                          \n";
+/* np.save(f, np.zeros(3, '>i4')) */
+static const char np_i4_big_endian[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '>i4', 'fortran_order': False, 'shape': (3,), }"
+    "                                                            \n";
+/* np.save(f, np.zeros((2, 2), ml_dtypes.bfloat16)), ml_dtypes 0.5.4 (and NumPy 2.4 with
+ * ml_dtypes 0.7 writes the same) */
+static const char np_bf16[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '<V2', 'fortran_order': False, 'shape': (2, 2), }"
+    "                                                          \n";
+/* np.save(f, np.zeros(3, ml_dtypes.bfloat16).astype(np.dtype(ml_dtypes.bfloat16)
+ *                                                   .newbyteorder('>'))) */
+static const char np_bf16_big_endian[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '>V2', 'fortran_order': False, 'shape': (3,), }"
+    "                                                            \n";
+/* np.save(f, np.load(a_bfloat16_file)): np.load gives raw '|V2' bytes */
+static const char np_v2_reloaded[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '|V2', 'fortran_order': False, 'shape': (3,), }"
+    "                                                            \n";
+/* np.save(f, np.zeros(3, '<u2')) */
+static const char np_u2[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '<u2', 'fortran_order': False, 'shape': (3,), }"
+    "                                                            \n";
+/* np.save(f, np.zeros(3, np.int64)) */
+static const char np_i8[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }"
+    "                                                            \n";
+/* np.save(f, np.zeros(3, bool)) */
+static const char np_b1[] = "\x93NUMPY\x01\x00v\x00"
+    "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }"
+    "                                                            \n";
 /* np.save(f, np.asfortranarray(np.zeros((2, 3), np.float32))) */
 static const char np_fortran[] = "\x93NUMPY\x01\x00v\x00"
     "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }"
@@ -99,6 +139,20 @@ static void expect_shape(const char *buf, size_t len, uint32_t ndim, const uint6
         ASSERT_EQ_U64(h.shape[i], shape[i]);
     ASSERT_EQ_U64(h.elems, elems);
     ASSERT_EQ_U64(h.data_offset, data_offset);
+}
+
+/* Parse `len` bytes, expecting success with this element type and byte order. */
+static void expect_type(const char *buf, size_t len, gr_dtype dtype, bool swap)
+{
+    gr_npy_header h;
+    char why[256] = "";
+
+    if (gr_npy_parse_header(buf, len, &h, why, sizeof(why)) != GR_OK)
+        GR_TEST_FAIL("refused: %s", why);
+    if (h.dtype != dtype || h.swap != swap)
+        GR_TEST_FAIL("'%s': dtype %d swap %d, want dtype %d swap %d", h.descr, (int)h.dtype,
+                     (int)h.swap, (int)dtype, (int)swap);
+    ASSERT_TRUE(memcmp(h.descr, buf + 21, 3) == 0); /* after "{'descr': '" */
 }
 
 /* Parse `len` bytes, expecting the refusal `want`, word for word. */
@@ -175,7 +229,7 @@ static void reads_what_numpy_writes(void)
     {
         gr_npy_header h;
         ASSERT_STATUS(gr_npy_parse_header(np_f4_7, LEN(np_f4_7), &h, NULL, 0), GR_OK);
-        ASSERT_STATUS(gr_npy_parse_header(np_f8, LEN(np_f8), &h, NULL, 0),
+        ASSERT_STATUS(gr_npy_parse_header(np_c8, LEN(np_c8), &h, NULL, 0),
                       GR_ERR_INVALID_ARGUMENT);
         ASSERT_STATUS(gr_npy_parse_header(np_f8, LEN(np_f8), NULL, NULL, 0),
                       GR_ERR_INVALID_ARGUMENT);
@@ -201,34 +255,159 @@ static void accepts_python_spellings(void)
     accept_dict(1, F4("(4611686018427387840,)"), 1, sbig);
 }
 
+static void reads_every_type(void)
+{
+    static const uint64_t s3[] = {3}, s23[] = {2, 3}, s22[] = {2, 2};
+
+    /* This test's expectations are for a little-endian host, as every one graphrun runs on. */
+    ASSERT_TRUE(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+    expect_type(np_f4_7, LEN(np_f4_7), GR_DTYPE_FLOAT32, false);
+    expect_type(np_f4_big_endian, LEN(np_f4_big_endian), GR_DTYPE_FLOAT32, true);
+    expect_type(np_f2, LEN(np_f2), GR_DTYPE_FLOAT16, false);
+    expect_type(np_f2_big_endian, LEN(np_f2_big_endian), GR_DTYPE_FLOAT16, true);
+    expect_type(np_f8, LEN(np_f8), GR_DTYPE_FLOAT64, false);
+    expect_type(np_f8_big_endian, LEN(np_f8_big_endian), GR_DTYPE_FLOAT64, true);
+    expect_type(np_i4, LEN(np_i4), GR_DTYPE_INT32, false);
+    expect_type(np_i4_big_endian, LEN(np_i4_big_endian), GR_DTYPE_INT32, true);
+    expect_type(np_u1, LEN(np_u1), GR_DTYPE_UINT8, false);
+    expect_type(np_bf16, LEN(np_bf16), GR_DTYPE_BFLOAT16, false);
+    expect_type(np_bf16_big_endian, LEN(np_bf16_big_endian), GR_DTYPE_BFLOAT16, true);
+    expect_type(np_v2_reloaded, LEN(np_v2_reloaded), GR_DTYPE_BFLOAT16, false);
+    expect_shape(np_f8_big_endian, LEN(np_f8_big_endian), 2, s23, 6, 128);
+    expect_shape(np_bf16, LEN(np_bf16), 2, s22, 4, 128);
+    expect_shape(np_u1, LEN(np_u1), 1, s3, 3, 128);
+    /* Spellings NumPy does not write but reads: '=' (the host's order), any order of a byte. */
+    accept_dict(1, "{'descr': '=f2', 'fortran_order': False, 'shape': (3,), }", 1, s3);
+    accept_dict(1, "{'descr': '<u1', 'fortran_order': False, 'shape': (3,), }", 1, s3);
+    accept_dict(1, "{'descr': '>u1', 'fortran_order': False, 'shape': (3,), }", 1, s3);
+    /* The largest uint8 array a uint64 counts the bytes of: 1 byte each, not 4. */
+    {
+        static const uint64_t big[] = {UINT64_MAX - 87}; /* after an 87-byte header */
+        accept_dict(1, "{'descr': '|u1', 'fortran_order': False, "
+                       "'shape': (18446744073709551528,), }", 1, big);
+    }
+    refuse_dict(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (18446744073709551529,), }",
+                ".npy shape has 18446744073709551529 elements: more uint8 bytes than a file "
+                "can hold");
+    {
+        static const uint64_t big[] = {(UINT64_MAX - 86) / 8}; /* after an 86-byte header */
+        accept_dict(1, "{'descr': '<f8', 'fortran_order': False, "
+                       "'shape': (2305843009213693941,), }", 1, big);
+    }
+    refuse_dict(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693942,), }",
+                ".npy shape has 2305843009213693942 elements: more float64 bytes than a file "
+                "can hold");
+}
+
+/* A port's type: the same type passes; any other is refused saying how to convert. */
+static void checks_the_port_type(void)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+    } files[] = {
+        {np_f4_7, LEN(np_f4_7)}, {np_f2, LEN(np_f2)}, {np_bf16, LEN(np_bf16)},
+        {np_f8, LEN(np_f8)},     {np_i4, LEN(np_i4)}, {np_u1, LEN(np_u1)},
+    };
+    static const gr_dtype order[] = {GR_DTYPE_FLOAT32, GR_DTYPE_FLOAT16, GR_DTYPE_BFLOAT16,
+                                     GR_DTYPE_FLOAT64, GR_DTYPE_INT32, GR_DTYPE_UINT8};
+    gr_npy_header h;
+    char why[512];
+
+    for (size_t f = 0; f < 6; f++) {
+        ASSERT_STATUS(gr_npy_parse_header(files[f].bytes, files[f].len, &h, NULL, 0), GR_OK);
+        ASSERT_EQ(h.dtype, order[f]);
+        for (size_t p = 0; p < 6; p++) {
+            gr_status st = gr_npy_check_dtype(&h, order[p], "x.npy", "the graph's in0", why,
+                                              sizeof(why));
+
+            ASSERT_STATUS(st, f == p ? GR_OK : GR_ERR_INVALID_ARGUMENT);
+            ASSERT_TRUE(f == p || strstr(why, "the graph's in0 is ") != NULL);
+        }
+    }
+    ASSERT_STATUS(gr_npy_parse_header(np_f4_7, LEN(np_f4_7), &h, NULL, 0), GR_OK);
+    gr_npy_check_dtype(&h, GR_DTYPE_UINT8, "x.npy", "the graph's in0", why, sizeof(why));
+    ASSERT_STR_EQ(why, "x.npy holds float32 but the graph's in0 is uint8: convert with "
+                       "a.astype(np.uint8) or change the spec's buffer type");
+    gr_npy_check_dtype(&h, GR_DTYPE_BFLOAT16, "the body", "pipeline p's input", why,
+                       sizeof(why));
+    ASSERT_STR_EQ(why, "the body holds float32 but pipeline p's input is bfloat16: convert "
+                       "with a.astype(ml_dtypes.bfloat16) or change the spec's buffer type");
+    ASSERT_STATUS(gr_npy_parse_header(np_bf16, LEN(np_bf16), &h, NULL, 0), GR_OK);
+    gr_npy_check_dtype(&h, GR_DTYPE_FLOAT32, "b.npy", "the graph's in1", why, sizeof(why));
+    ASSERT_STR_EQ(why, "b.npy holds 2-byte raw values ('<V2': what np.save writes for "
+                       "ml_dtypes.bfloat16, read only as bfloat16) but the graph's in1 is "
+                       "float32: convert with a.view(ml_dtypes.bfloat16).astype(np.float32) "
+                       "or change the spec's buffer type");
+    ASSERT_STATUS(gr_npy_parse_header(np_f8_big_endian, LEN(np_f8_big_endian), &h, NULL, 0),
+                  GR_OK);
+    gr_npy_check_dtype(&h, GR_DTYPE_FLOAT16, "x.npy", "the graph's in0", why, sizeof(why));
+    ASSERT_STR_EQ(why, "x.npy holds float64 but the graph's in0 is float16: convert with "
+                       "a.astype(np.float16) or change the spec's buffer type");
+}
+
+static void swaps_bytes(void)
+{
+    unsigned char b[16];
+
+    for (int i = 0; i < 16; i++)
+        b[i] = (unsigned char)i;
+    gr_npy_swap(b, 2, 8);
+    ASSERT_EQ(b[0], 7);
+    ASSERT_EQ(b[7], 0);
+    ASSERT_EQ(b[8], 15);
+    ASSERT_EQ(b[15], 8);
+    gr_npy_swap(b, 4, 4);
+    ASSERT_EQ(b[0], 4);
+    ASSERT_EQ(b[3], 7);
+    ASSERT_EQ(b[12], 8);
+    gr_npy_swap(b, 8, 2);
+    ASSERT_EQ(b[0], 5);
+    ASSERT_EQ(b[1], 4);
+    gr_npy_swap(b, 16, 1); /* one byte: unchanged */
+    ASSERT_EQ(b[0], 5);
+    ASSERT_EQ(b[1], 4);
+    gr_npy_swap(b, 0, 8);
+    ASSERT_EQ(b[0], 5);
+}
+
 static void formats_what_numpy_writes(void)
 {
     static const struct {
         const char *bytes;
         size_t len;
+        gr_dtype dtype;
         uint32_t ndim;
         uint64_t shape[2];
     } cases[] = {
-        {np_f4_0d, LEN(np_f4_0d), 0, {0, 0}},
-        {np_f4_empty, LEN(np_f4_empty), 1, {0, 0}},
-        {np_f4_7, LEN(np_f4_7), 1, {7, 0}},
-        {np_f4_3x4, LEN(np_f4_3x4), 2, {3, 4}},
-        {np_f4_big, LEN(np_f4_big), 2, {1ull << 40, 3}},
+        {np_f4_0d, LEN(np_f4_0d), GR_DTYPE_FLOAT32, 0, {0, 0}},
+        {np_f4_empty, LEN(np_f4_empty), GR_DTYPE_FLOAT32, 1, {0, 0}},
+        {np_f4_7, LEN(np_f4_7), GR_DTYPE_FLOAT32, 1, {7, 0}},
+        {np_f4_3x4, LEN(np_f4_3x4), GR_DTYPE_FLOAT32, 2, {3, 4}},
+        {np_f4_big, LEN(np_f4_big), GR_DTYPE_FLOAT32, 2, {1ull << 40, 3}},
+        {np_f2, LEN(np_f2), GR_DTYPE_FLOAT16, 1, {3, 0}},
+        {np_f8, LEN(np_f8), GR_DTYPE_FLOAT64, 1, {3, 0}},
+        {np_i4, LEN(np_i4), GR_DTYPE_INT32, 1, {3, 0}},
+        {np_u1, LEN(np_u1), GR_DTYPE_UINT8, 1, {3, 0}},
+        {np_bf16, LEN(np_bf16), GR_DTYPE_BFLOAT16, 2, {2, 2}},
     };
     static const uint64_t s234[] = {2, 3, 4};
     char buf[512];
     size_t n;
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        n = gr_npy_format_header(cases[i].shape, cases[i].ndim, buf, sizeof(buf));
+        n = gr_npy_format_header(cases[i].dtype, cases[i].shape, cases[i].ndim, buf,
+                                 sizeof(buf));
         ASSERT_EQ_U64(n, cases[i].len);
         if (memcmp(buf, cases[i].bytes, n) != 0)
             GR_TEST_FAIL("case %zu: header differs from NumPy's:\n  got:  %.*s\n  want: %.*s",
                          i, (int)(n - 10), buf + 10, (int)(n - 10), cases[i].bytes + 10);
     }
-    n = gr_npy_format_header(s234, 3, buf, sizeof(buf));
+    n = gr_npy_format_header(GR_DTYPE_FLOAT32, s234, 3, buf, sizeof(buf));
     ASSERT_EQ_U64(n, LEN(np_f4_2x3x4));
     ASSERT_TRUE(memcmp(buf, np_f4_2x3x4, n) == 0);
+    /* Not a type: nothing. */
+    ASSERT_EQ_U64(gr_npy_format_header(GR_DTYPE_COUNT_, s234, 3, buf, sizeof(buf)), 0);
 }
 
 static void format_refusals(void)
@@ -238,28 +417,30 @@ static void format_refusals(void)
     char buf[2048];
     size_t need;
 
-    need = gr_npy_format_header(s34, 2, buf, sizeof(buf));
+    need = gr_npy_format_header(GR_DTYPE_FLOAT32, s34, 2, buf, sizeof(buf));
     ASSERT_EQ_U64(need, 128);
     /* Too small by any amount: 0, and nothing written. */
     for (size_t size = 0; size < need; size++) {
         memset(buf, '#', sizeof(buf));
-        ASSERT_EQ_U64(gr_npy_format_header(s34, 2, buf, size), 0);
+        ASSERT_EQ_U64(gr_npy_format_header(GR_DTYPE_FLOAT32, s34, 2, buf, size), 0);
         for (size_t i = 0; i < sizeof(buf); i++)
             ASSERT_EQ(buf[i], '#');
     }
     for (int i = 0; i <= GR_NPY_MAX_DIMS; i++)
         many[i] = UINT64_MAX;
-    ASSERT_EQ_U64(gr_npy_format_header(many, GR_NPY_MAX_DIMS + 1, buf, sizeof(buf)), 0);
-    ASSERT_EQ_U64(gr_npy_format_header(NULL, 1, buf, sizeof(buf)), 0);
+    ASSERT_EQ_U64(
+        gr_npy_format_header(GR_DTYPE_FLOAT32, many, GR_NPY_MAX_DIMS + 1, buf, sizeof(buf)), 0);
+    ASSERT_EQ_U64(gr_npy_format_header(GR_DTYPE_FLOAT32, NULL, 1, buf, sizeof(buf)), 0);
     /* The widest header there is fits in 1 KiB. */
-    need = gr_npy_format_header(many, GR_NPY_MAX_DIMS, buf, sizeof(buf));
+    need = gr_npy_format_header(GR_DTYPE_UINT8, many, GR_NPY_MAX_DIMS, buf, sizeof(buf));
     ASSERT_GT(need, 0);
     ASSERT_LE_U64(need, 1024);
     ASSERT_EQ_U64(need % 64, 0);
 }
 
-/* Random shapes, 0 to GR_NPY_MAX_DIMS dimensions, formatted and parsed back: the same shape,
- * or a refusal exactly when the data's size would overflow 64 bits. */
+/* Random shapes, 0 to GR_NPY_MAX_DIMS dimensions, of every type, formatted and parsed back:
+ * the same shape and type in the host's order, or a refusal exactly when the data's size
+ * would overflow 64 bits. */
 static void round_trips_many_shapes(void)
 {
     static const uint64_t picks[] = {0, 1, 2, 3, 7, 10, 255, 65536, 1000003, UINT32_MAX,
@@ -271,6 +452,11 @@ static void round_trips_many_shapes(void)
 
     for (int iter = 0; iter < 20000; iter++) {
         uint32_t ndim = (uint32_t)gr_test_below(&seed, GR_NPY_MAX_DIMS + 1);
+        gr_dtype dtype = (gr_dtype)gr_test_below(&seed, GR_DTYPE_COUNT_);
+        unsigned size = dtype == GR_DTYPE_UINT8                                     ? 1
+                        : dtype == GR_DTYPE_FLOAT16 || dtype == GR_DTYPE_BFLOAT16 ? 2
+                        : dtype == GR_DTYPE_FLOAT64                                 ? 8
+                                                                                    : 4;
         unsigned __int128 elems = 1;
         bool zero = false, overflow = false;
         size_t n;
@@ -287,13 +473,13 @@ static void round_trips_many_shapes(void)
             elems *= shape[i];
             overflow = elems > UINT64_MAX;
         }
-        n = gr_npy_format_header(shape, ndim, buf, sizeof(buf));
+        n = gr_npy_format_header(dtype, shape, ndim, buf, sizeof(buf));
         ASSERT_GT(n, 0);
         ASSERT_EQ_U64(n % 64, 0);
         ASSERT_EQ(buf[n - 1], '\n');
         if (zero)
             elems = 0;
-        overflow = overflow || elems * 4 + n > UINT64_MAX;
+        overflow = overflow || elems * size + n > UINT64_MAX;
         if (overflow) {
             ASSERT_STATUS(gr_npy_parse_header(buf, n, &h, why, sizeof(why)),
                           GR_ERR_INVALID_ARGUMENT);
@@ -308,6 +494,8 @@ static void round_trips_many_shapes(void)
             ASSERT_EQ_U64(h.shape[i], shape[i]);
         ASSERT_EQ_U64(h.elems, (uint64_t)elems);
         ASSERT_EQ_U64(h.data_offset, n);
+        ASSERT_EQ(h.dtype, dtype);
+        ASSERT_TRUE(!h.swap);
         accepted++;
     }
     ASSERT_GT(accepted, 1000);
@@ -385,31 +573,53 @@ static void refuses_every_truncation(void)
 
 static void refuses_other_dtypes(void)
 {
-    refuse(np_f8, LEN(np_f8), "dtype '<f8' (float64) is not supported: graphrun reads float32 "
-                              "('<f4'); convert with a.astype(np.float32)");
-    refuse(np_i4, LEN(np_i4), "dtype '<i4' (int32) is not supported: graphrun reads float32 "
-                              "('<f4'); convert with a.astype(np.float32)");
-    refuse(np_u1, LEN(np_u1), "dtype '|u1' (uint8) is not supported: graphrun reads float32 "
-                              "('<f4'); convert with a.astype(np.float32)");
-    refuse(np_f2, LEN(np_f2), "dtype '<f2' (float16) is not supported: graphrun reads float32 "
-                              "('<f4'); convert with a.astype(np.float32)");
-    refuse(np_c8, LEN(np_c8), "dtype '<c8' (complex64) is not supported: graphrun reads float32 "
-                              "('<f4'); convert with a.astype(np.float32)");
-    refuse(np_f4_big_endian, LEN(np_f4_big_endian),
-           "dtype '>f4' (big-endian float32) is not supported: graphrun reads little-endian "
-           "float32 ('<f4'); convert with a.astype('<f4')");
+    refuse(np_c8, LEN(np_c8),
+           "dtype '<c8' (complex64) is not supported: graphrun reads float32, float16, "
+           "bfloat16, float64, int32 and uint8; convert with a.astype(...) to the type the "
+           "graph takes, e.g. a.astype(np.float32)");
+    refuse(np_i8, LEN(np_i8),
+           "dtype '<i8' (int64) is not supported: graphrun reads float32, float16, bfloat16, "
+           "float64, int32 and uint8; convert with a.astype(...) to the type the graph takes, "
+           "e.g. a.astype(np.float32)");
+    refuse(np_b1, LEN(np_b1),
+           "dtype '|b1' (bool) is not supported: graphrun reads float32, float16, bfloat16, "
+           "float64, int32 and uint8; convert with a.astype(...) to the type the graph takes, "
+           "e.g. a.astype(np.float32)");
+    /* uint16 is a number, not bfloat16's bit patterns (npy.h). */
+    refuse(np_u2, LEN(np_u2),
+           "dtype '<u2' (uint16) is not supported: graphrun reads float32, float16, bfloat16, "
+           "float64, int32 and uint8; convert with a.astype(...) to the type the graph takes "
+           "(bfloat16 bit patterns held as uint16: save a.view(ml_dtypes.bfloat16))");
     refuse_dict(1, "{'descr': '|f4', 'fortran_order': False, 'shape': (3,), }",
-                "dtype '|f4' (float32 of unknown byte order) is not supported: graphrun reads "
-                "little-endian float32 ('<f4'); convert with a.astype('<f4')");
+                "dtype '|f4' (float32 of unknown byte order) is not supported: NumPy writes "
+                "'<f4' or '>f4'; convert with a.astype('<f4')");
+    refuse_dict(1, "{'descr': '|f2', 'fortran_order': False, 'shape': (3,), }",
+                "dtype '|f2' (float16 of unknown byte order) is not supported: NumPy writes "
+                "'<f2' or '>f2'; convert with a.astype('<f2')");
     refuse_dict(1, "{'descr': '|O', 'fortran_order': False, 'shape': (3,), }",
-                "dtype '|O' (Python objects) is not supported: graphrun reads float32 ('<f4'); "
-                "convert with a.astype(np.float32)");
+                "dtype '|O' (Python objects) is not supported: graphrun reads float32, float16, "
+                "bfloat16, float64, int32 and uint8; convert with a.astype(...) to the type the "
+                "graph takes, e.g. a.astype(np.float32)");
+    refuse_dict(1, "{'descr': '<V4', 'fortran_order': False, 'shape': (3,), }",
+                "dtype '<V4' (raw bytes) is not supported: graphrun reads float32, float16, "
+                "bfloat16, float64, int32 and uint8; convert with a.astype(...) to the type the "
+                "graph takes, e.g. a.astype(np.float32)");
     refuse_dict(1, "{'descr': 'float32', 'fortran_order': False, 'shape': (3,), }",
                 "dtype 'float32' (not a dtype NumPy writes) is not supported: graphrun reads "
-                "float32 ('<f4'); convert with a.astype(np.float32)");
+                "float32, float16, bfloat16, float64, int32 and uint8; convert with "
+                "a.astype(...) to the type the graph takes, e.g. a.astype(np.float32)");
+    /* Near misses of accepted spellings. */
+    refuse_dict(1, "{'descr': '<f04', 'fortran_order': False, 'shape': (3,), }",
+                "dtype '<f04' (float32) is not supported: graphrun reads float32, float16, "
+                "bfloat16, float64, int32 and uint8; convert with a.astype(...) to the type "
+                "the graph takes, e.g. a.astype(np.float32)");
+    refuse_dict(1, "{'descr': '<f4 ', 'fortran_order': False, 'shape': (3,), }",
+                "dtype '<f4 ' (not a dtype NumPy writes) is not supported: graphrun reads "
+                "float32, float16, bfloat16, float64, int32 and uint8; convert with "
+                "a.astype(...) to the type the graph takes, e.g. a.astype(np.float32)");
     refuse(np_structured, LEN(np_structured),
-           "structured dtype (a list of fields) is not supported: graphrun reads plain float32 "
-           "arrays ('<f4'); save each field on its own");
+           "structured dtype (a list of fields) is not supported: graphrun reads arrays of one "
+           "plain type; save each field on its own, e.g. np.save(path, a['x'])");
     refuse(np_fortran, LEN(np_fortran),
            "Fortran-ordered array (fortran_order: True) is not supported: graphrun reads C "
            "order; save np.ascontiguousarray(a)");
@@ -516,6 +726,7 @@ static void refuses_bad_shapes(void)
 }
 
 GR_TEST_MAIN(GR_TEST(reads_what_numpy_writes), GR_TEST(accepts_python_spellings),
+             GR_TEST(reads_every_type), GR_TEST(checks_the_port_type), GR_TEST(swaps_bytes),
              GR_TEST(formats_what_numpy_writes), GR_TEST(format_refusals),
              GR_TEST(round_trips_many_shapes), GR_TEST(refuses_what_is_not_npy),
              GR_TEST(refuses_every_truncation), GR_TEST(refuses_other_dtypes),

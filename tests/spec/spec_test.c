@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "kernels/dtype.h"
 #include "tests/testing.h"
 
 /* Parse `len` bytes of `text` named "t.graph", expecting success. */
@@ -142,6 +143,25 @@ static void example_seed_unfused_is_thirty_kernels_in_a_chain(void)
     gr_graph_destroy(g);
 }
 
+/* The seed as one expression: the seed graph's nodes and dependencies (implied: the file has
+ * no dependency line), its kernel an elementwise expression kernel. */
+static void example_seed_expr_is_the_seed_graph(void)
+{
+    gr_graph *g = load_example("graph/examples/seed_expr.graph"), *ref;
+
+    ASSERT_STATUS(gr_graph_create_seed(&ref), GR_OK);
+    ASSERT_EQ(g->n_nodes, ref->n_nodes);
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        expect_node(g, i, ref->nodes[i].kind, ref->nodes[i].name, ref->nodes[i].preds);
+        ASSERT_EQ(g->nodes[i].write, ref->nodes[i].write);
+    }
+    ASSERT_STR_CONTAINS(g->nodes[1].kernel->name, "expr.");
+    ASSERT_TRUE(g->nodes[1].kernel->def.elementwise);
+    ASSERT_TRUE(g->splittable);
+    gr_graph_destroy(ref);
+    gr_graph_destroy(g);
+}
+
 static void example_dag_has_two_branches(void)
 {
     gr_graph *g = load_example("graph/examples/dag.graph");
@@ -186,18 +206,18 @@ static void accepted_forms(void)
 {
     gr_graph *g;
 
-    /* CRLF, tabs, comments everywhere, no final newline, statements in any order,
-     * arrows without spaces, ratios, C float forms. */
+    /* CRLF, tabs, comments everywhere, no final newline, chains and buffers anywhere (nodes
+     * in the order the data flows), arrows without spaces, ratios, C float forms. */
     g = PARSE_OK("# header\r\n"
                  "load->k1->k2 # chain before the nodes\r\n"
                  "k2 -> k3->store\n"
                  "\n"
                  "\t\n"
-                 "d2h store: y -> out0\n"
-                 "kernel k3: axpby(x, y, +2.5, 0x1p-2) -> y\n"
-                 "kernel k2: add(x, .5) -> y\n"
-                 "kernel k1: mul(x,-1e-3)->x\n"
                  "h2d load:in0->x\n"
+                 "kernel k1: mul(x,-1e-3)->x\n"
+                 "kernel k2: add(x, .5) -> y\n"
+                 "kernel k3: axpby(x, y, +2.5, 0x1p-2) -> y\n"
+                 "d2h store: y -> out0\n"
                  "buffer x 1/1\n"
                  "buffer y\t3   # comment right after\n"
                  "buffer _spare.v-2 2/1\n"
@@ -208,13 +228,14 @@ static void accepted_forms(void)
     ASSERT_EQ(g->buffers[1].den, 1);
     ASSERT_EQ(g->buffers[2].num, 2);
     ASSERT_EQ(g->n_nodes, 6);
-    /* Nodes are numbered in the order they are declared. */
-    expect_node(g, 0, GR_NODE_D2H, "store", (1ull << 1) | (1ull << 5));
-    expect_node(g, 4, GR_NODE_H2D, "load", 0);
-    ASSERT_FLOAT_BITS_EQ(g->nodes[3].scalars[0].f32, -1e-3f);
+    /* Nodes are numbered in the order they are declared; store follows k3 by the data flow
+     * (and the chain) and k4, declared below it, by the chain alone. */
+    expect_node(g, 0, GR_NODE_H2D, "load", 0);
+    expect_node(g, 4, GR_NODE_D2H, "store", (1ull << 3) | (1ull << 5));
+    ASSERT_FLOAT_BITS_EQ(g->nodes[1].scalars[0].f32, -1e-3f);
     ASSERT_FLOAT_BITS_EQ(g->nodes[2].scalars[0].f32, 0.5f);
-    ASSERT_FLOAT_BITS_EQ(g->nodes[1].scalars[0].f32, 2.5f);
-    ASSERT_FLOAT_BITS_EQ(g->nodes[1].scalars[1].f32, 0.25f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[3].scalars[0].f32, 2.5f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[3].scalars[1].f32, 0.25f);
     ASSERT_FLOAT_BITS_EQ(g->nodes[5].scalars[0].f32, 10.0f);
     gr_graph_destroy(g);
 
@@ -237,13 +258,13 @@ static void accepted_forms(void)
 static void refuses_unknown_statements(void)
 {
     REFUSE("bufer x\n", "1:1: unknown statement 'bufer': expected buffer, h2d, kernel, d2h, "
-                        "cuda or a dependency chain 'a -> b'");
+                        "cuda, param or a dependency chain 'a -> b'");
     REFUSE(BASE "load\n", "5:1: unknown statement 'load': expected buffer, h2d, kernel, d2h, "
-                          "cuda or a dependency chain 'a -> b'");
-    REFUSE("  -> x\n", "1:3: expected a statement (buffer, h2d, kernel, d2h, cuda) or a dependency "
-                       "chain, found '->'");
-    REFUSE("buffer x\n2x\n", "2:1: expected a statement (buffer, h2d, kernel, d2h, cuda) or a "
-                             "dependency chain, found '2x'");
+                          "cuda, param or a dependency chain 'a -> b'");
+    REFUSE("  -> x\n", "1:3: expected a statement (buffer, h2d, kernel, d2h, cuda, param) or a "
+                       "dependency chain, found '->'");
+    REFUSE("buffer x\n2x\n", "2:1: expected a statement (buffer, h2d, kernel, d2h, cuda, param) or "
+                             "a dependency chain, found '2x'");
     REFUSE("buffer x\n  @\n", "2:3: unexpected '@'");
     REFUSE("buffer x # caf\xc3\xa9 is fine in a comment\n\xc3\xa9\n",
            "2:1: unexpected byte 0xc3");
@@ -418,17 +439,21 @@ static void refuses_unknown_and_duplicate_names(void)
 
 static void refuses_invalid_graphs_at_their_declaration(void)
 {
-    /* The cycle b -> a -> b; 'after' is declared first and waits on it, but is not on it. */
+    /* A cycle of explicit dependencies between nodes the data flow leaves unordered (both
+     * only read x): a -> b -> a; 'after' is declared first and waits on it, but is not on
+     * it. */
     REFUSE("buffer x\n"
+           "buffer y\n"
+           "buffer z\n"
            "h2d load: in0 -> x\n"
            "d2h after: x -> out0\n"
-           "kernel a: mul(x, 2) -> x\n"
-           "kernel b: add(x, 1) -> x\n"
-           "load -> a -> b -> a\n"
+           "kernel a: mul(x, 2) -> y\n"
+           "kernel b: add(x, 1) -> z\n"
+           "d2h sy: y -> out1\n"
+           "d2h sz: z -> out2\n"
+           "a -> b -> a\n"
            "b -> after\n",
-           "4:8: dependency cycle through node 'a' (a -> b -> a)");
-    REFUSE(BASE BASE_DEPS "store -> load\n",
-           "2:5: dependency cycle through node 'load' (load -> k -> store -> load)");
+           "6:8: dependency cycle through node 'a' (a -> b -> a)");
     /* A cycle too long for the message is cut short, visibly. */
     {
         char text[2048];
@@ -439,12 +464,13 @@ static void refuses_invalid_graphs_at_their_declaration(void)
 
         for (int i = 0; i < 8; i++)
             used += (size_t)snprintf(text + used, sizeof(text) - used,
-                                     "kernel a_long_name_to_fill_the_msg%d: add(x, 1) -> x\n"
+                                     "buffer y%d\n"
+                                     "kernel a_long_name_to_fill_the_msg%d: add(x, 1) -> y%d\n"
                                      "a_long_name_to_fill_the_msg%d -> "
                                      "a_long_name_to_fill_the_msg%d\n",
-                                     i, i, (i + 1) % 8);
+                                     i, i, i, i, (i + 1) % 8);
         ASSERT_STATUS(gr_graph_parse(text, used, "t.graph", &g, &err), GR_ERR_INVALID_ARGUMENT);
-        ASSERT_STR_CONTAINS(err.message, "t.graph:5:8: dependency cycle through node "
+        ASSERT_STR_CONTAINS(err.message, "t.graph:6:8: dependency cycle through node "
                                          "'a_long_name_to_fill_the_msg0' "
                                          "(a_long_name_to_fill_the_msg0 -> "
                                          "a_long_name_to_fill_the_msg1 -> ");
@@ -459,9 +485,6 @@ static void refuses_invalid_graphs_at_their_declaration(void)
            "4:8: node 'k' reads buffer 'y', which no node it depends on writes");
     REFUSE(BASE BASE_DEPS "d2h store2: x -> out0\nk -> store2\n",
            "6:5: output port 0 is written by more than one D2H node ('store2')");
-    REFUSE(BASE BASE_DEPS "kernel k2: add(x, 1) -> x\nload -> k2 -> store\n",
-           "6:8: nodes 'k' and 'k2' both use buffer 'x' and one writes it, but no dependency "
-           "orders them");
     REFUSE("buffer x\nh2d load: in1 -> x\nd2h store: x -> out0\nload -> store\n",
            "2:5: input ports must be numbered 0..n-1 without gaps (highest is 1)");
     REFUSE("buffer x\nh2d load: in0 -> x\nd2h store: x -> out2\nload -> store\n",
@@ -477,6 +500,339 @@ static void refuses_invalid_graphs_at_their_declaration(void)
     REFUSE("", "1:1: graph has no nodes");
     REFUSE("# nothing here\n\n", "3:1: graph has no nodes");
     REFUSE("buffer x", "1:9: graph has no nodes");
+}
+
+/* Dependencies the data flow implies, in the order of the text: a reader follows the last
+ * writer above it, a writer the last writer and every reader since; edges other implied
+ * ones cover are left out, and explicit lines may repeat or add to them. */
+static void implied_dependencies(void)
+{
+    gr_graph *g, *ex;
+
+    /* No dependency lines at all. */
+    g = PARSE_OK(BASE);
+    expect_node(g, 0, GR_NODE_H2D, "load", 0);
+    expect_node(g, 1, GR_NODE_KERNEL, "k", 1ull << 0);
+    expect_node(g, 2, GR_NODE_D2H, "store", 1ull << 1);
+    gr_graph_destroy(g);
+
+    /* The DAG example without its dependency lines is the same graph. */
+    g = PARSE_OK("buffer a\nbuffer b\nbuffer d\nbuffer t\n"
+                 "h2d load_a: in0 -> a\nh2d load_b: in1 -> b\n"
+                 "kernel diff: axpby(a, b, 2.0, -1.0) -> d\nkernel seed: seed(d) -> d\n"
+                 "kernel triple: mul(a, 3.0) -> t\n"
+                 "d2h store_d: d -> out0\nd2h store_t: t -> out1\n");
+    ex = load_example("graph/examples/dag.graph");
+    ASSERT_EQ(g->n_nodes, ex->n_nodes);
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        expect_node(g, i, ex->nodes[i].kind, ex->nodes[i].name, ex->nodes[i].preds);
+        ASSERT_EQ_U64(g->ancestors[i], ex->ancestors[i]);
+    }
+    gr_graph_destroy(ex);
+    gr_graph_destroy(g);
+
+    /* Write after read: k waits for s, which read x before k overwrites it; s2 reads k's x.
+     * Readers between two writes are not ordered among themselves (a, b); the writer after
+     * them follows both, and needs no edge from load, which both follow. Explicit lines
+     * may repeat implied edges (a -> c) and add others (a -> b). */
+    g = PARSE_OK("buffer x\n"
+                 "h2d load: in0 -> x\n"   /* 0 */
+                 "d2h s: x -> out0\n"     /* 1 */
+                 "kernel k: add(x, 1) -> x\n" /* 2 */
+                 "d2h s2: x -> out1\n");  /* 3 */
+    expect_node(g, 1, GR_NODE_D2H, "s", 1ull << 0);
+    expect_node(g, 2, GR_NODE_KERNEL, "k", 1ull << 1);
+    expect_node(g, 3, GR_NODE_D2H, "s2", 1ull << 2);
+    gr_graph_destroy(g);
+    g = PARSE_OK("buffer x\nbuffer y\nbuffer z\n"
+                 "h2d load: in0 -> x\n"          /* 0 */
+                 "kernel a: mul(x, 2) -> y\n"    /* 1 */
+                 "kernel b: mul(x, 3) -> z\n"    /* 2 */
+                 "kernel c: add(x, 1) -> x\n"    /* 3 */
+                 "d2h sx: x -> out0\nd2h sy: y -> out1\nd2h sz: z -> out2\n");
+    expect_node(g, 1, GR_NODE_KERNEL, "a", 1ull << 0);
+    expect_node(g, 2, GR_NODE_KERNEL, "b", 1ull << 0);
+    expect_node(g, 3, GR_NODE_KERNEL, "c", (1ull << 1) | (1ull << 2));
+    ASSERT_EQ_U64(g->ancestors[3], 0x7);
+    gr_graph_destroy(g);
+    g = PARSE_OK("buffer x\nbuffer y\nbuffer z\n"
+                 "h2d load: in0 -> x\nkernel a: mul(x, 2) -> y\nkernel b: mul(x, 3) -> z\n"
+                 "kernel c: add(x, 1) -> x\n"
+                 "d2h sx: x -> out0\nd2h sy: y -> out1\nd2h sz: z -> out2\n"
+                 "a -> c\na -> b\nload -> a\n");
+    expect_node(g, 2, GR_NODE_KERNEL, "b", (1ull << 0) | (1ull << 1));
+    expect_node(g, 3, GR_NODE_KERNEL, "c", (1ull << 1) | (1ull << 2));
+    gr_graph_destroy(g);
+
+    /* What the data flow does not order stays refused: a read of a buffer nothing writes. */
+    REFUSE("buffer x\nbuffer y\nh2d load: in0 -> x\nkernel k: add(y, 1) -> x\n"
+           "d2h store: x -> out0\n",
+           "4:8: node 'k' reads buffer 'y', which no node it depends on writes");
+}
+
+/* An explicit dependency that, with the implied ones, would make a cycle is refused at the
+ * dependency line, naming the line whose data flow implies the other order. */
+static void refuses_contradictions(void)
+{
+    REFUSE("buffer x\n"
+           "h2d load: in0 -> x\n"
+           "d2h after: x -> out0\n"
+           "kernel a: mul(x, 2) -> x\n"
+           "kernel b: add(x, 1) -> x\n"
+           "load -> a -> b -> a\n",
+           "6:14: dependency 'b -> a' contradicts the data flow: node 'b' (line 5) reads buffer "
+           "'x', which 'a' (line 4) writes above it, so 'a' runs before 'b'");
+    /* Through several implied edges: the first one is named, and the path spelled out. */
+    REFUSE(BASE BASE_DEPS "store -> load\n",
+           "6:1: dependency 'store -> load' contradicts the data flow: node 'k' (line 3) reads "
+           "buffer 'x', which 'load' (line 2) writes above it, so 'load' runs before 'store' "
+           "(load -> k -> store)");
+    /* A write after a read, and after a write. */
+    REFUSE(BASE BASE_DEPS "kernel k2: add(x, 1) -> x\nload -> k2 -> store\n",
+           "7:9: dependency 'k2 -> store' contradicts the data flow: node 'k2' (line 6) writes "
+           "buffer 'x', which 'store' (line 4) reads above it, so 'store' runs before 'k2'");
+    REFUSE("buffer x\nbuffer y\n"
+           "d2h store: y -> out0\n"
+           "kernel k2: add(x, .5) -> y\n"
+           "kernel k1: mul(x, 2) -> x\n"
+           "h2d load: in0 -> x\n"
+           "load -> k1 -> k2 -> store\n",
+           "7:1: dependency 'load -> k1' contradicts the data flow: node 'load' (line 6) writes "
+           "buffer 'x', which 'k1' (line 5) also writes above it, so 'k1' runs before 'load'");
+    /* A read above every write of its buffer: refused with the reason, whether or not a
+     * dependency line tries to order it (then that line is the contradiction). */
+    REFUSE("buffer x\nbuffer y\nh2d load: in0 -> x\nd2h s: y -> out0\n"
+           "kernel k: add(x, 1) -> y\n",
+           "4:5: node 's' reads buffer 'y' before any node writes it: 'k' (line 5) writes it "
+           "below, and nodes that share a buffer run in the order of the text");
+    REFUSE("buffer x\nbuffer y\nh2d load: in0 -> x\nd2h s: y -> out0\n"
+           "kernel k: add(x, 1) -> y\nk -> s\n",
+           "6:1: dependency 'k -> s' contradicts the data flow: node 'k' (line 5) writes "
+           "buffer 'y', which 's' (line 4) reads above it, so 's' runs before 'k'");
+}
+
+/* param lines and constant expressions as scalars: evaluated in float64, then checked
+ * against the kernel's scalar type. */
+static void params_and_constant_scalars(void)
+{
+    gr_graph *g;
+
+    g = PARSE_OK("param scale = 2 * 3  # six\n"
+                 "param half=scale/12\n"
+                 "param big = 1e30 * 1e30\n"
+                 "buffer x\n"
+                 "h2d load: in0 -> x\n"
+                 "kernel a: mul(x, 1/0.25) -> x\n"
+                 "kernel b: mul(x, scale * 2) -> x\n"
+                 "kernel c: add(x, -half) -> x\n"
+                 "kernel d: clamp(x, -scale, (scale + 1) / 7) -> x\n"
+                 "kernel e: pow(x, sqrt(0.25)) -> x\n"
+                 "kernel f: axpby(x, x, scale, - 2) -> x\n"
+                 "kernel g: mul(x, scale) -> x\n"
+                 "kernel h: mul(x, big / 1e50 + 0.1) -> x\n"
+                 "kernel i: add(x, 2 -1) -> x\n"
+                 "d2h store: x -> out0\n");
+    ASSERT_FLOAT_BITS_EQ(g->nodes[1].scalars[0].f32, 4.0f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[2].scalars[0].f32, 12.0f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[3].scalars[0].f32, -0.5f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[4].scalars[0].f32, -6.0f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[4].scalars[1].f32, 1.0f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[5].scalars[0].f32, 0.5f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[6].scalars[0].f32, 6.0f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[6].scalars[1].f32, -2.0f);
+    ASSERT_FLOAT_BITS_EQ(g->nodes[7].scalars[0].f32, 6.0f);
+    /* In float64: 1e60 / 1e50 + 0.1 is exact there, then rounded once to float32. */
+    ASSERT_FLOAT_BITS_EQ(g->nodes[8].scalars[0].f32, (float)(1e30 * 1e30 / 1e50 + 0.1));
+    ASSERT_FLOAT_BITS_EQ(g->nodes[9].scalars[0].f32, 1.0f);
+    gr_graph_destroy(g);
+
+    REFUSE("param = 2\n", "1:7: expected a param name after 'param', found '='");
+    REFUSE("param s 2\n", "1:9: expected '=' after param name 's', found '2'");
+    REFUSE("param s =\n", "1:10: expected a constant after '=', found end of line");
+    REFUSE("param s = # nothing\n", "1:11: expected a constant after '=', found end of line");
+    REFUSE("param s = 1 +\n", "1:14: expected a value (a number, a name or '('), found the end "
+                              "of the expression");
+    REFUSE("param s = (1 + 2\n", "1:17: expected ')', found the end of the expression");
+    REFUSE("param s = 1/0\n", "1:12: this constant part of the expression is not finite (inf)");
+    REFUSE("param s = t\n", "1:11: unknown name 't' (a constant is made of numbers and params)");
+    REFUSE("param s = t\nparam t = 1\n", "1:11: unknown name 't' (a constant is made of "
+                                         "numbers and params)");
+    REFUSE("param s = 1\nparam s = 2\n", "2:7: param 's' is defined twice (first on line 1)");
+    REFUSE("buffer s\nparam s = 1\n", "2:7: param 's' has the name of buffer 's' (line 1): "
+                                      "params and buffers share names");
+    REFUSE("param s = 1\nbuffer s\n", "2:8: buffer 's' has the name of param 's' (line 1): "
+                                      "params and buffers share names");
+    REFUSE("param kernel = 1\n", "1:7: 'kernel' is a keyword and cannot be a name");
+    REFUSE("buffer param\n", "1:8: 'param' is a keyword and cannot be a name");
+    REFUSE("param a-b = 1\n", "1:7: param 'a-b' cannot be named in an expression ('-' would "
+                              "read as a minus)");
+    REFUSE("param sqrt = 1\n", "1:7: param 'sqrt' cannot be named in an expression (it is a "
+                               "function's name)");
+    REFUSE("param s = 1 2\n", "1:13: expected an operator or the end of the expression, found "
+                              "'2'");
+    REFUSE("param s = 1 < 2\n", "1:13: a comparison is not a value: use it as select's "
+                                "condition, select(a < b, x, y)");
+    /* Scalars: positions inside the expression, the kernel's type, names. */
+    REFUSE("param scale = 2\nbuffer x\nkernel k: mul(x, scale * ) -> x\n",
+           "3:25: expected a value (a number, a name or '('), found the end of the expression");
+    REFUSE("buffer x\nkernel k: mul(x, 1e30 * 1e30) -> x\n",
+           "2:18: scalar '1e30 * 1e30' (1e+60) is out of float32 range (at most 3.4e38)");
+    REFUSE("buffer x\nkernel k: mul(x, 1e-30 / 1e30) -> x\n",
+           "2:18: scalar '1e-30 / 1e30' (1e-60) is too small for float32 (it would be 0)");
+    REFUSE("buffer x\nbuffer y\nkernel k: mul(x, y * 2) -> x\n",
+           "3:18: unknown name 'y' (a constant is made of numbers and params): 'y' is a buffer, "
+           "and a scalar is a constant (for arithmetic on buffers, use expr)");
+    REFUSE("buffer x\nkernel k: mul(x, s) -> x\nparam s = 2\n",
+           "2:18: unknown name 's' (a constant is made of numbers and params): param 's' is "
+           "declared below, and must be above its use");
+    REFUSE("buffer x\nkernel k: mul(x, 2 * s) -> x\nparam s = 2\n",
+           "2:22: unknown name 's' (a constant is made of numbers and params): param 's' is "
+           "declared below, and must be above its use");
+    REFUSE("param scale = 2\nbuffer x\nkernel k: mul(x, scale-1) -> x\n",
+           "3:11: kernel 'mul' takes 1 input buffer and 1 scalar, got 2 buffers ('scale-1' is one "
+           "name: for param 'scale' minus something, put spaces around the '-')");
+    REFUSE("param scale = 2\nbuffer x\nkernel k: axpby(x, scale-1, 1, 2) -> x\n",
+           "3:20: unknown buffer 'scale-1' (for param 'scale' minus something, put spaces "
+           "around the '-': names may contain '-')");
+    REFUSE("param s = 2\nbuffer x\nkernel k: axpby(x, s, x, 1) -> x\n",
+           "3:23: buffer 'x' after a scalar: buffers come first, then scalars");
+    REFUSE("buffer x\nkernel k: mul(x, 2 3) -> x\n",
+           "2:20: expected ',' or ')' after argument '2', found '3'");
+    /* The limit on params. */
+    {
+        char text[4096];
+        size_t used = 0;
+
+        for (int i = 0; i <= 64; i++)
+            used += (size_t)snprintf(text + used, sizeof(text) - used, "param p%d = %d\n", i, i);
+        refuse(text, used, "65:7: too many params (at most 64)");
+    }
+}
+
+/* Run node i's kernel (an expression's) on the CPU over x (and y) of n floats. */
+static void run_node(const gr_graph *g, uint32_t i, const float *x, const float *y, float *out,
+                     uint64_t n)
+{
+    const gr_kernel *k = g->nodes[i].kernel;
+    gr_kernel_args a;
+
+    memset(&a, 0, sizeof(a));
+    a.in[0] = x;
+    a.in[1] = y;
+    a.in_n[0] = a.in_n[1] = n;
+    a.out = out;
+    a.n = n;
+    ASSERT_TRUE(k != NULL && k->def.cpu != NULL);
+    k->def.cpu(&a, k->def.user);
+}
+
+/* kernel NODE: expr(BUFFERS, "TEXT") -> OUT: an elementwise kernel made of the text, for the
+ * buffers' types, registered once per computation. */
+static void expression_kernels(void)
+{
+    static const float x[] = {0.0f, 0.25f, 1.0f, -3.0f, 1e6f};
+    static const float y[] = {1.0f, -2.0f, 0.5f, 8.0f, 3.0f};
+    float out[5];
+    uint32_t count;
+    gr_graph *g, *g2;
+
+    g = PARSE_OK("param scale = 0.5\n"
+                 "buffer x\nbuffer y\nbuffer d\nbuffer h float16\n"
+                 "h2d la: in0 -> x\nh2d lb: in1 -> y\n"
+                 "kernel norm: expr(x, \"(x - 0.5) * 2.0\") -> d\n"
+                 "kernel diff: expr(d, y, \"d * 2 - y\") -> d\n"
+                 "kernel half: expr(x,\"float16(x * scale)\")->h\n"
+                 "kernel same: expr(y, \"(y-0.5)*2.0\") -> y\n"
+                 "d2h sd: d -> out0\nd2h sh: h -> out1\nd2h sy: y -> out2\n");
+    ASSERT_EQ(g->n_nodes, 9);
+    ASSERT_STR_CONTAINS(g->nodes[2].kernel->name, "expr.");
+    ASSERT_EQ(g->nodes[2].n_reads, 1);
+    ASSERT_EQ(g->nodes[3].n_reads, 2);
+    ASSERT_EQ(g->nodes[3].reads[0], 2); /* d */
+    ASSERT_EQ(g->nodes[3].reads[1], 1); /* y */
+    ASSERT_EQ(g->nodes[3].write, 2);
+    ASSERT_EQ(g->nodes[4].kernel->def.out_dtype, GR_DTYPE_FLOAT16);
+    /* The same computation over another buffer is the same kernel. */
+    ASSERT_PTR_EQ(g->nodes[5].kernel, g->nodes[2].kernel);
+    /* Implied: diff after norm (d) and lb (y), same after diff (it overwrites y). */
+    ASSERT_EQ_U64(g->nodes[3].preds, (1ull << 1) | (1ull << 2));
+    ASSERT_EQ_U64(g->nodes[5].preds, 1ull << 3);
+    ASSERT_TRUE(g->splittable);
+    run_node(g, 2, x, NULL, out, 5);
+    for (int i = 0; i < 5; i++)
+        ASSERT_FLOAT_BITS_EQ(out[i], (x[i] - 0.5f) * 2.0f);
+    run_node(g, 3, x, y, out, 5);
+    for (int i = 0; i < 5; i++)
+        ASSERT_FLOAT_BITS_EQ(out[i], x[i] * 2.0f - y[i]);
+    {
+        uint16_t h[5];
+
+        run_node(g, 4, x, NULL, (float *)h, 5);
+        for (int i = 0; i < 5; i++)
+            ASSERT_EQ(h[i], gr__f32_to_f16(x[i] * 0.5f));
+    }
+    /* Parsing again registers nothing new. */
+    count = gr_kernel_count();
+    g2 = PARSE_OK("buffer a\nh2d l: in0 -> a\nkernel k: expr(a, \"(a - 0.5) * 2.0\") -> a\n"
+                  "d2h s: a -> out0\n");
+    ASSERT_PTR_EQ(g2->nodes[1].kernel, g->nodes[2].kernel);
+    ASSERT_EQ(gr_kernel_count(), count);
+    gr_graph_destroy(g2);
+    gr_graph_destroy(g);
+
+#define EXPR_SPEC(line) "buffer x\nbuffer y\nh2d l: in0 -> x\n" line "\nd2h s: y -> out0\n"
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"(x - 0.5 * 2.0\") -> y"),
+           "4:34: expected ')', found the end of the expression");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"x + \") -> y"),
+           "4:24: expected a value (a number, a name or '('), found the end of the expression");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"x $ 2\") -> y"), "4:22: unexpected '$'");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"sqr(x)\") -> y"),
+           "4:20: unknown function 'sqr' (functions: sqrt, exp, log, pow, abs, min, max, tanh, "
+           "sigmoid, floor, clamp, select, where; casts: float32, float16, bfloat16, float64, "
+           "int32, uint8)");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"pow(x)\") -> y"),
+           "4:20: 'pow' takes 2 arguments, got 1");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"x * q\") -> y"),
+           "4:24: unknown name 'q' (not an input of the expression, nor a param)");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"x * y\") -> y"),
+           "4:24: unknown name 'y' (not an input of the expression, nor a param): buffer 'y' is "
+           "not an input; list it before the expression");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"x * s\") -> y\nparam s = 2"),
+           "4:24: unknown name 's' (not an input of the expression, nor a param): param 's' is "
+           "declared below, and must be above its use");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"x < 1\") -> y"),
+           "4:22: the expression is a comparison, not a value: write select(a < b, 1, 0) for a "
+           "number");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"(x < 1) * 2\") -> y"),
+           "4:23: a comparison is not a value: use it as select's condition, select(a < b, x, "
+           "y)");
+    REFUSE("buffer x\nbuffer y uint8\nh2d l: in0 -> x\nkernel k: expr(x, \"x * 2\") -> y\n"
+           "d2h s: y -> out0\n",
+           "4:20: the expression's value is float32, which does not convert safely to uint8 (the "
+           "output's type): write uint8(...) around it");
+    REFUSE(EXPR_SPEC("kernel k: expr(\"x\") -> y"),
+           "4:11: expr takes its input buffers before the expression: expr(x, \"x * 2\")");
+    REFUSE(EXPR_SPEC("kernel k: expr(x) -> y"),
+           "4:17: expected ',' and the expression in double quotes after input buffer 'x', found "
+           "')'");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, 2) -> y"),
+           "4:19: expected an input buffer, or the expression in double quotes, found '2'");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"x\", y) -> y"),
+           "4:22: expected ')' after the expression, found ','");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, \"x * 2) -> y"),
+           "4:19: a string that the line does not close with '\"'");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, x, x, x, x, \"x\") -> y"),
+           "4:11: expr takes at most 4 input buffers, got 5");
+    REFUSE(EXPR_SPEC("kernel k: expr(x, x, \"x\") -> y"),
+           "4:19: buffer 'x' is an input of expr twice");
+    REFUSE(EXPR_SPEC("kernel k: expr(z, \"z\") -> y"), "4:16: unknown buffer 'z'");
+    REFUSE("buffer x-1\nbuffer y\nh2d l: in0 -> x-1\nkernel k: expr(x-1, \"x\") -> y\n"
+           "d2h s: y -> out0\n",
+           "4:16: buffer 'x-1' cannot be named in an expression ('-' would read as a minus): "
+           "rename it");
+    /* Syntax is checked with the other lines' syntax, before names are resolved. */
+    REFUSE("buffer x\nkernel k: expr(x, \"x +\") -> nothing\nbuffer w 0\n",
+           "2:23: expected a value (a number, a name or '('), found the end of the expression");
 }
 
 static void refuses_cut_off_statements_and_nul_bytes(void)
@@ -566,10 +922,11 @@ static void load_reports_the_path(void)
     /* err->node names the node of a finalize refusal. */
     f = fopen(path, "w");
     ASSERT_TRUE(f != NULL);
-    fprintf(f, BASE "load -> store\n");
+    fprintf(f, "buffer x\nbuffer y\nh2d load: in0 -> x\nkernel k: add(y, 1) -> x\n"
+               "d2h store: x -> out0\n");
     fclose(f);
     ASSERT_STATUS(gr_graph_load(path, &g, &err), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(err.message, ":3:8: node 'k' reads buffer 'x'");
+    ASSERT_STR_CONTAINS(err.message, ":4:8: node 'k' reads buffer 'y'");
     ASSERT_STR_EQ(err.node, "k");
 
     /* Larger than the limit: refused without parsing. */
@@ -585,11 +942,14 @@ static void load_reports_the_path(void)
 
 GR_TEST_MAIN(GR_TEST(example_seed_is_the_seed_graph),
              GR_TEST(example_seed_unfused_is_thirty_kernels_in_a_chain),
+             GR_TEST(example_seed_expr_is_the_seed_graph),
              GR_TEST(example_dag_has_two_branches), GR_TEST(accepted_forms),
              GR_TEST(refuses_unknown_statements), GR_TEST(refuses_missing_punctuation),
              GR_TEST(refuses_bad_ports), GR_TEST(refuses_bad_ratios),
              GR_TEST(refuses_unknown_kernels_and_arity), GR_TEST(refuses_bad_numbers),
              GR_TEST(refuses_bad_names), GR_TEST(refuses_unknown_and_duplicate_names),
              GR_TEST(refuses_invalid_graphs_at_their_declaration),
+             GR_TEST(implied_dependencies), GR_TEST(refuses_contradictions),
+             GR_TEST(params_and_constant_scalars), GR_TEST(expression_kernels),
              GR_TEST(refuses_cut_off_statements_and_nul_bytes), GR_TEST(refuses_too_many),
              GR_TEST(refuses_bad_arguments), GR_TEST(load_reports_the_path))

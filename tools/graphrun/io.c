@@ -65,7 +65,8 @@ static void shape_str(const gr_io_shape *s, char *buf, size_t len)
 
     at += (size_t)snprintf(buf + at, len - at, "(");
     for (uint32_t d = 0; d < s->ndim && at < len; d++)
-        at += (size_t)snprintf(buf + at, len - at, d + 1 == s->ndim && s->ndim > 1 ? "%llu" : "%llu,",
+        at += (size_t)snprintf(buf + at, len - at,
+                               d + 1 == s->ndim && s->ndim > 1 ? "%llu" : "%llu,",
                                (unsigned long long)s->dims[d]);
     if (at < len)
         snprintf(buf + at, len - at, ")");
@@ -113,29 +114,34 @@ bool gr_io_parse_shape(const char *s, gr_io_shape *out)
     }
 }
 
-static bool shape_elems(const gr_io_shape *s, uint64_t *elems)
+/* The shape's element count, when its bytes (of `size` each) fit in 64 bits. */
+static bool shape_elems(const gr_io_shape *s, uint32_t size, uint64_t *elems)
 {
     unsigned __int128 n = 1;
 
     for (uint32_t d = 0; d < s->ndim; d++) {
         n *= s->dims[d];
-        if (n > UINT64_MAX / sizeof(float))
+        if (n > UINT64_MAX / size)
             return false;
     }
     *elems = (uint64_t)n;
     return true;
 }
 
-/* Everything about one input file, checked against its size. */
-static gr_status describe(const gr_io_options *opt, const char *path, gr_io_file *f, char *why,
-                          size_t len)
+/* Everything about the file of input port `port`, checked against its size and the port's
+ * type. `raw` is --dtype's type, or the port's own without --dtype. */
+static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
+                          const char *path, gr_io_file *f, char *why, size_t len)
 {
-    char buf[HEADER_PROBE], shape[256], hwhy[256];
+    char buf[HEADER_PROBE], shape[256], hwhy[512], name[32];
+    gr_dtype type = opt->in_dtype[port];
+    uint32_t size = gr_dtype_size(type);
     struct stat sb;
     uint64_t need;
     ssize_t got;
     int fd;
 
+    snprintf(name, sizeof(name), "the graph's in%u", port);
     memset(f, 0, sizeof(*f));
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -155,38 +161,46 @@ static gr_status describe(const gr_io_options *opt, const char *path, gr_io_file
             return fail(why, len, "%s: cannot read: %s", path, strerror(errno));
         if (gr_npy_parse_header(buf, (size_t)got, &h, hwhy, sizeof(hwhy)) != GR_OK)
             return fail(why, len, "%s: %s", path, hwhy);
+        /* Before the size: a file of another type is that, not a wrong size. */
+        if (gr_npy_check_dtype(&h, type, path, name, why, len) != GR_OK)
+            return GR_ERR_INVALID_ARGUMENT;
         f->shape.ndim = h.ndim;
         memcpy(f->shape.dims, h.shape, sizeof(h.shape[0]) * h.ndim);
         f->elems = h.elems;
         f->data_offset = h.data_offset;
-        need = h.data_offset + h.elems * sizeof(float);
+        f->swap = h.swap;
+        need = h.data_offset + h.elems * size;
         if ((uint64_t)sb.st_size != need) {
             shape_str(&f->shape, shape, sizeof(shape));
             return fail(why, len,
-                        "%s: the header says shape %s (%llu bytes of float32 data after a "
+                        "%s: the header says shape %s (%llu bytes of %s data after a "
                         "%llu-byte header) but the file has %llu bytes: %s",
-                        path, shape, (unsigned long long)(h.elems * sizeof(float)),
+                        path, shape, (unsigned long long)(h.elems * size), gr_dtype_name(type),
                         (unsigned long long)h.data_offset, (unsigned long long)sb.st_size,
                         (uint64_t)sb.st_size < need ? "truncated" : "trailing bytes");
         }
     } else {
         close(fd);
+        if (raw != type)
+            return fail(why, len,
+                        "%s: --dtype %s, but %s is %s: a raw file holds its port's type; "
+                        "convert the file (a.astype(...).tofile(path)), drop --dtype, or "
+                        "change the spec's buffer type",
+                        path, gr_dtype_name(raw), name, gr_dtype_name(type));
         if (opt->raw_shape != NULL) {
             f->shape = *opt->raw_shape;
-            if (!shape_elems(&f->shape, &f->elems))
+            if (!shape_elems(&f->shape, size, &f->elems))
                 return fail(why, len, "%s: --shape is too large", path);
         } else {
             f->shape.ndim = 1;
-            f->shape.dims[0] = f->elems = (uint64_t)sb.st_size / sizeof(float);
+            f->shape.dims[0] = f->elems = (uint64_t)sb.st_size / size;
         }
-        if ((uint64_t)sb.st_size != f->elems * sizeof(float)) {
+        if ((uint64_t)sb.st_size != f->elems * size) {
             shape_str(&f->shape, shape, sizeof(shape));
             return fail(why, len,
-                        "%s: raw float32 %s needs %llu bytes, the file has %llu (shape "
-                        "mismatch)",
-                        path, opt->raw_shape ? shape : "data", 
-                        (unsigned long long)(f->elems * sizeof(float)),
-                        (unsigned long long)sb.st_size);
+                        "%s: raw %s %s needs %llu bytes, the file has %llu (shape mismatch)",
+                        path, gr_dtype_name(type), opt->raw_shape ? shape : "data",
+                        (unsigned long long)(f->elems * size), (unsigned long long)sb.st_size);
         }
     }
     if (f->elems == 0)
@@ -258,15 +272,25 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
     uint32_t ni = opt->n_inputs, no = opt->n_outputs, dirs = 0;
     uint32_t shards = opt->shards > 1 ? opt->shards : 1;
     uint32_t lead = gr_io_lead_port(opt); /* the input whose size the tensor's is */
+    gr_dtype raw[GR_MAX_PORTS];
     char **names = NULL;
     gr_status st = GR_OK;
 
     memset(plan, 0, sizeof(*plan));
     plan->opt = *opt;
-    if (opt->raw_dtype != NULL && strcmp(opt->raw_dtype, "float32") != 0)
-        return fail(why, why_len,
-                    "--dtype %s is not supported: graphrun reads raw float32 (--dtype float32)",
-                    opt->raw_dtype);
+    for (uint32_t p = 0; p < ni; p++)
+        raw[p] = opt->in_dtype[p];
+    if (opt->raw_dtype != NULL) {
+        gr_dtype t;
+
+        if (gr_dtype_parse(opt->raw_dtype, &t) != GR_OK)
+            return fail(why, why_len,
+                        "--dtype %s is not a type: graphrun reads float32, float16, bfloat16, "
+                        "float64, int32 and uint8",
+                        opt->raw_dtype);
+        for (uint32_t p = 0; p < ni; p++)
+            raw[p] = t;
+    }
     for (uint32_t p = 0; p < ni; p++) {
         struct stat sb;
 
@@ -319,7 +343,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
                 free(path);
                 goto out;
             }
-            st = describe(opt, path, f, why, why_len);
+            st = describe(opt, p, raw[p], path, f, why, why_len);
             free(path);
             if (st != GR_OK)
                 goto out;
@@ -343,7 +367,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
                           (unsigned long long)f->elems);
                 goto out;
             }
-            plan->bytes_in += f->elems * sizeof(float);
+            plan->bytes_in += f->elems * gr_dtype_size(opt->in_dtype[p]);
         }
         for (uint32_t p = 0; p < no; p++) {
             char *path = plan->directories ? join(opt->outputs[p], names[g])
@@ -361,7 +385,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
                     st = fail(why, why_len, "output %s is named twice", path);
                     goto out;
                 }
-            plan->bytes_out += gr_io_out_elems(plan, i, p) * sizeof(float);
+            plan->bytes_out += gr_io_out_elems(plan, i, p) * gr_dtype_size(opt->out_dtype[p]);
         }
     }
 out:
@@ -475,8 +499,8 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
 {
     uint32_t ni = plan->opt.n_inputs, no = plan->opt.n_outputs;
 
-    plan->in_data = calloc(plan->count * ni + 1, sizeof(float *));
-    plan->out_data = calloc(plan->count * no + 1, sizeof(float *));
+    plan->in_data = calloc(plan->count * ni + 1, sizeof(*plan->in_data));
+    plan->out_data = calloc(plan->count * no + 1, sizeof(*plan->out_data));
     plan->tensors = calloc(plan->count + 1, sizeof(gr_tensor));
     if (!plan->in_data || !plan->out_data || !plan->tensors)
         return fail(why, why_len, "out of memory");
@@ -488,7 +512,8 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
             return GR_ERR_CANCELED;
         for (uint32_t p = 0; p < ni; p++) {
             const gr_io_file *f = &plan->in[i * ni + p];
-            float *d = gr_hostbuf_alloc(plan->opt.memory, f->elems * sizeof(float));
+            uint32_t size = gr_dtype_size(plan->opt.in_dtype[p]);
+            void *d = gr_hostbuf_alloc(plan->opt.memory, f->elems * size);
             int fd;
 
             if (d == NULL) {
@@ -498,7 +523,7 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
             }
             plan->in_data[i * ni + p] = d;
             fd = open(f->path, O_RDONLY | O_CLOEXEC);
-            if (fd < 0 || read_all(fd, d, f->elems * sizeof(float), f->data_offset) != GR_OK) {
+            if (fd < 0 || read_all(fd, d, f->elems * size, f->data_offset) != GR_OK) {
                 int e = errno;
                 if (fd >= 0)
                     close(fd);
@@ -506,11 +531,13 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
                             fd < 0 ? strerror(e) : "short read (file changed?)");
             }
             close(fd);
+            if (f->swap)
+                gr_npy_swap(d, f->elems, size);
             plan->tensors[i].in[p] = d;
         }
         for (uint32_t p = 0; p < no; p++) {
-            float *d = gr_hostbuf_alloc(plan->opt.memory,
-                                        gr_io_out_elems(plan, i, p) * sizeof(float));
+            void *d = gr_hostbuf_alloc(plan->opt.memory, gr_io_out_elems(plan, i, p) *
+                                                             gr_dtype_size(plan->opt.out_dtype[p]));
 
             if (d == NULL) {
                 fail(why, why_len, "out of %s host memory for output %s",
@@ -549,6 +576,7 @@ static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *wh
     const gr_io_file *lead = &plan->in[i * plan->opt.n_inputs + gr_io_lead_port(&plan->opt)];
     uint32_t port = (uint32_t)(k % plan->opt.n_outputs);
     uint64_t elems = gr_io_out_elems(plan, i, port);
+    gr_dtype type = plan->opt.out_dtype[port];
     gr_io_shape fixed = {1, {elems}};
     const gr_io_shape *shape = plan->opt.out_fixed[port] ? &fixed : &lead->shape;
     const char *out = plan->out[k];
@@ -557,13 +585,13 @@ static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *wh
     int fd;
 
     if (ends_with(out, ".npy")) {
-        hlen = gr_npy_format_header(shape->dims, shape->ndim, header, sizeof(header));
+        hlen = gr_npy_format_header(type, shape->dims, shape->ndim, header, sizeof(header));
         if (hlen == 0)
             return fail(why, len, "output %s: shape too large for a .npy header", out);
     }
     fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0 || (hlen && write_all(fd, header, hlen) != GR_OK) ||
-        write_all(fd, plan->out_data[k], elems * sizeof(float)) != GR_OK ||
+        write_all(fd, plan->out_data[k], elems * gr_dtype_size(type)) != GR_OK ||
         fsync(fd) != 0) {
         int e = errno;
         if (fd >= 0)

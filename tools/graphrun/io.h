@@ -1,7 +1,13 @@
 /*
- * io.h - tensors in files for `graphrun run`: NumPy .npy (float32, C order) and raw float32
- * files, given one file per port or one directory per port, and outputs written so that no
- * run ever leaves a torn or partial output behind.
+ * io.h - tensors in files for `graphrun run`: NumPy .npy (C order, of the element type of
+ * the graph's port, either byte order) and raw files (the port's type, this host's order),
+ * given one file per port or one directory per port, and outputs written so that no run
+ * ever leaves a torn or partial output behind.
+ *
+ * Types: each input file must hold the element type of its port (gr_graph_port_get); a
+ * file of another type is refused when the run is planned, naming the file, the port, both
+ * types and how to convert (npy.h: gr_npy_check_dtype). Each output is written in its
+ * port's type (.npy as np.save writes it; bfloat16 as '<V2', npy.h).
  *
  * A run goes: plan (check every path, header, shape and output before anything runs),
  * stage (create the output directories, and prove that a file can be created beside every
@@ -35,7 +41,8 @@ typedef struct gr_io_options {
     uint32_t n_inputs;
     const char *const *outputs; /* one path per output port */
     uint32_t n_outputs;
-    const char *raw_dtype;   /* --dtype for raw files; NULL: float32 */
+    const char *raw_dtype;   /* --dtype for raw files (gr_dtype_name's names): each raw
+                                input's port must be of that type; NULL: each port's own */
     const gr_io_shape *raw_shape; /* --shape for raw files; NULL: 1-D from the size */
     bool force;              /* overwrite existing outputs */
     gr_mem_kind memory;      /* where tensors live in host memory */
@@ -44,11 +51,14 @@ typedef struct gr_io_options {
      * such an input port holds exactly that many elements, and each output of such a port
      * is that many, 1-D; 0: the tensor's size and (outputs) input 0's shape. */
     uint64_t in_fixed[GR_MAX_PORTS], out_fixed[GR_MAX_PORTS];
+    /* The ports' element types (gr_graph_port_get); zeroed: float32. */
+    gr_dtype in_dtype[GR_MAX_PORTS], out_dtype[GR_MAX_PORTS];
 } gr_io_options;
 
 typedef struct gr_io_file {
     char *path;
     bool npy;
+    bool swap; /* a .npy in the other byte order: swapped on loading */
     gr_io_shape shape;
     uint64_t elems;
     uint64_t data_offset;
@@ -64,8 +74,8 @@ typedef struct gr_io_plan {
     gr_io_file *in;      /* count * n_inputs, index-major */
     char **out;          /* count * n_outputs final paths */
     char **tmp;          /* their temporary files, once staged */
-    float **in_data;     /* count * n_inputs */
-    float **out_data;    /* count * n_outputs */
+    void **in_data;      /* count * n_inputs, each in its port's type */
+    void **out_data;     /* count * n_outputs */
     gr_tensor *tensors;  /* count, ready for gr_job_submit once loaded (with the shape of
                             their first tensor-sized input, its leading dimensions folded
                             together past GR_MAX_DIMS) */

@@ -5,20 +5,21 @@
  * The header is untrusted: every read is bounds-checked against `len` (the header text is
  * a slice, never a C string), and every number is checked for overflow before it is used:
  * the header length against the buffer, each dimension against 64 bits, their product, and
- * data_offset + elems * 4, so a caller computing a file size from the result cannot wrap.
+ * data_offset + elems * the element's size, so a caller computing a file size from the
+ * result cannot wrap.
  *
- * What is accepted is what NumPy's own reader accepts from a file holding a float32 C-order
- * array, minus its laxness where that could hide a mistake: the dict must hold exactly the
- * keys 'descr', 'fortran_order' and 'shape' (NumPy too requires exactly these), once each,
- * in any order, with Python's spacing and an optional trailing comma; shape is a tuple of
- * non-negative decimal integers (with the 'L' suffix Python 2 wrote, in versions 1.0 and 2.0,
- * where NumPy filters it too).
+ * What is accepted is what NumPy's own reader accepts from a file holding a C-order array of
+ * one of graphrun's types, minus its laxness where that could hide a mistake: the dict must
+ * hold exactly the keys 'descr', 'fortran_order' and 'shape' (NumPy too requires exactly
+ * these), once each, in any order, with Python's spacing and an optional trailing comma;
+ * shape is a tuple of non-negative decimal integers (with the 'L' suffix Python 2 wrote, in
+ * versions 1.0 and 2.0, where NumPy filters it too).
  *
- * '=f4' is accepted on little-endian hosts: '=' means "native order", which the file does not
- * record. NumPy never writes it (dtype.str is always '<f4' or '>f4'), and np.load reads an
- * '=f4' file as the reading host's order, so on a little-endian host graphrun reads such a
- * file exactly as np.load there would. On a big-endian host it would not be float32 in
- * graphrun's (little-endian) sense, and it is refused.
+ * Byte order: '<' and '>' say it; '=' means "native order", which the file does not record.
+ * NumPy never writes '=' (dtype.str always says '<' or '>'), and np.load reads such a file in
+ * the reading host's order, so graphrun does too. '|' (no order) is refused for multi-byte
+ * numbers, where NumPy never writes it, and taken as little-endian for V2 (npy.h says why).
+ * Data in the other order than the host's is marked `swap`; the caller swaps it on reading.
  */
 #include "tools/graphrun/npy.h"
 
@@ -224,6 +225,53 @@ static gr_status take_shape(dict_cursor *c, bool long_suffix, gr_npy_header *h)
     return GR_OK;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_ORDER '>'
+#else
+#define HOST_ORDER '<'
+#endif
+
+/* The types graphrun reads: NumPy's kind and size for each (the descr np.save writes is the
+ * host's order, kind and size), named as gr_dtype_name does. A table of its own, so that
+ * this file stays pure and links alone (the fuzz target). */
+static const struct {
+    gr_dtype dtype;
+    char kind;
+    unsigned bytes;
+    const char *name, *astype;
+} types[] = {
+    {GR_DTYPE_FLOAT32, 'f', 4, "float32", "a.astype(np.float32)"},
+    {GR_DTYPE_FLOAT16, 'f', 2, "float16", "a.astype(np.float16)"},
+    {GR_DTYPE_BFLOAT16, 'V', 2, "bfloat16", "a.astype(ml_dtypes.bfloat16)"},
+    {GR_DTYPE_FLOAT64, 'f', 8, "float64", "a.astype(np.float64)"},
+    {GR_DTYPE_INT32, 'i', 4, "int32", "a.astype(np.int32)"},
+    {GR_DTYPE_UINT8, 'u', 1, "uint8", "a.astype(np.uint8)"},
+};
+#define N_TYPES (sizeof(types) / sizeof(types[0]))
+
+static size_t type_index(gr_dtype t)
+{
+    size_t i = 0;
+
+    while (i < N_TYPES && types[i].dtype != t)
+        i++;
+    return i;
+}
+
+static const char *type_name(gr_dtype t)
+{
+    size_t i = type_index(t);
+
+    return i < N_TYPES ? types[i].name : "unknown";
+}
+
+const char *gr_npy_astype(gr_dtype t)
+{
+    size_t i = type_index(t);
+
+    return i < N_TYPES ? types[i].astype : "a.astype(...)";
+}
+
 /* What a dtype string means, for messages: "float64", "int32", ... */
 static const char *dtype_name(const char *descr, char *buf, size_t size)
 {
@@ -259,25 +307,45 @@ static const char *dtype_name(const char *descr, char *buf, size_t size)
     return buf;
 }
 
-static gr_status check_descr(const char *descr, char *why, size_t why_len)
-{
-    char name[40];
+#define READS "graphrun reads float32, float16, bfloat16, float64, int32 and uint8"
 
-    if (strcmp(descr, "<f4") == 0)
-        return GR_OK;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (strcmp(descr, "=f4") == 0)
-        return GR_OK; /* native order, and native is little-endian: see the top of the file */
-#endif
-    if (descr[0] != '\0' && strchr(">|=", descr[0]) && strcmp(descr + 1, "f4") == 0)
+/* The element type and byte order of `descr`, into h; else a refusal saying how to convert. */
+static gr_status check_descr(const char *descr, gr_npy_header *h, char *why, size_t why_len)
+{
+    char name[40], order = descr[0];
+
+    /* Every type here is an order, a kind and a one-digit size, as NumPy spells them. */
+    if (strlen(descr) == 3 && strchr("<>|=", order) && descr[2] >= '1' && descr[2] <= '9') {
+        unsigned bytes = (unsigned)(descr[2] - '0');
+
+        for (size_t i = 0; i < N_TYPES; i++) {
+            if (types[i].kind != descr[1] || types[i].bytes != bytes)
+                continue;
+            /* '|' for a number of more than one byte: an order NumPy never writes. */
+            if (order == '|' && bytes > 1 && types[i].kind != 'V')
+                return fail(why, why_len,
+                            "dtype '%s' (%s of unknown byte order) is not supported: NumPy "
+                            "writes '<%c%u' or '>%c%u'; convert with a.astype('<%c%u')",
+                            descr, types[i].name, descr[1], bytes, descr[1],
+                            bytes, descr[1], bytes);
+            h->dtype = types[i].dtype;
+            /* The data's order: '=' and one byte are the host's; '|V2' is little-endian. */
+            h->swap = (order == '=' || bytes == 1 ? HOST_ORDER
+                       : order == '|'             ? '<'
+                                                  : order) != HOST_ORDER;
+            memcpy(h->descr, descr, 4); /* the three characters and the NUL */
+            return GR_OK;
+        }
+    }
+    if ((order == '<' || order == '>' || order == '=') && strcmp(descr + 1, "u2") == 0)
         return fail(why, why_len,
-                    "dtype '%s' (%s) is not supported: graphrun reads little-endian float32 "
-                    "('<f4'); convert with a.astype('<f4')",
-                    descr,
-                    descr[0] == '>' ? "big-endian float32" : "float32 of unknown byte order");
+                    "dtype '%s' (uint16) is not supported: " READS "; convert with "
+                    "a.astype(...) to the type the graph takes (bfloat16 bit patterns held "
+                    "as uint16: save a.view(ml_dtypes.bfloat16))",
+                    descr);
     return fail(why, why_len,
-                "dtype '%s' (%s) is not supported: graphrun reads float32 ('<f4'); convert "
-                "with a.astype(np.float32)",
+                "dtype '%s' (%s) is not supported: " READS "; convert with a.astype(...) to "
+                "the type the graph takes, e.g. a.astype(np.float32)",
                 descr, dtype_name(descr, name, sizeof(name)));
 }
 
@@ -317,7 +385,8 @@ static gr_status parse_dict(dict_cursor *c, bool long_suffix, gr_npy_header *h)
             if (c->at < c->len && c->s[c->at] == '[')
                 return fail(c->why, c->why_len,
                             "structured dtype (a list of fields) is not supported: graphrun "
-                            "reads plain float32 arrays ('<f4'); save each field on its own");
+                            "reads arrays of one plain type; save each field on its own, "
+                            "e.g. np.save(path, a['x'])");
             if ((st = take_string(c, "a dtype string such as '<f4' for 'descr'", descr)) !=
                 GR_OK)
                 return st;
@@ -340,7 +409,7 @@ static gr_status parse_dict(dict_cursor *c, bool long_suffix, gr_npy_header *h)
     for (k = 0; k < KEY_COUNT; k++)
         if (!seen[k])
             return fail(c->why, c->why_len, "malformed .npy header: no '%s' key", keys[k]);
-    if ((st = check_descr(descr, c->why, c->why_len)) != GR_OK)
+    if ((st = check_descr(descr, h, c->why, c->why_len)) != GR_OK)
         return st;
     if (fortran)
         return fail(c->why, c->why_len,
@@ -411,10 +480,10 @@ gr_status gr_npy_parse_header(const void *buf, size_t len, gr_npy_header *out, c
     }
     h.elems = elems;
     h.data_offset = start + hlen;
-    if (elems > (UINT64_MAX - h.data_offset) / sizeof(float))
+    if (elems > (UINT64_MAX - h.data_offset) / types[type_index(h.dtype)].bytes)
         return fail(why, why_len,
-                    ".npy shape has %llu elements: more float32 bytes than a file can hold",
-                    (unsigned long long)elems);
+                    ".npy shape has %llu elements: more %s bytes than a file can hold",
+                    (unsigned long long)elems, type_name(h.dtype));
     *out = h;
     return GR_OK;
 }
@@ -430,16 +499,22 @@ static unsigned digits(uint64_t v)
     return n;
 }
 
-size_t gr_npy_format_header(const uint64_t *shape, uint32_t ndim, char *buf, size_t size)
+size_t gr_npy_format_header(gr_dtype dtype, const uint64_t *shape, uint32_t ndim, char *buf,
+                            size_t size)
 {
-    char dict[GR_NPY_MAX_DIMS * 22 + 128];
-    size_t n, total, pad;
+    char dict[GR_NPY_MAX_DIMS * 22 + 128], descr[8] = "";
+    size_t n, total, pad, t = type_index(dtype);
     int w;
 
-    if (ndim > GR_NPY_MAX_DIMS || (ndim > 0 && shape == NULL) || buf == NULL)
+    if (t < N_TYPES)
+        snprintf(descr, sizeof(descr), "%c%c%u", types[t].bytes == 1 ? '|' : HOST_ORDER,
+                 types[t].kind, types[t].bytes);
+    if (descr[0] == '\0' || ndim > GR_NPY_MAX_DIMS || (ndim > 0 && shape == NULL) ||
+        buf == NULL)
         return 0;
     /* What np.save writes: repr() of the dict with its keys sorted, and of the tuple. */
-    n = (size_t)snprintf(dict, sizeof(dict), "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    n = (size_t)snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                         descr);
     for (uint32_t i = 0; i < ndim; i++) {
         w = snprintf(dict + n, sizeof(dict) - n, "%s%llu", i ? ", " : "",
                      (unsigned long long)shape[i]);
@@ -464,4 +539,54 @@ size_t gr_npy_format_header(const uint64_t *shape, uint32_t ndim, char *buf, siz
     memset(buf + 10 + n, ' ', pad);
     buf[total - 1] = '\n';
     return total;
+}
+
+gr_status gr_npy_check_dtype(const gr_npy_header *h, gr_dtype want, const char *what,
+                             const char *port, char *why, size_t why_len)
+{
+    if (why != NULL && why_len > 0)
+        why[0] = '\0';
+    if (h->dtype == want)
+        return GR_OK;
+    /* A V2 array read as anything else: what the bytes are is the user's to say. */
+    if (h->dtype == GR_DTYPE_BFLOAT16)
+        return fail(why, why_len,
+                    "%s holds 2-byte raw values ('%s': what np.save writes for "
+                    "ml_dtypes.bfloat16, read only as bfloat16) but %s is %s: convert with "
+                    "a.view(ml_dtypes.bfloat16).%s or change the spec's buffer type",
+                    what, h->descr, port, type_name(want), gr_npy_astype(want) + 2);
+    return fail(why, why_len,
+                "%s holds %s but %s is %s: convert with %s or change the spec's buffer type",
+                what, type_name(h->dtype), port, type_name(want), gr_npy_astype(want));
+}
+
+void gr_npy_swap(void *data, uint64_t elems, uint32_t size)
+{
+    unsigned char *p = data;
+
+    for (uint64_t i = 0; i < elems; i++, p += size) {
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+
+        switch (size) {
+        case 2:
+            memcpy(&u16, p, 2);
+            u16 = __builtin_bswap16(u16);
+            memcpy(p, &u16, 2);
+            break;
+        case 4:
+            memcpy(&u32, p, 4);
+            u32 = __builtin_bswap32(u32);
+            memcpy(p, &u32, 4);
+            break;
+        case 8:
+            memcpy(&u64, p, 8);
+            u64 = __builtin_bswap64(u64);
+            memcpy(p, &u64, 8);
+            break;
+        default:
+            return; /* one byte: nothing to swap */
+        }
+    }
 }

@@ -61,13 +61,16 @@ static void usage(FILE *f)
             "  --kernels FILE   register the kernels a CUDA C file declares ('// graphrun:\n"
             "                   kernel NAME ...' lines), compiled by NVRTC, before the graph\n"
             "                   is read (repeatable; a spec can name such files itself)\n"
-            "  --input PATH     input port 0, 1, ... in order: a .npy file (float32, C order),\n"
-            "                   a raw float32 file, or a directory of them (one tensor per\n"
-            "                   file; every input directory holds the same file names)\n"
+            "  --input PATH     input port 0, 1, ... in order: a .npy file (C order, of the\n"
+            "                   port's element type: see below), a raw file (the port's type,\n"
+            "                   this machine's byte order), or a directory of them (one\n"
+            "                   tensor per file; every input directory holds the same names)\n"
             "  --output PATH    output port 0, 1, ... in order: a file (.npy when the name\n"
-            "                   ends in .npy, else raw float32), or a directory when the\n"
-            "                   inputs are directories (files named as in the first input)\n"
-            "  --dtype T        element type of raw input files: float32 (the only one)\n"
+            "                   ends in .npy, else raw), of the port's type, or a directory\n"
+            "                   when the inputs are directories (files named as in the first)\n"
+            "  --dtype T        element type of raw input files: float32, float16, bfloat16,\n"
+            "                   float64, int32 or uint8 (default: each port's); a raw input\n"
+            "                   whose port is of another type is refused\n"
             "  --shape D0,D1..  shape of raw input files (default: 1-D, from the size)\n"
             "  --force          overwrite existing outputs\n"
             "  --ceilings       CUDA: measure the copy ceilings first and report the ratio\n"
@@ -83,6 +86,18 @@ static void usage(FILE *f)
             "  --mpi-timeout S  --mpi: the longest a rank waits for the others at a step before\n"
             "                   it aborts the job (default %d; 0: no limit)\n"
             "  --help           this text\n" GR_RUNTIME_OPTIONS_HELP
+            "\n"
+            "Element types: each port has its buffer's type (the spec's `buffer x uint8`;\n"
+            "float32 without one), and each input must hold exactly that type, else it is\n"
+            "refused before the run, saying how to convert it (a.astype(np.uint8)). .npy\n"
+            "files are read as np.save writes them: float32 '<f4', float16 '<f2', float64\n"
+            "'<f8', int32 '<i4', uint8 '|u1', in either byte order ('>f4' too); bfloat16 as\n"
+            "an ml_dtypes.bfloat16 array saves ('<V2' or '>V2', or '|V2' after np.load,\n"
+            "taken as little-endian), read only for a bfloat16 port. Outputs are written\n"
+            "in their port's type, little-endian; a bfloat16 output as '<V2', read back\n"
+            "with np.load(path).view(ml_dtypes.bfloat16). Other dtypes (uint16, int64,\n"
+            "bool, ...), Fortran order and structured arrays are refused with the\n"
+            "conversion to make.\n"
             "\n"
             "Outputs are all or nothing: written, complete, only when every tensor is done.\n"
             "Exit status: 0 done, 1 some tensors failed (nothing written), 2 bad command\n"
@@ -363,10 +378,14 @@ static int load_inputs(run_state *s)
     for (uint32_t p = 0; p < a->n_inputs || p < a->n_outputs; p++) {
         gr_port_info port;
 
-        if (p < a->n_inputs && gr_graph_port_get(s->g, 0, p, &port) == GR_OK)
+        if (p < a->n_inputs && gr_graph_port_get(s->g, 0, p, &port) == GR_OK) {
             io.in_fixed[p] = port.fixed_elems;
-        if (p < a->n_outputs && gr_graph_port_get(s->g, 1, p, &port) == GR_OK)
+            io.in_dtype[p] = port.dtype;
+        }
+        if (p < a->n_outputs && gr_graph_port_get(s->g, 1, p, &port) == GR_OK) {
             io.out_fixed[p] = port.fixed_elems;
+            io.out_dtype[p] = port.dtype;
+        }
     }
     if (gr_io_plan_create(&io, &s->plan, s->why, sizeof(s->why)) != GR_OK ||
         gr_io_stage(&s->plan, s->why, sizeof(s->why)) != GR_OK)
@@ -394,7 +413,7 @@ static int load_inputs(run_state *s)
 static int start_runtime(run_state *s)
 {
     run_args *a = &s->a;
-    uint64_t largest = 0, footprint = 0;
+    uint64_t largest = 0, footprint = 0, copy = 0;
     gr_runtime_info info;
     gr_device_stats ds;
     gr_error_info err;
@@ -403,15 +422,21 @@ static int start_runtime(run_state *s)
 
     if (s->plan.count == 0)
         return GR_EXIT_OK;
-    for (uint64_t i = 0; i < s->plan.count; i++)
+    for (uint64_t i = 0; i < s->plan.count; i++) {
+        uint32_t lead = gr_io_lead_port(&s->plan.opt);
+        uint64_t bytes = s->plan.in[i * a->n_inputs + lead].elems *
+                         gr_dtype_size(s->plan.opt.in_dtype[lead]);
+
         if (s->plan.tensors[i].elems > largest)
             largest = s->plan.tensors[i].elems;
+        if (bytes > copy)
+            copy = bytes; /* the ceilings are measured at the largest input's size */
+    }
     gr_graph_footprint(s->g, largest, &footprint);
     a->rt.cfg.budget_bytes = a->rt.budget ? a->rt.budget : footprint * DEFAULT_BUDGET_ITERATIONS;
     if (s->chosen == GR_BACKEND_CUDA && a->ceilings) {
-        s->report.have_ceilings = gr_measure_ceilings((int)s->report.ordinal,
-                                                      largest * sizeof(float), 8, &ceil,
-                                                      &err) == GR_OK;
+        s->report.have_ceilings =
+            gr_measure_ceilings((int)s->report.ordinal, copy, 8, &ceil, &err) == GR_OK;
         if (s->report.have_ceilings)
             s->report.bidir_gbs = ceil.bidir_gbs;
         else

@@ -3,7 +3,8 @@
  *
  * The body is untrusted. The .npy header goes through graphrun's strict parser (the same
  * one `graphrun run` and its fuzz target use), which bounds every read by the length and
- * checks every size for overflow; here the data's length must then match the header exactly,
+ * checks every size for overflow, and its type must be the port's (the same check and
+ * message as `graphrun run`); here the data's length must then match the header exactly,
  * so a truncated upload or trailing bytes are refused rather than guessed at. A shape given
  * for a raw body is checked the same way: digits only, no zero or overflowing dimension, a
  * product equal to the element count.
@@ -73,20 +74,27 @@ static int parse_shape(const char *s, gs_tensor_desc *t, char *why, size_t why_l
         return refuse(why, why_len, "shape is empty: expected dimensions like 3,4");
     if (product != t->elems)
         return refuse(why, why_len,
-                      "shape %.64s has %llu elements but the body holds %llu float32 values",
-                      s, (unsigned long long)product, (unsigned long long)t->elems);
+                      "shape %.64s has %llu elements but the body holds %llu %s values", s,
+                      (unsigned long long)product, (unsigned long long)t->elems,
+                      gr_dtype_name(t->dtype));
     return 0;
 }
 
 int gs_decode(const void *body, size_t len, const char *content_type, const char *shape,
-              gs_tensor_desc *out, char *why, size_t why_len)
+              gr_dtype dtype, const char *port, gs_tensor_desc *out, char *why,
+              size_t why_len)
 {
+    uint32_t size = gr_dtype_size(dtype);
+    const char *name = gr_dtype_name(dtype);
     gs_tensor_desc t;
 
     memset(&t, 0, sizeof(t));
     memset(out, 0, sizeof(*out));
+    t.dtype = dtype;
+    if (size == 0)
+        return refuse(why, why_len, "%s has no element type graphserve knows", port);
     if (len == 0)
-        return refuse(why, why_len, "empty body: send one float32 tensor, as .npy or raw");
+        return refuse(why, why_len, "empty body: send one %s tensor, as .npy or raw", name);
     if (type_is(content_type, "application/x-npy") || type_is(content_type, "application/npy"))
         t.npy = true;
     else if (type_is(content_type, "application/octet-stream"))
@@ -96,32 +104,37 @@ int gs_decode(const void *body, size_t len, const char *content_type, const char
 
     if (t.npy) {
         gr_npy_header h;
-        char npy_why[256];
+        char npy_why[512];
 
         if (shape != NULL)
             return refuse(why, why_len, "a .npy body carries its own shape: drop the shape "
                                         "argument");
         if (gr_npy_parse_header(body, len, &h, npy_why, sizeof(npy_why)) != GR_OK)
             return refuse(why, why_len, "bad .npy: %s", npy_why);
-        if (h.data_offset + h.elems * 4 != len)
+        if (gr_npy_check_dtype(&h, dtype, "the body", port, npy_why, sizeof(npy_why)) != GR_OK)
+            return refuse(why, why_len, "%s", npy_why);
+        /* The parser proved data_offset + elems * size fits in 64 bits. */
+        if (h.data_offset + h.elems * size != len)
             return refuse(why, why_len,
-                          "bad .npy: the header says %llu float32 values (%llu bytes of "
-                          "data) but the body holds %llu bytes after the header",
-                          (unsigned long long)h.elems, (unsigned long long)(h.elems * 4),
+                          "bad .npy: the header says %llu %s values (%llu bytes of data) but "
+                          "the body holds %llu bytes after the header",
+                          (unsigned long long)h.elems, name,
+                          (unsigned long long)(h.elems * size),
                           (unsigned long long)(len - (h.data_offset < len ? h.data_offset
                                                                           : len)));
         t.ndim = h.ndim;
         memcpy(t.shape, h.shape, sizeof(t.shape));
         t.elems = h.elems;
         t.offset = (size_t)h.data_offset;
+        t.swap = h.swap;
     } else {
-        if (len % 4 != 0)
+        if (len % size != 0)
             return refuse(why, why_len,
-                          "raw body of %zu bytes is not whole float32 values (a multiple of "
-                          "4 bytes); send .npy with Content-Type: application/x-npy for "
-                          "anything else",
-                          len);
-        t.elems = len / 4;
+                          "raw body of %zu bytes is not whole %s values (a multiple of %u "
+                          "bytes), the type of %s; send .npy with Content-Type: "
+                          "application/x-npy for anything else",
+                          len, name, size, port);
+        t.elems = len / size;
         t.offset = 0;
         if (shape != NULL) {
             int code = parse_shape(shape, &t, why, why_len);
@@ -145,7 +158,7 @@ size_t gs_encode_header(const gs_tensor_desc *t, char *buf, size_t size)
 
     if (!t->npy)
         return 0;
-    n = gr_npy_format_header(t->shape, t->ndim, buf, size);
+    n = gr_npy_format_header(t->dtype, t->shape, t->ndim, buf, size);
     return n == 0 ? SIZE_MAX : n;
 }
 

@@ -12,9 +12,10 @@
  *      the answer instead of a reset connection.
  *   2. body: copied into one buffer, sized from Content-Length, never past --max-body
  *      (a chunked body that grows past it is dropped and answered 413 at its end).
- *   3. end of body: decode the tensor (codec.h), pick the graph, allocate the output with
- *      room for the response's header, submit a one-tensor job whose callback resumes the
- *      connection, and suspend it, unless the job has already ended.
+ *   3. end of body: pick the graph, decode the tensor as its input port's type (codec.h),
+ *      allocate the output in its output port's type with room for the response's header,
+ *      submit a one-tensor job whose callback resumes the connection, and suspend it,
+ *      unless the job has already ended.
  *   4. resumed: the job is complete; answer with the output buffer itself (no copy; the
  *      library frees it with the response) or with the job's error.
  *
@@ -26,9 +27,10 @@
  * The handler waits for the job (gr_job_wait) before freeing anything the callback touches,
  * and gr_job_wait returns only after the callback has returned.
  *
- * Memory: at most max_inflight requests hold a body (<= max_body) and an output of the same
- * size plus a header, so the server's tensor memory is bounded by about
- * 2 * max_inflight * max_body.
+ * Memory: at most max_inflight requests hold a body (<= max_body) and an output plus a
+ * header. The output has the body's elements (or a fixed port's) in the output port's type,
+ * at most 8 times the body's bytes (uint8 in, float64 out), so the server's tensor memory is
+ * bounded by about 9 * max_inflight * max_body.
  */
 #define _GNU_SOURCE
 #include "tools/graphserve/server.h"
@@ -86,6 +88,7 @@ typedef struct request {
     unsigned char *body;
     size_t len, cap;
     const gr_graph *graph; /* a pipeline's; NULL: the spec argument's */
+    char pipeline[GS_PIPELINE_NAME_MAX + 1]; /* its name */
     gs_tensor_desc desc;
     unsigned char *out; /* header + data, until handed to the response */
     size_t out_len;
@@ -265,20 +268,46 @@ static enum MHD_Result get_healthz(gs_server *s, struct MHD_Connection *conn)
     return answer_text(s, conn, 200, "text/plain; charset=utf-8", text);
 }
 
+/* The element types of a graph's ports, "float32,uint8". */
+static void port_types(const gr_graph *g, int output, char *buf, size_t size)
+{
+    uint32_t n = output ? gr_graph_output_count(g) : gr_graph_input_count(g);
+    size_t at = 0;
+
+    buf[0] = '\0';
+    for (uint32_t p = 0; p < n && at < size; p++) {
+        gr_port_info info;
+        int w;
+
+        if (gr_graph_port_get(g, output, p, &info) != GR_OK)
+            break;
+        w = snprintf(buf + at, size - at, "%s%s", p ? "," : "", gr_dtype_name(info.dtype));
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+}
+
 static enum MHD_Result get_pipelines(gs_server *s, struct MHD_Connection *conn)
 {
     const gs_pipelines *p = s->cfg.pipelines;
-    size_t size = 64 + p->count * (GS_PIPELINE_NAME_MAX + 32), at = 0;
+    size_t size = 64 + p->count * (GS_PIPELINE_NAME_MAX + 32 + 2 * GR_MAX_PORTS * 10), at = 0;
     struct MHD_Response *resp;
     char *buf = malloc(size);
 
     if (buf == NULL)
         return answer_error(s, conn, 503, "no memory");
-    at += (size_t)snprintf(buf + at, size - at, "# name inputs outputs\n");
-    for (size_t i = 0; i < p->count; i++)
-        at += (size_t)snprintf(buf + at, size - at, "%s %u %u\n", p->items[i].name,
+    at += (size_t)snprintf(buf + at, size - at, "# name inputs outputs input_types "
+                                                "output_types\n");
+    for (size_t i = 0; i < p->count; i++) {
+        char in[GR_MAX_PORTS * 10], out[GR_MAX_PORTS * 10];
+
+        port_types(p->items[i].graph, 0, in, sizeof(in));
+        port_types(p->items[i].graph, 1, out, sizeof(out));
+        at += (size_t)snprintf(buf + at, size - at, "%s %u %u %s %s\n", p->items[i].name,
                                gr_graph_input_count(p->items[i].graph),
-                               gr_graph_output_count(p->items[i].graph));
+                               gr_graph_output_count(p->items[i].graph), in, out);
+    }
     resp = MHD_create_response_from_buffer(at, buf, MHD_RESPMEM_MUST_FREE);
     if (resp == NULL) {
         free(buf);
@@ -368,6 +397,7 @@ static enum MHD_Result admit(gs_server *s, struct MHD_Connection *conn, void **c
             request_error(r, 404, "unknown pipeline \"%.64s\"; loaded: %s", pipeline, names);
         } else {
             r->graph = p->graph;
+            snprintf(r->pipeline, sizeof(r->pipeline), "%s", p->name);
         }
     }
     if (r->error_code == 0 && announced > 0) {
@@ -461,6 +491,23 @@ static enum MHD_Result finish(gs_server *s, request *r)
     return answer(s, conn, 200, resp);
 }
 
+/* The tensor's shape from the body's, as `graphrun run` gives it: its leading dimensions
+ * folded into one past GR_MAX_DIMS, so the last ones (the rows kernels work along) stay. */
+static void set_shape(gr_tensor *t, const gs_tensor_desc *d)
+{
+    uint32_t fold = d->ndim > GR_MAX_DIMS ? d->ndim - GR_MAX_DIMS + 1 : 1;
+
+    t->rank = 0;
+    if (d->ndim == 0)
+        return;
+    t->shape[0] = 1;
+    for (uint32_t i = 0; i < fold; i++)
+        t->shape[0] *= d->shape[i];
+    for (uint32_t i = fold; i < d->ndim; i++)
+        t->shape[i - fold + 1] = d->shape[i];
+    t->rank = d->ndim - fold + 1;
+}
+
 /* Step 3: the whole body is in. */
 static enum MHD_Result run(gs_server *s, request *r)
 {
@@ -471,9 +518,12 @@ static enum MHD_Result run(gs_server *s, request *r)
     gr_job_options opts = GR_JOB_OPTIONS_INIT;
     gr_graph *parsed = NULL;
     const gr_graph *g = r->graph;
-    char why[512], header[1024];
+    char why[1024], header[1024], port[GS_PIPELINE_NAME_MAX + 32];
+    gr_port_info in, out;
+    gs_tensor_desc result;
     gr_error_info err;
     size_t header_len;
+    uint32_t size;
     gr_tensor t;
     gr_status st;
     int code;
@@ -481,37 +531,63 @@ static enum MHD_Result run(gs_server *s, request *r)
     r->phase = PHASE_ANSWERED; /* every path below answers, or suspends (then RUNNING) */
     if (r->error_code != 0)
         return answer_error(s, conn, (unsigned)r->error_code, "%s", r->error);
-    code = gs_decode(r->body, r->len, content_type, shape, &r->desc, why, sizeof(why));
-    if (code != 0)
-        return answer_error(s, conn, (unsigned)code, "%s", why);
     if (g == NULL) {
         const char *spec = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "spec");
 
         if (gr_graph_parse(spec, strlen(spec), "spec", &parsed, &err) != GR_OK)
             return answer_error(s, conn, 400, "bad graph spec: %s", err.message);
         g = parsed;
+        snprintf(port, sizeof(port), "the spec's in0");
+    } else {
+        snprintf(port, sizeof(port), "pipeline %s's in0", r->pipeline);
     }
     if (gr_graph_input_count(g) != 1 || gr_graph_output_count(g) != 1) {
-        unsigned in = gr_graph_input_count(g), out = gr_graph_output_count(g);
+        unsigned n_in = gr_graph_input_count(g), n_out = gr_graph_output_count(g);
 
         gr_graph_destroy(parsed);
         return answer_error(s, conn, 400,
                             "the graph has %u input(s) and %u output(s); graphserve runs "
                             "graphs with one input and one output",
-                            in, out);
+                            n_in, n_out);
     }
-    /* NumPy aligns the data to 64 bytes; a header that does not leaves it unaligned for
-     * float32, so move it to the start of the buffer. */
-    if (r->desc.offset % sizeof(float) != 0) {
-        memmove(r->body, r->body + r->desc.offset, r->desc.elems * sizeof(float));
+    if (gr_graph_port_get(g, 0, 0, &in) != GR_OK || gr_graph_port_get(g, 1, 0, &out) != GR_OK) {
+        gr_graph_destroy(parsed);
+        return answer_error(s, conn, 500, "cannot read the graph's ports");
+    }
+    /* The body in the input port's type, the result in the output port's. */
+    code = gs_decode(r->body, r->len, content_type, shape, in.dtype, port, &r->desc, why,
+                     sizeof(why));
+    if (code == 0 && in.fixed_elems != 0 && r->desc.elems != in.fixed_elems) {
+        snprintf(why, sizeof(why), "%s takes exactly %llu elements (a fixed buffer); the body "
+                 "holds %llu", port, (unsigned long long)in.fixed_elems,
+                 (unsigned long long)r->desc.elems);
+        code = 400;
+    }
+    if (code != 0) {
+        gr_graph_destroy(parsed);
+        return answer_error(s, conn, (unsigned)code, "%s", why);
+    }
+    size = gr_dtype_size(in.dtype);
+    /* NumPy aligns the data to 64 bytes; a header that does not leaves it unaligned for the
+     * type, so move it to the start of the buffer. */
+    if (r->desc.offset % size != 0) {
+        memmove(r->body, r->body + r->desc.offset, r->desc.elems * size);
         r->desc.offset = 0;
     }
-    header_len = gs_encode_header(&r->desc, header, sizeof(header));
+    if (r->desc.swap)
+        gr_npy_swap(r->body + r->desc.offset, r->desc.elems, size);
+    result = r->desc;
+    result.dtype = out.dtype;
+    if (out.fixed_elems != 0) { /* a reduction's result, say: 1-D of the port's size */
+        result.ndim = 1;
+        result.shape[0] = result.elems = out.fixed_elems;
+    }
+    header_len = gs_encode_header(&result, header, sizeof(header));
     if (header_len == SIZE_MAX) {
         gr_graph_destroy(parsed);
         return answer_error(s, conn, 500, "cannot format the result's .npy header");
     }
-    r->out_len = header_len + r->desc.elems * sizeof(float);
+    r->out_len = header_len + result.elems * gr_dtype_size(out.dtype);
     r->out = malloc(r->out_len);
     if (r->out == NULL) {
         gr_graph_destroy(parsed);
@@ -523,6 +599,7 @@ static enum MHD_Result run(gs_server *s, request *r)
     t.in[0] = r->body + r->desc.offset;
     t.out[0] = r->out + header_len;
     t.elems = r->desc.elems;
+    set_shape(&t, &r->desc);
     opts.deadline_ns = gr_now_ns() + s->cfg.timeout_ns;
     opts.on_complete = job_done;
     opts.user = r;

@@ -5,16 +5,20 @@
  *   POST /v1/run?spec=TEXT          ... or through a graph spec given in the request
  *                                   (URL-encoded, docs/GRAPH_SPEC.md), parsed per request
  *        &shape=3,4                 optional, for a raw body (1-D without it)
- *   GET  /v1/pipelines              the loaded pipelines, one per line
+ *   GET  /v1/pipelines              the loaded pipelines, one per line: name, port counts
+ *                                   and the ports' element types
  *   GET  /metrics                   graphrun's statistics and the server's, Prometheus text
  *   GET  /healthz                   200 "ok", or 503 when a device is lost or shutting down
  *
- * The result comes back in the request's format (codec.h). Errors are text/plain, one line
- * starting "error: ", with a status saying whose fault it is: 400 a malformed request (bad
- * .npy, bad shape, bad spec with its line and column, a graph that is not one input and one
- * output), 404 an unknown pipeline or path, 405 a wrong method, 413 a body over the limit
- * or a tensor that can never fit the device budget, 503 too many requests in flight (with
- * Retry-After), a lost device or shutdown, 504 the request's deadline, 500 anything else.
+ * The body holds the pipeline's input port type (a .npy of another type is refused, saying
+ * how to convert it), and the result comes back in the request's format (codec.h) in the
+ * output port's type. Errors are text/plain, one line starting "error: ", with a status
+ * saying whose fault it is: 400 a malformed request (bad .npy, a body of another type than
+ * the input port's, bad shape, bad spec with its line and column, a graph that is not one
+ * input and one output), 404 an unknown pipeline or path, 405 a wrong method, 413 a body
+ * over the limit or a tensor that can never fit the device budget, 503 too many requests in
+ * flight (with Retry-After), a lost device or shutdown, 504 the request's deadline, 500
+ * anything else.
  */
 #ifndef GS_SERVER_H
 #define GS_SERVER_H
