@@ -608,7 +608,8 @@ class Runtime:
                 "device", "lost", "workers", "workers_retired", "tensors_done",
                 "tensors_failed", "tensors_canceled", "iterations_done", "iterations_failed",
                 "graph_instantiations", "graph_updates", "bytes_h2d", "bytes_d2h",
-                "budget_bytes", "budget_in_use", "budget_peak")}
+                "budget_bytes", "budget_in_use", "budget_peak", "units_direct",
+                "units_staged", "units_scattered")}
             for k in ("budget_wait", "iteration"):
                 hg = getattr(s, k)
                 dev[k] = {"count": int(hg.count), "sum_ns": int(hg.sum_ns),
@@ -710,7 +711,8 @@ class Job:
     # -- submission
 
     @classmethod
-    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy):
+    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy,
+                in_place=True):
         h = rt._h()
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphrun.Graph, not {type(graph).__name__}")
@@ -734,6 +736,7 @@ class Job:
         keep = []          # every Buf of the job: the memory contract
         results = [[None] * count for _ in range(n_out)]
         copy_backs = []
+        defaults_in_place = 0
         for i in range(count):
             t = tensors[i]
             bufs = []
@@ -764,7 +767,9 @@ class Job:
             for p, port in enumerate(graph.outputs):
                 b = given[p]
                 if b is None:
-                    b = _default_output(graph, p, bufs, used, lead, shape, elems)
+                    b = _default_output(graph, p, bufs, used, lead, shape, elems, in_place)
+                    if any(b is x for x in bufs[:n_in]):
+                        defaults_in_place += 1
                     results[p][i] = b.copy_back if b.copy_back is not None else b.owner
                 else:
                     _check_size(b, port, elems, i)
@@ -818,6 +823,12 @@ class Job:
         if st != 0:
             with _jobs_lock:
                 _jobs.pop(job._key, None)
+            if st == Status.INVALID_ARGUMENT and defaults_in_place and \
+                    b"overlaps output" in err.message:
+                # The package's reading of the spec (_spec.py) allowed an alias that the
+                # library does not: the same job with its outputs allocated.
+                return cls._submit(rt, graph, inputs, outputs, deadline, on_complete, copy,
+                                   in_place=False)
             _raise(st, err)
         job._handle = out.value
         job._finalizer = weakref.finalize(job, lib.gr_job_destroy, out.value)
@@ -1095,10 +1106,10 @@ def _check_size(b, port, elems, index):
         _refuse(f"{b.what} has {b.size} elements; it needs {want}, {why}", index)
 
 
-def _default_output(graph, p, bufs, used, lead, shape, elems):
+def _default_output(graph, p, bufs, used, lead, shape, elems, in_place=True):
     """Output port p written in place over an input the graph allows, or a new array."""
     port = graph.outputs[p]
-    for q in sorted(graph.in_place[p]):
+    for q in sorted(graph.in_place[p]) if in_place else ():
         b = bufs[q]
         if b.writable and b.ptr not in used and b.size == _elements_desc(port, elems):
             used.add(b.ptr)

@@ -140,6 +140,9 @@ class Stats(ctypes.Structure):
         ("budget_wait", Histogram),
         ("iteration", Histogram),
         ("staging_pageable", ctypes.c_uint64),
+        ("units_direct", ctypes.c_uint64),
+        ("units_staged", ctypes.c_uint64),
+        ("units_scattered", ctypes.c_uint64),
     ]
 
 

@@ -377,7 +377,17 @@ def test_in_place_agrees_with_the_library(rt):
     """The package's reading of which outputs may alias which inputs (the library does not
     tell it) against the library's own check, for every pair of ports of these graphs."""
     specs = [graphrun.Graph.load(example(n)) for n in
-             ("seed.graph", "dag.graph", "softmax.graph", "seed_unfused.graph")]
+             ("seed.graph", "dag.graph", "softmax.graph", "seed_unfused.graph",
+              "seed_expr.graph")]
+    # No dependency lines: the data flow orders the nodes (GRAPH_SPEC.md's example).
+    specs.append(graphrun.Graph.parse(
+        "buffer x\nbuffer y\nh2d load: in0 -> x\nkernel a: mul(x, 2) -> y\n"
+        "d2h out: y -> out0\nkernel b: add(x, 1) -> x\nd2h keep: x -> out1\n"))
+    flow = graphrun.Graph.parse(  # out1 reads b, loaded after a's store: not over in1
+        "param two = 2\nbuffer a\nbuffer b\nbuffer c\nh2d la: in0 -> a\n"
+        "kernel k: mul(a, two * 1) -> c\nd2h s0: c -> out0\nh2d lb: in1 -> b\n"
+        "kernel e: expr(a, b, \"a - b\") -> b\nd2h s1: b -> out1\n")
+    specs.append(flow)
     specs.append(graphrun.Graph.parse(
         "buffer a\nbuffer b\nbuffer c\nh2d la: in0 -> a\nh2d lb: in1 -> b\n"
         "kernel k: add2(a, b) -> c\nd2h s0: c -> out0\nd2h s1: a -> out1\n"
@@ -401,6 +411,20 @@ def test_in_place_agrees_with_the_library(rt):
                     accepted = False
                 assert accepted == (q in g.in_place[p]), (g.name, p, q)
                 checked += 1
-    assert checked == 13
+    assert checked == 20
     assert graphrun.Graph.load(example("dag.graph")).in_place == \
         (frozenset({0, 1}), frozenset({0}))
+    assert flow.in_place == (frozenset({0}), frozenset({0, 1}))
+
+
+def test_an_alias_the_library_refuses_is_allocated_instead(rt):
+    # Should the package's reading of a spec ever allow an alias the library does not, the
+    # job is submitted again with its outputs allocated: here a wrong reading, forced.
+    g = graphrun.Graph.load(example("dag.graph"))
+    g.in_place = (frozenset({0}), frozenset({1}))  # out1 over in1: the library refuses it
+    a, b = rand(100, seed=1), rand(100, seed=2)
+    a0, b0 = a.copy(), b.copy()
+    out0, out1 = rt.run(g, [[a], [b]])
+    assert out0[0] is not a and out1[0] is not b
+    assert same_bits(out1[0], a0 * np.float32(3)) and same_bits(b, b0) and same_bits(a, a0)
+    assert same_bits(out0[0], seed_ref(np.float32(2) * a0 + np.float32(-1) * b0))
