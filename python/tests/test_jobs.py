@@ -428,3 +428,16 @@ def test_an_alias_the_library_refuses_is_allocated_instead(rt):
     assert out0[0] is not a and out1[0] is not b
     assert same_bits(out1[0], a0 * np.float32(3)) and same_bits(b, b0) and same_bits(a, a0)
     assert same_bits(out0[0], seed_ref(np.float32(2) * a0 + np.float32(-1) * b0))
+
+
+def test_bfloat16_without_ml_dtypes(rt, monkeypatch):
+    # Where ml_dtypes is not installed: bfloat16 outputs graphrun allocates are uint16 bit
+    # patterns, and pinned bfloat16 arrays too (forced here, whether it is installed or not).
+    monkeypatch.setattr(graphrun._arrays, "_ml_dtypes", None)
+    g = graphrun.Graph.parse("buffer x float64\nbuffer y bfloat16\nh2d l: in0 -> x\n"
+                             "kernel c: cast(x) -> y\nd2h s: y -> out0\nl -> c -> s\n")
+    vals = np.array([0.0, 1.0, -2.5, 3.140625], np.float64)
+    (y,) = rt.run(g, [vals])
+    assert y.dtype == np.uint16
+    assert np.array_equal(y, bf16_bits(vals.astype(np.float32)))
+    assert graphrun.pinned_empty(3, "bfloat16").dtype == np.uint16
