@@ -1101,7 +1101,7 @@ def _check(obj, port, what, index, copy, output):
 def _check_size(b, port, elems, index):
     want = _elements_desc(port, elems)
     if b.size != want:
-        why = (f"the port's fixed size" if port.fixed_elems
+        why = ("the port's fixed size" if port.fixed_elems
                else "the tensor's (its first input's)")
         _refuse(f"{b.what} has {b.size} elements; it needs {want}, {why}", index)
 

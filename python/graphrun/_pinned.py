@@ -6,6 +6,7 @@ object whose finalizer calls gr_host_free: NumPy keeps the owner as the array's 
 view keeps its base, and torch.from_numpy keeps the array, so the memory is freed exactly
 when the last array or tensor over it is gone, never while one remains.
 """
+import ctypes
 import threading
 import weakref
 
@@ -13,7 +14,6 @@ import numpy as np
 
 from . import _arrays
 from ._lib import lib
-import ctypes
 
 _lock = threading.Lock()
 live = {"blocks": 0, "bytes": 0}  # what gr_host_alloc gave and gr_host_free has not taken
@@ -45,10 +45,6 @@ class _HostBlock:
         weakref.finalize(self, _free, p.value, nbytes).atexit = False
         self.__array_interface__ = {"shape": (max(nbytes, 1),), "typestr": "|u1",
                                     "data": (p.value, False), "version": 3}
-
-
-def _torch_dtype(torch, name):
-    return getattr(torch, name)
 
 
 def pinned_empty(shape, dtype="float32"):

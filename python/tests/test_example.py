@@ -5,7 +5,6 @@ import sys
 
 import pytest
 
-import graphrun
 from helpers import REPO, torch
 
 EXAMPLE = os.path.join(REPO, "python", "examples", "seed_torch.py")

@@ -4,14 +4,13 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 import graphrun
 from graphrun import _pinned
-from helpers import example, make, rand, same_bits, seed_ref, to_np, torch, HERE
+from helpers import example, rand, same_bits, seed_ref, torch, HERE
 
 
 # ---------------------------------------------------------------------------------------
@@ -320,7 +319,7 @@ def test_struct_layouts_match_the_header():
         for f in py._fields_:
             member = "in" if f[0] == "in_" else f[0]
             lines.append(f'printf("{cname} {f[0]} %zu\\n", offsetof({cname}, {member}));')
-    lines.append(f'printf("magic %u %u %u %u\\n", GR_CONFIG_MAGIC, GR_JOB_OPTIONS_MAGIC, '
+    lines.append('printf("magic %u %u %u %u\\n", GR_CONFIG_MAGIC, GR_JOB_OPTIONS_MAGIC, '
                  'GR_STATS_MAGIC, GR_KERNEL_DEF_MAGIC);')
     lines.append("return 0; }")
     with tempfile.TemporaryDirectory() as d:
