@@ -5,6 +5,7 @@ The host backend's precise cases use the gate kernel (gate.py), which holds iter
 the test lets them go; the same questions on CUDA use work long enough to be stopped."""
 import _thread
 import gc
+import signal
 import threading
 import time
 import weakref
@@ -365,7 +366,17 @@ def _interrupt_after(seconds):
     threading.Timer(seconds, _thread.interrupt_main).start()
 
 
-def test_ctrl_c_in_wait_cancels_the_job(gated):
+@pytest.fixture
+def sigint():
+    """Python's own SIGINT handler, which raises KeyboardInterrupt: a process started in
+    the background by a shell (as CI may start the suite) inherits SIGINT ignored, and then
+    Python installs none, so that neither Ctrl-C nor interrupt_main would do anything."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_in_wait_cancels_the_job(gated, sigint):
     rt, g, gate = gated
     xs = [rand(10, seed=i) for i in range(4)]
     job = rt.submit(g, xs)
@@ -381,7 +392,7 @@ def test_ctrl_c_in_wait_cancels_the_job(gated):
     assert job.status(0)[0] == "done"
 
 
-def test_ctrl_c_in_run_and_in_iteration(gated):
+def test_ctrl_c_in_run_and_in_iteration(gated, sigint):
     rt, g, gate = gated
     _interrupt_after(0.3)
     threading.Timer(0.6, gate.open).start()
