@@ -980,6 +980,25 @@ static gr_status expr_refused(parser *p, spec_pos base, const gr_expr_error *e,
     return perr(p, at, "%s%s", e->why, hint ? hint : "");
 }
 
+/* For an error naming an unknown name in the expression that starts at text[start]: a hint
+ * when the name is a buffer (`buffer_fmt`, with the name) or a param declared further down;
+ * "" otherwise. */
+static void unknown_name_hint(parser *p, size_t start, const gr_expr_error *e,
+                              const char *buffer_fmt, char *hint, size_t size)
+{
+    char name[GR_NAME_MAX + 1];
+
+    hint[0] = '\0';
+    if (!e->unknown_name || e->name_len > GR_NAME_MAX)
+        return;
+    memcpy(name, p->text + start + e->offset, e->name_len);
+    name[e->name_len] = '\0';
+    if (gr_graph_buffer_index(p->g, name) >= 0)
+        snprintf(hint, size, buffer_fmt, name);
+    else if (find_param(p, name, e->name_len, p->n_params) >= 0)
+        snprintf(hint, size, ": param '%s' is declared below, and must be above its use", name);
+}
+
 /* Evaluate the constant expression text[start, end), which is at `base`, with the params
  * above its line; a name the constant cannot use gets a hint when it is a buffer. */
 static gr_status eval_const(parser *p, size_t start, size_t end, spec_pos base, double *out)
@@ -992,19 +1011,10 @@ static gr_status eval_const(parser *p, size_t start, size_t end, spec_pos base, 
                              params_above(p, base.line), out, &e);
     if (st == GR_OK)
         return GR_OK;
-    hint[0] = '\0';
-    if (e.unknown_name && e.name_len <= GR_NAME_MAX) {
-        char name[GR_NAME_MAX + 1];
-
-        memcpy(name, p->text + start + e.offset, e.name_len);
-        name[e.name_len] = '\0';
-        if (gr_graph_buffer_index(p->g, name) >= 0)
-            snprintf(hint, sizeof(hint), ": '%s' is a buffer, and a scalar is a constant (for "
-                                         "arithmetic on buffers, use expr)", name);
-        else if (find_param(p, name, e.name_len, p->n_params) >= 0)
-            snprintf(hint, sizeof(hint), ": param '%s' is declared below, and must be above "
-                                         "its use", name);
-    }
+    unknown_name_hint(p, start, &e,
+                      ": '%s' is a buffer, and a scalar is a constant (for arithmetic on "
+                      "buffers, use expr)",
+                      hint, sizeof(hint));
     return expr_refused(p, base, &e, hint);
 }
 
@@ -1287,19 +1297,9 @@ static gr_status register_expr(parser *p, const kernel_stmt *k, const tok *text,
     env.n_params = params_above(p, in.line);
     if (gr__expr_register(text->p + 1, text->len - 2, &env, kname, &e) == GR_OK)
         return GR_OK;
-    hint[0] = '\0';
-    if (e.unknown_name && e.name_len <= GR_NAME_MAX) {
-        char name[GR_NAME_MAX + 1];
-
-        memcpy(name, p->text + start + e.offset, e.name_len);
-        name[e.name_len] = '\0';
-        if (gr_graph_buffer_index(p->g, name) >= 0)
-            snprintf(hint, sizeof(hint), ": buffer '%s' is not an input; list it before the "
-                                         "expression", name);
-        else if (find_param(p, name, e.name_len, p->n_params) >= 0)
-            snprintf(hint, sizeof(hint), ": param '%s' is declared below, and must be above "
-                                         "its use", name);
-    }
+    unknown_name_hint(p, start, &e,
+                      ": buffer '%s' is not an input; list it before the expression", hint,
+                      sizeof(hint));
     return expr_refused(p, in, &e, hint);
 }
 
