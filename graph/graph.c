@@ -9,6 +9,7 @@
 #include "graph/graph.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,7 +308,9 @@ static gr_status scalar_of(gr_graph *g, const char *node, uint32_t i, double v, 
         s->i32 = (int32_t)v;
         return GR_OK;
     case GR_DTYPE_FLOAT32:
-        if (!(v >= -FLT_MAX && v <= FLT_MAX))
+        /* The spec's rule too (spec.c: check_scalar): finite once rounded to float32, and
+         * not so small that it rounds to 0. */
+        if (v != v || isinf((float)v) || (v != 0.0 && (float)v == 0.0f))
             break;
         s->f32 = (float)v;
         return GR_OK;

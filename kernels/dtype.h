@@ -76,12 +76,19 @@ static inline uint16_t gr__f32_to_f16(float f)
     if (a >= 0x477ff000u) /* 65520 and up round to infinity */
         return (uint16_t)(sign | 0x7c00u);
     if (a < 0x38800000u) { /* below 2^-14: a subnormal (or zero) result */
-        /* Scaled by 2^24 the value is the subnormal's significand as a number; rounding it
-         * to an integer (nearest, ties to even: the default mode) rounds the result. 1024
-         * is the smallest normal's bit pattern, so the carry comes out right. */
-        float v = gr__f32_of_bits(a) * 0x1p24f; /* exact: a power-of-two scale */
-        float r = nearbyintf(v);                /* the current mode: to nearest even */
-        return (uint16_t)(sign | (uint32_t)r);
+        /* The value in units of 2^-24 (the smallest subnormal) is the significand shifted
+         * right by `shift`; round what is shifted out to nearest, ties to even, with
+         * integers (not the FPU, whose rounding mode is the program's). A carry into 1024
+         * is the smallest normal's bit pattern, which is right. */
+        uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126 - e, r, rest, half;
+
+        if (e == 0 || shift > 24) /* below 2^-25: rounds to zero */
+            return (uint16_t)sign;
+        r = m >> shift;
+        rest = m & ((1u << shift) - 1);
+        half = 1u << (shift - 1);
+        r += rest > half || (rest == half && (r & 1));
+        return (uint16_t)(sign | r);
     }
     {
         uint32_t m = a + 0xfffu + ((a >> 13) & 1u); /* round 13 bits away, ties to even */

@@ -44,15 +44,15 @@ static gr_status check_device_list(const gr_config *cfg, gr_error_info *err)
     return GR_OK;
 }
 
-/* The size of the first version of gr_config: callers must know at least that much. */
-#define CONFIG_V1_SIZE (offsetof(gr_config, device_count) + sizeof(uint32_t))
-
 gr_status gr__config_check(const gr_config *caller, gr_config *full, gr_error_info *err)
 {
     static const gr_config defaults = GR_CONFIG_INIT;
     const gr_config *cfg = full;
 
-    if (caller->magic != GR_CONFIG_MAGIC || caller->struct_size < CONFIG_V1_SIZE)
+    /* A version's size is sizeof of that version (0.1's ends at device_count, padded). */
+    if (caller->magic != GR_CONFIG_MAGIC ||
+        (caller->struct_size != offsetof(gr_config, pipeline_bytes) &&
+         caller->struct_size < sizeof(gr_config)))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "config not initialized with GR_CONFIG_INIT");
     *full = defaults;
@@ -74,6 +74,11 @@ gr_status gr__config_check(const gr_config *caller, gr_config *full, gr_error_in
     if (cfg->copy_threads > 256)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "copy_threads must be 0..256 (got %u)", cfg->copy_threads);
+    /* A tiny chunk size would cut a large tensor into millions of units. */
+    if (cfg->pipeline_bytes != 0 && cfg->pipeline_bytes < (1u << 20))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "pipeline_bytes must be 0 (off) or at least 1 MiB (got %llu)",
+                            (unsigned long long)cfg->pipeline_bytes);
     if (cfg->staging_bytes < 4096)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "staging_bytes must be at least 4096 (got %llu)",

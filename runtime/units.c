@@ -123,7 +123,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         uint64_t n = t[i].elems;
         bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], dma_ready);
         /* A medium tensor, batched only where the DMA engine takes each where it lies. */
-        bool medium = lim->scatter && ready && n < lim->scatter_below;
+        bool medium = lim->scatter && ready && n < lim->scatter_below && n <= lim->pipe_elems;
 
         if (n >= lim->batch_below && !medium) {
             uint64_t limit = ready ? lim->pipe_elems : lim->stage_elems;
@@ -147,7 +147,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         identity = false;
         if (batch.tensors != 0 &&
             (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > lim->stage_elems ||
-             (medium && batch.staged))) {
+             (medium && batch.staged) || (batch.scattered && n < lim->scatter_from))) {
             if (!push(&p, batch))
                 goto out_nomem;
             batch = (gr_unit){0};

@@ -186,6 +186,17 @@ static void scatter_list(gr_worker *w, const gr_job *job, const gr_unit *u, gr_i
     it->n_d2h = n_out;
 }
 
+/* The elements of a unit's live parts: what a scattered unit really copies. */
+static uint64_t live_elems(const gr_job *job, const gr_unit *u, const uint8_t *live)
+{
+    uint64_t n = 0;
+
+    for (uint32_t k = 0; k < u->tensors; k++)
+        if (live[k])
+            n += job->tensors[u->index + k].elems;
+    return n;
+}
+
 static bool device_out(const gr_worker *w);
 static void give_back(gr_worker *w, const gr_task *t);
 
@@ -292,7 +303,7 @@ static bool run_task(gr_worker *w, const gr_task *t)
     }
     gr__stats_observe(&stats->iteration, gr_now_ns() - t0);
     if (st == GR_OK) {
-        gr__stats_copied(stats, g, u.elems);
+        gr__stats_copied(stats, g, u.scattered ? live_elems(job, &u, w->live) : u.elems);
         if (u.staged)
             gr__stats_add(&stats->units_staged, 1);
         else if (u.scattered)

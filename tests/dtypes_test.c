@@ -289,6 +289,13 @@ static void kernel_versions_by_type(void)
                                               (double[]){1e39}, 1),
                       GR_ERR_INVALID_ARGUMENT);
         ASSERT_STR_CONTAINS(gr_graph_error(g), "scalar 0 (1e+39) is not a float32 value");
+        /* The spec's rule (a value that rounds to FLT_MAX is one; one that rounds to 0 is
+         * not), so that a spec's number and the builder agree. */
+        ASSERT_STATUS(gr_graph_add_kernel_f64(g, "k3", "mul", in, 1, "y",
+                                              (double[]){3.4028235e38}, 1),
+                      GR_OK);
+        ASSERT_STATUS(gr_graph_add_kernel_f64(g, "k4", "mul", in, 1, "y", (double[]){1e-46}, 1),
+                      GR_ERR_INVALID_ARGUMENT);
         gr_graph_destroy(g);
     }
 

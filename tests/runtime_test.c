@@ -96,6 +96,11 @@ static void config_refusals(void)
         free(old);
     }
 
+    cfg.pipeline_bytes = 8; /* as if it were a switch */
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "pipeline_bytes must be 0 (off) or at least 1 MiB");
+    cfg.pipeline_bytes = 128ull << 20;
+
     cfg.workers_per_device = 0;
     ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, "workers_per_device");

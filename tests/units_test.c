@@ -352,6 +352,17 @@ static void medium_tensors_batched_small_ones_staged(void)
         ASSERT_TRUE(u[k].staged && !u[k].scattered);
     free(u);
     free(pending);
+    /* A scattered batch does not take in tensors under scatter_from: they start a staged
+     * batch of their own. */
+    for (int i = 0; i < N; i++)
+        t[i].elems = i < N / 2 ? 1000 : 5;
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, N, pending, &lim);
+    ASSERT_EQ_U64(n, 2);
+    ASSERT_TRUE(u[0].scattered && u[0].tensors == N / 2);
+    ASSERT_TRUE(u[1].staged && u[1].tensors == N / 2);
+    free(u);
+    free(pending);
     free(t);
     gr_graph_destroy(g);
 }

@@ -641,20 +641,18 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     return GR_OK;
 }
 
-/* cudaMemcpyBatchAsync needs a CUDA 12.8 driver or later; GR_BATCH_COPIES=0 turns the path
- * off (the batches are staged as before), to compare the two. */
+/* Batched copies (cudaMemcpyBatchAsync) came with CUDA 12.8; the CUDA 13 runtime linked in
+ * runs only on drivers that have them. GR_BATCH_COPIES=0 turns the path off (the batches
+ * are staged as before), to compare the two. */
 static bool cuda_batch_copies(void)
 {
     static atomic_int known; /* 0: not asked yet, 1: no, 2: yes */
-    int v = atomic_load(&known), driver = 0;
-    const char *env;
+    int v = atomic_load(&known);
 
     if (v == 0) {
-        env = getenv("GR_BATCH_COPIES");
-        v = (env == NULL || strcmp(env, "0") != 0) &&
-                    cudaDriverGetVersion(&driver) == cudaSuccess && driver >= 12080
-                ? 2
-                : 1;
+        const char *env = getenv("GR_BATCH_COPIES");
+
+        v = env == NULL || strcmp(env, "0") != 0 ? 2 : 1;
         atomic_store(&known, v);
     }
     return v == 2;
