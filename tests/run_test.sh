@@ -106,6 +106,32 @@ assert d["workers_per_device"] == 2 and d["budget_bytes"] == 1 << 20, d' "$out" 
     GR_BUDGET=lots run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
       --output "$T/env2.npy" && has "$err" "GR_BUDGET=lots: invalid value" && absent "$T/env2.npy"
 }
+sizes_and_usage_mistakes() { # one rule for sizes; exit 2 in the flag's terms; -h; no wall of text
+  local cmd
+  # (The host backend rounds a budget down to 256 bytes: these are multiples.)
+  run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/sz1.npy" \
+    --budget 1.5KiB --json && "$py" -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["budget_bytes"] == 1536' "$out" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/sz0.npy" \
+      --budget 512000B --json && "$py" -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["budget_bytes"] == 512000' "$out" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/sz2.npy" \
+      --budget 4Ki --json && "$py" -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["budget_bytes"] == 4096' "$out" || return 1
+  for b in 1 0.3K 1e3 0x100 512b3; do
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/sz3.npy" \
+      --budget "$b" && has "$err" "invalid value '$b' for --budget (sizes: 512, 512B" &&
+      ! grep -q budget_bytes "$err" && absent "$T/sz3.npy" || return 1
+  done
+  for cmd in run bench demo info stress; do
+    run 0 "$cmd" -h && has "$out" "usage: graphrun $cmd" &&
+      run 2 "$cmd" --no-such-flag && has "$err" "see 'graphrun $cmd --help' for the options" &&
+      (($(wc -l <"$err") <= 2)) || { echo "    $cmd: $(wc -l <"$err") lines"; return 1; }
+  done
+}
 device_list_flags() { # --host-devices emulates devices, --devices picks among them
   run 0 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/dev_dir" \
     --host-devices 3 --devices 2,0 --json && "$py" -c '
@@ -396,6 +422,7 @@ refuses_other_types() { # before the run, with the file, the port, both types, t
 
 case_ json_summary json_summary
 case_ environment_defaults environment_defaults
+case_ sizes_and_usage_mistakes sizes_and_usage_mistakes
 case_ device_list_flags device_list_flags
 case_ manifest_of_one_process manifest_of_one_process
 case_ refuses_bad_header refuses_bad_header

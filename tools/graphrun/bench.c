@@ -508,7 +508,7 @@ int gr_cmd_bench(int argc, char **argv)
         return GR_EXIT_USAGE;
     o.rt.cfg.backend = GR_BACKEND_CUDA;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             usage(stdout);
             return GR_EXIT_OK;
@@ -531,7 +531,7 @@ int gr_cmd_bench(int argc, char **argv)
             }
         } else if ((v = gr_seed_opt("bench", opt, optarg, &o)) <= 0) {
             if (v == 0)
-                usage(stderr);
+                gr_cli_try_help("bench");
             return GR_EXIT_USAGE;
         }
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 bool gr_cli_parse_u64(const char *s, uint64_t *out)
@@ -30,37 +31,60 @@ bool gr_cli_parse_u64(const char *s, uint64_t *out)
 bool gr_cli_parse_size(const char *s, uint64_t *out)
 {
     static const struct {
-        const char *suffix;
+        const char *unit; /* compared without case */
         uint64_t mult;
     } units[] = {
         {"", 1},
-        {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"KB", 1000ull},
-        {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"MB", 1000000ull},
-        {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1000000000ull},
-        {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1000000000000ull},
+        {"B", 1},
+        {"K", 1ull << 10},  {"Ki", 1ull << 10}, {"KiB", 1ull << 10}, {"KB", 1000ull},
+        {"M", 1ull << 20},  {"Mi", 1ull << 20}, {"MiB", 1ull << 20}, {"MB", 1000000ull},
+        {"G", 1ull << 30},  {"Gi", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1000000000ull},
+        {"T", 1ull << 40},  {"Ti", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1000000000000ull},
     };
-    char *end, suffix[4] = "";
-    double v;
+    uint64_t whole = 0, frac = 0, scale = 1;
+    const char *p = s;
 
-    if (s == NULL || *s == '\0' || *s == '-' || *s == '+')
+    /* Digits, an optional fraction, an optional unit: nothing else (no sign, exponent,
+     * hexadecimal, "inf" or "nan", which strtod would take). */
+    if (s == NULL || !isdigit((unsigned char)*p))
         return false;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || v < 0 || strlen(end) > 3)
-        return false;
-    strcpy(suffix, end);
-    if (strlen(suffix) == 1) /* "2g" means "2G" */
-        suffix[0] = (char)toupper((unsigned char)suffix[0]);
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(suffix, units[i].suffix) == 0) {
-            double bytes = v * (double)units[i].mult;
-            if (bytes >= 18446744073709551615.0)
+    for (; isdigit((unsigned char)*p); p++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            return false;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p))
+            return false;
+        for (; isdigit((unsigned char)*p); p++) {
+            if (scale >= 1000000000000ull) /* more digits than any unit can use */
                 return false;
-            *out = (uint64_t)bytes;
-            return true;
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            scale *= 10;
         }
     }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        unsigned __int128 bytes;
+
+        if (strcasecmp(p, units[i].unit) != 0)
+            continue;
+        /* A whole number of bytes, or it is refused: 0.3K is not one. */
+        bytes = (unsigned __int128)whole * units[i].mult;
+        if ((unsigned __int128)frac * units[i].mult % scale != 0)
+            return false;
+        bytes += (unsigned __int128)frac * units[i].mult / scale;
+        if (bytes > UINT64_MAX)
+            return false;
+        *out = (uint64_t)bytes;
+        return true;
+    }
     return false;
+}
+
+void gr_cli_try_help(const char *cmd)
+{
+    fprintf(stderr, "graphrun %s: see 'graphrun %s --help' for the options\n", cmd, cmd);
 }
 
 const char *gr_cli_bytes(uint64_t bytes, char *buf, size_t size)

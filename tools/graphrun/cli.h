@@ -20,9 +20,18 @@
 /* A non-negative integer ("123", "0x7b"); false on anything else. */
 bool gr_cli_parse_u64(const char *s, uint64_t *out);
 
-/* A size in bytes: a number with an optional suffix: K, M, G, T or KiB, MiB, GiB, TiB
- * (powers of 1024), KB, MB, GB, TB (powers of 1000). False on anything else. */
+/* A size in bytes: decimal digits with an optional fraction, then an optional unit, in any
+ * case: B; K, Ki, KiB (1024), KB (1000); the same for M, G, T. It must come to a whole
+ * number of bytes ("1.5K" is 1536, "0.3K" is refused). False on anything else. */
 bool gr_cli_parse_size(const char *s, uint64_t *out);
+
+/* What a size flag's refusal adds: the accepted forms. */
+#define GR_CLI_SIZE_FORMS                                                                   \
+    " (sizes: 512, 512B, 4K = 4Ki = 4KiB = 4096 bytes, 4KB = 4000, 1.5GiB; K, M, G, T are " \
+    "powers of 1024, KB, MB, GB, TB of 1000)"
+
+/* After an unknown option (getopt has named it): where the options are listed. */
+void gr_cli_try_help(const char *cmd);
 
 /* "12.00 MiB": `buf` of at least 32 bytes. */
 const char *gr_cli_bytes(uint64_t bytes, char *buf, size_t size);

@@ -62,7 +62,7 @@ int gr_cmd_demo(int argc, char **argv)
     if (!gr_seed_opts_init(&o, "demo", DEFAULT_COUNT))
         return GR_EXIT_USAGE;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             usage(stdout);
             return GR_EXIT_OK;
@@ -71,7 +71,7 @@ int gr_cmd_demo(int argc, char **argv)
         if (r < 0)
             return GR_EXIT_USAGE;
         if (r == 0) {
-            usage(stderr);
+            gr_cli_try_help("demo");
             return GR_EXIT_USAGE;
         }
     }

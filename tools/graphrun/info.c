@@ -83,7 +83,7 @@ int gr_cmd_info(int argc, char **argv)
     char b1[32], b2[32];
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (opt == 'C') {
             ceilings = true;
         } else if (opt == 'j') {
@@ -93,7 +93,7 @@ int gr_cmd_info(int argc, char **argv)
             json_decref(root);
             return GR_EXIT_OK;
         } else {
-            usage(stderr);
+            gr_cli_try_help("info");
             json_decref(root);
             return GR_EXIT_USAGE;
         }

@@ -30,8 +30,9 @@ static const char *const flag_name[128] = {
 /* What a valid value looks like, where the flag's name does not say it. */
 static const char *hint(int opt)
 {
-    return opt == 'V' ? " (want distinct device numbers such as 0,1, or all)"
+    return opt == 'V'   ? " (want distinct device numbers such as 0,1, or all)"
            : opt == 'H' ? " (want 1..64)"
+           : opt == 'b' ? GR_CLI_SIZE_FORMS "; at least 256 bytes, 2 MiB on CUDA"
                         : "";
 }
 
@@ -85,7 +86,9 @@ static int apply_runtime(int opt, const char *arg, gr_runtime_opts *o)
 
     switch (opt) {
     case 'b':
-        return gr_cli_parse_size(arg, &o->budget) && o->budget != 0 ? 1 : -1;
+        /* The runtime's floor, refused here in the flag's terms (CUDA's 2 MiB granule
+         * needs the backend, which the runtime checks). */
+        return gr_cli_parse_size(arg, &o->budget) && o->budget >= GR_BUFFER_ALIGN ? 1 : -1;
     case 'w':
         if (!gr_cli_parse_u64(arg, &v) || v == 0 || v > 1024)
             return -1;

@@ -151,7 +151,7 @@ static int parse_args(int argc, char **argv, run_args *a)
 
     optind = 1;
     a->mpi_timeout = DEFAULT_MPI_TIMEOUT_S;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'g':
             a->graph = optarg;
@@ -227,7 +227,7 @@ static int parse_args(int argc, char **argv, run_args *a)
             if (r == 1)
                 break;
             if (r == 0)
-                usage(stderr);
+                gr_cli_try_help("run");
             return GR_EXIT_USAGE;
         }
     }

@@ -64,7 +64,7 @@ int gr_cmd_stress(int argc, char **argv)
     if (getenv("GR_HOST_DEVICES") == NULL)
         rt.cfg.host_devices = 2;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 't':
             if (!gr_cli_parse_u64(optarg, &threads) || threads == 0 || threads > 4096)
@@ -96,7 +96,7 @@ int gr_cmd_stress(int argc, char **argv)
             if (res == 1)
                 break;
             if (res == 0)
-                usage(stderr);
+                gr_cli_try_help("stress");
             return GR_EXIT_USAGE;
         }
     }
