@@ -539,7 +539,11 @@ int gr_cmd_bench(int argc, char **argv)
         fprintf(stderr, "graphrun bench: unexpected argument '%s'\n", argv[optind]);
         return GR_EXIT_USAGE;
     }
-    if ((st = gr_seed_opts_resolve(&o, &chosen, &err)) != GR_OK || chosen != GR_BACKEND_CUDA) {
+    if ((st = gr_seed_opts_resolve(&o, &chosen, &err)) == GR_ERR_INVALID_ARGUMENT) {
+        fprintf(stderr, "graphrun bench: %s\n", err.message);
+        return GR_EXIT_USAGE;
+    }
+    if (st != GR_OK || chosen != GR_BACKEND_CUDA) {
         fprintf(stderr, "graphrun bench: measures the CUDA path, which is not available: %s\n",
                 st != GR_OK ? err.message : "auto chose the host backend");
         return GR_EXIT_RUNTIME;

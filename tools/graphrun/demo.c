@@ -80,6 +80,10 @@ int gr_cmd_demo(int argc, char **argv)
         return GR_EXIT_USAGE;
     }
     if ((st = gr_seed_opts_resolve(&o, &chosen, &err)) != GR_OK) {
+        if (st == GR_ERR_INVALID_ARGUMENT) {
+            fprintf(stderr, "graphrun demo: %s\n", err.message);
+            return GR_EXIT_USAGE;
+        }
         fprintf(stderr, "graphrun demo: backend %s: %s: %s\n", gr_backend_name(o.rt.cfg.backend),
                 gr_status_str(st), err.message);
         return GR_EXIT_RUNTIME;

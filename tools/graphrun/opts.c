@@ -196,10 +196,29 @@ int gr_seed_opt(const char *cmd, int opt, const char *arg, gr_seed_opts *o)
 
 gr_status gr_runtime_opts_resolve(gr_runtime_opts *o, gr_backend *chosen, gr_error_info *err)
 {
+    uint32_t count = 0;
     gr_status st = gr_backend_probe(o->cfg.backend, NULL, chosen, err);
 
     if (st != GR_OK)
         return st;
+    /* Devices that are not there are a mistake on the command line, said in its terms
+     * (the runtime would refuse them too, as a failure to start). */
+    if (*chosen == GR_BACKEND_HOST)
+        count = o->cfg.host_devices;
+    else if (gr_backend_probe(*chosen, &count, NULL, err) != GR_OK)
+        count = 0;
+    for (uint32_t i = 0; i < o->cfg.device_count; i++)
+        if (o->cfg.devices[i] < 0 || (uint32_t)o->cfg.devices[i] >= count) {
+            memset(err, 0, sizeof(*err));
+            err->status = GR_ERR_INVALID_ARGUMENT;
+            err->index = GR_NO_INDEX;
+            snprintf(err->message, sizeof(err->message),
+                     "invalid value for --devices: device %d is not there (the %s backend has "
+                     "%u device%s%s)",
+                     o->cfg.devices[i], gr_backend_name(*chosen), count, count == 1 ? "" : "s",
+                     *chosen == GR_BACKEND_HOST ? "; --host-devices emulates more" : "");
+            return GR_ERR_INVALID_ARGUMENT;
+        }
     if (o->memory < 0)
         o->memory = *chosen == GR_BACKEND_CUDA ? GR_MEM_PINNED : GR_MEM_PAGEABLE;
     return GR_OK;

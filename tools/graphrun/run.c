@@ -320,6 +320,10 @@ static int check_setup(run_state *s)
     }
     if (gr_runtime_opts_resolve(&a->rt, &s->chosen, &err) != GR_OK ||
         gr_backend_probe(s->chosen, &count, NULL, &err) != GR_OK) {
+        if (err.status == GR_ERR_INVALID_ARGUMENT) { /* the command line's */
+            snprintf(s->why, sizeof(s->why), "%s", err.message);
+            return GR_EXIT_USAGE;
+        }
         snprintf(s->why, sizeof(s->why), "backend %s: %s", gr_backend_name(a->rt.cfg.backend),
                  err.message);
         return GR_EXIT_RUNTIME;

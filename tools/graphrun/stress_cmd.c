@@ -105,6 +105,10 @@ int gr_cmd_stress(int argc, char **argv)
         return GR_EXIT_USAGE;
     }
     if (gr_runtime_opts_resolve(&rt, &chosen, &err) != GR_OK) {
+        if (err.status == GR_ERR_INVALID_ARGUMENT) {
+            fprintf(stderr, "graphrun stress: %s\n", err.message);
+            return GR_EXIT_USAGE;
+        }
         fprintf(stderr, "graphrun stress: backend %s: %s\n", gr_backend_name(rt.cfg.backend),
                 err.message);
         return GR_EXIT_RUNTIME;
