@@ -74,7 +74,7 @@ int gr_cmd_info(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     bool ceilings = false, json = false;
-    json_t *root = json_object(), *devices = json_array(), *kernels = json_array();
+    json_t *root, *devices, *kernels;
     gr_error_info cuda_err, auto_err;
     uint32_t n_cuda = 0;
     gr_backend auto_choice = GR_BACKEND_HOST;
@@ -90,19 +90,20 @@ int gr_cmd_info(int argc, char **argv)
             json = true;
         } else if (opt == 'h') {
             usage(stdout);
-            json_decref(root);
             return GR_EXIT_OK;
         } else {
             gr_cli_try_help("info");
-            json_decref(root);
             return GR_EXIT_USAGE;
         }
     }
     if (optind != argc) {
         fprintf(stderr, "graphrun info: unexpected argument '%s'\n", argv[optind]);
-        json_decref(root);
         return GR_EXIT_USAGE;
     }
+    /* Made after the options, so that no early return leaves them behind. */
+    root = json_object();
+    devices = json_array();
+    kernels = json_array();
     cuda_st = gr_backend_probe(GR_BACKEND_CUDA, &n_cuda, NULL, &cuda_err);
     gr_backend_probe(GR_BACKEND_AUTO, NULL, &auto_choice, &auto_err);
     gr_cuda_versions(&driver, &runtime);
