@@ -136,6 +136,15 @@ assert json.load(open(sys.argv[1]))["budget_bytes"] == 4096' "$out" || return 1
       (($(wc -l <"$err") <= 2)) || { echo "    $cmd: $(wc -l <"$err") lines"; return 1; }
   done
 }
+outputs_honour_the_umask() { # a new file's mode is 0666 less the umask, as open(2) makes it
+  (umask 022 && run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+    --output "$T/um1.npy" --manifest "$T/um1.json") &&
+    (umask 027 && run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+      --output "$T/um2.npy") &&
+    [[ $(stat -c %a "$T/um1.npy") == 644 && $(stat -c %a "$T/um1.json") == 644 &&
+      $(stat -c %a "$T/um2.npy") == 640 ]] ||
+    { stat -c "    %a %n" "$T"/um1.npy "$T"/um1.json "$T"/um2.npy; return 1; }
+}
 device_list_flags() { # --host-devices emulates devices, --devices picks among them
   run 0 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/dev_dir" \
     --host-devices 3 --devices 2,0 --json && "$py" -c '
@@ -427,6 +436,7 @@ refuses_other_types() { # before the run, with the file, the port, both types, t
 case_ json_summary json_summary
 case_ environment_defaults environment_defaults
 case_ sizes_and_usage_mistakes sizes_and_usage_mistakes
+case_ outputs_honour_the_umask outputs_honour_the_umask
 case_ device_list_flags device_list_flags
 case_ manifest_of_one_process manifest_of_one_process
 case_ refuses_bad_header refuses_bad_header

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -80,6 +81,19 @@ bool gr_cli_parse_size(const char *s, uint64_t *out)
         return true;
     }
     return false;
+}
+
+mode_t gr_cli_file_mode(void)
+{
+    static mode_t mode = (mode_t)-1;
+
+    if (mode == (mode_t)-1) { /* umask can only be read by setting it: put it back */
+        mode_t mask = umask(022);
+
+        umask(mask);
+        mode = 0666 & ~mask;
+    }
+    return mode;
 }
 
 void gr_cli_try_help(const char *cmd)

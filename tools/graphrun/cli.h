@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <stdio.h>
 
 /* Exit codes of the graphrun binary. */
@@ -29,6 +30,11 @@ bool gr_cli_parse_size(const char *s, uint64_t *out);
 #define GR_CLI_SIZE_FORMS                                                                   \
     " (sizes: 512, 512B, 4K = 4Ki = 4KiB = 4096 bytes, 4KB = 4000, 1.5GiB; K, M, G, T are " \
     "powers of 1024, KB, MB, GB, TB of 1000)"
+
+/* The mode a new output file gets: 0666 less the process's umask, as open(2) would give it
+ * (mkstemp's temporary files are 0600 whatever the umask). Read once; call it first from
+ * the main thread. */
+mode_t gr_cli_file_mode(void);
 
 /* After an unknown option (getopt has named it): where the options are listed. */
 void gr_cli_try_help(const char *cmd);

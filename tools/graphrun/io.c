@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tools/graphrun/cli.h"
 #include "tools/graphrun/hostbuf.h"
 
 #define HEADER_PROBE 65536 /* bytes read to parse a .npy header */
@@ -422,6 +423,7 @@ static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_
         free(tmp);
         return st;
     }
+    fchmod(fd, gr_cli_file_mode()); /* the umask's mode, not mkstemp's 0600 */
     close(fd);
     plan->tmp[k] = tmp;
     return GR_OK;

@@ -261,6 +261,7 @@ static gr_status create_tmp(gr_manifest *m, char *why, size_t why_len)
         m->tmp = NULL;
         return GR_ERR_INVALID_ARGUMENT;
     }
+    fchmod(fd, gr_cli_file_mode()); /* the umask's mode, not mkstemp's 0600 */
     close(fd);
     return GR_OK;
 }
