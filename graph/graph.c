@@ -292,33 +292,44 @@ static gr_status resolve_kernel(gr_graph *g, const char *node, const char *name,
 
 /* A scalar as the kernel's scalar type `t` takes it, or a refusal: a value the type does
  * not hold. */
+gr_scalar_fit gr__scalar_fit(double v, gr_dtype t)
+{
+    if (v != v)
+        return GR_SCALAR_NAN;
+    switch (t) {
+    case GR_DTYPE_INT32:
+        return v >= -2147483648.0 && v <= 2147483647.0 && v == (double)(int64_t)v
+                   ? GR_SCALAR_FITS
+                   : GR_SCALAR_NOT_INT;
+    case GR_DTYPE_FLOAT32:
+        /* Finite once rounded to float32, and not so small that it rounds to 0. */
+        if (isinf((float)v))
+            return GR_SCALAR_OVERFLOW;
+        return v != 0.0 && (float)v == 0.0f ? GR_SCALAR_ZERO : GR_SCALAR_FITS;
+    default:
+        return GR_SCALAR_FITS;
+    }
+}
+
 static gr_status scalar_of(gr_graph *g, const char *node, uint32_t i, double v, gr_dtype t,
                           gr_scalar *s)
 {
     memset(s, 0, sizeof(*s));
+    if (gr__scalar_fit(v, t) != GR_SCALAR_FITS)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': scalar %u (%g) is not a %s value",
+                    node, i, v, gr_dtype_name(t));
     switch (t) {
     case GR_DTYPE_FLOAT64:
-        if (v != v)
-            break;
         s->f64 = v;
-        return GR_OK;
+        break;
     case GR_DTYPE_INT32:
-        if (!(v >= -2147483648.0 && v <= 2147483647.0) || v != (double)(int64_t)v)
-            break;
         s->i32 = (int32_t)v;
-        return GR_OK;
-    case GR_DTYPE_FLOAT32:
-        /* The spec's rule too (spec.c: check_scalar): finite once rounded to float32, and
-         * not so small that it rounds to 0. */
-        if (v != v || isinf((float)v) || (v != 0.0 && (float)v == 0.0f))
-            break;
-        s->f32 = (float)v;
-        return GR_OK;
+        break;
     default:
+        s->f32 = (float)v;
         break;
     }
-    return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': scalar %u (%g) is not a %s value",
-                node, i, v, gr_dtype_name(t));
+    return GR_OK;
 }
 
 static gr_status add_kernel(gr_graph *g, const char *node, const char *kernel,

@@ -78,6 +78,17 @@ struct gr_graph {
 };
 
 /* One iteration of a graph: the tensor, and where its buffers are in device memory. */
+/* Whether a scalar given as a double is a value of scalar type `t`, and if not why: the one
+ * rule of gr_graph_add_kernel_f64 and of graph specs (which say it at the number). */
+typedef enum gr_scalar_fit {
+    GR_SCALAR_FITS = 0,
+    GR_SCALAR_NAN,      /* not a number */
+    GR_SCALAR_OVERFLOW, /* float32: rounds to infinity */
+    GR_SCALAR_ZERO,     /* float32: nonzero, but rounds to 0 */
+    GR_SCALAR_NOT_INT,  /* int32: not an integer in range */
+} gr_scalar_fit;
+gr_scalar_fit gr__scalar_fit(double v, gr_dtype t);
+
 struct gr_copy; /* runtime/copier.h */
 
 typedef struct gr_iteration {

@@ -464,17 +464,15 @@ static gr_status check_scalar(parser *p, const tok *t, bool expr, double v, gr_d
                  v);
     else
         snprintf(what, sizeof(what), "number '%.*s'", (int)t->len, t->p);
-    switch (type) {
-    case GR_DTYPE_FLOAT32:
-        if (isinf((float)v))
-            return perr(p, t->pos, "%s is out of float32 range (at most 3.4e38)", what);
-        if (v != 0.0 && (float)v == 0.0f)
-            return perr(p, t->pos, "%s is too small for float32 (it would be 0)", what);
-        return GR_OK;
-    case GR_DTYPE_INT32:
-        if (!(v >= -2147483648.0 && v <= 2147483647.0) || v != floor(v))
-            return perr(p, t->pos, "%s is not an int32 (the kernel's scalar type)", what);
-        return GR_OK;
+    /* The builder's rule (graph.h: gr__scalar_fit), said at the number. A number here is
+     * never NaN. */
+    switch (gr__scalar_fit(v, type)) {
+    case GR_SCALAR_OVERFLOW:
+        return perr(p, t->pos, "%s is out of float32 range (at most 3.4e38)", what);
+    case GR_SCALAR_ZERO:
+        return perr(p, t->pos, "%s is too small for float32 (it would be 0)", what);
+    case GR_SCALAR_NOT_INT:
+        return perr(p, t->pos, "%s is not an int32 (the kernel's scalar type)", what);
     default:
         return GR_OK;
     }

@@ -154,7 +154,10 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         }
         if (batch.tensors == 0) {
             /* Direct while the batch is one contiguous range of DMA-ready memory. */
-            batch = (gr_unit){i, 0, 0, 0, !tensor_dma_ready(g, &t[i], dma_ready), false};
+            bool first_ready = n >= lim->batch_below ? ready  /* asked above already */
+                                                     : tensor_dma_ready(g, &t[i], dma_ready);
+
+            batch = (gr_unit){i, 0, 0, 0, !first_ready, false};
         } else if (!batch.staged && !batch.scattered && !adjacent(g, &t[i - 1], &t[i])) {
             /* DMA-ready memory apart: the DMA engine can take each piece where it lies.
              * The first tensor's memory stands for the batch's: tensors of one job come
