@@ -214,6 +214,20 @@ typedef struct gr_config {
      * each other's instead of the first copy in and the last copy out of a job running
      * alone for a whole tensor's time. Default 128 MiB; 0: cut only what does not fit. */
     uint64_t pipeline_bytes;
+    /* Appended in 0.3. The registration cache: at most this many bytes of pageable host
+     * memory that jobs use (port buffers of 1 MiB or more) are page-locked in place, in the
+     * background, and kept, so that later jobs over the same memory copy it by DMA at the
+     * link's speed instead of staging it through the CPU (the first job over a range runs
+     * staged, as without the cache, while the range is registered beside it; ranges no live
+     * job uses are evicted least recently used first). Only on a backend with pinned
+     * memory (CUDA). Default 0: off.
+     * The promise it needs from the caller: memory a job used stays allocated and mapped
+     * until gr_host_forget has returned for it (or the runtime is destroyed). Freeing it
+     * earlier leaves a registration of pages the memory no longer has, and later jobs over
+     * memory reallocated there would copy the old pages. Off by default for that reason:
+     * a library cannot see its caller free memory. One runtime per process should use it:
+     * a registration is the whole process's. */
+    uint64_t host_cache_bytes;
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
@@ -221,7 +235,7 @@ typedef struct gr_config {
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
             GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, NULL, GR_LOG_INFO, \
-            NULL, 0, 128ull << 20                                                           \
+            NULL, 0, 128ull << 20, 0                                                        \
     }
 
 /*
@@ -347,6 +361,13 @@ typedef struct gr_stats {
      * back), through a staging buffer (gathered and scattered by the CPU), or tensor by
      * tensor where each lies, many in one batched copy (CUDA's cudaMemcpyBatchAsync). */
     uint64_t units_direct, units_staged, units_scattered;
+    /* Appended in 0.3: the whole runtime again. The registration cache
+     * (gr_config.host_cache_bytes): bytes it holds page-locked now; ranges it registered,
+     * evicted, and failed to register (the system refused: RLIMIT_MEMLOCK, say); holds of
+     * a job on a range found registered (a job's range copied by DMA thanks to the cache);
+     * and the time registering took, so that its cost per byte can be read off. */
+    uint64_t host_cache_bytes, host_cache_registrations, host_cache_evictions;
+    uint64_t host_cache_failures, host_cache_hits, host_cache_register_ns;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */
@@ -397,6 +418,14 @@ void gr_host_free(void *p);
  * allocated until gr_host_unregister. Any thread. */
 gr_status gr_host_register(void *p, uint64_t bytes);
 gr_status gr_host_unregister(void *p);
+
+/* With the registration cache (gr_config.host_cache_bytes): unregister whatever the cache
+ * of `rt` registered within [p, p + bytes) and forget it, so that the memory may be freed.
+ * Call it before freeing memory that a job of this runtime used. Waits for a registration
+ * of that memory in progress; GR_ERR_INVALID_USAGE (nothing forgotten) while a job that has
+ * not ended uses the memory. GR_OK also when the cache is off or holds none of it. Any
+ * thread. */
+gr_status gr_host_forget(gr_runtime *rt, const void *p, uint64_t bytes);
 
 /* ---------------------------------------------------------------------------------------
  * Element types. Every buffer, host port and kernel argument has one (float32 unless said).
