@@ -613,7 +613,7 @@ int gr_cmd_bench(int argc, char **argv)
             }
         } else if (opt == 'H') {
             if (!gr_cli_parse_size(optarg, &host_cache)) {
-                fprintf(stderr, "graphrun bench: invalid value '%s' for --host-cache (%s)\n",
+                fprintf(stderr, "graphrun bench: invalid value '%s' for --host-cache %s\n",
                         optarg, GR_CLI_SIZE_FORMS);
                 return GR_EXIT_USAGE;
             }
