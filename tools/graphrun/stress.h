@@ -68,7 +68,8 @@ typedef struct gr_stress_report {
     uint64_t submit_errors;     /* submissions refused for no reason */
     uint64_t leftover;          /* budget still in use at the end */
     uint64_t wrong_status;      /* a failed index whose status nothing in the run explains */
-    uint64_t threads_left;      /* host backend: more threads after destroy than before */
+    uint64_t threads_left;      /* host backend (not under tsan): more threads after destroy
+                                   than before create */
     uint64_t rss_growth;        /* runs of 60 s or more: the resident set grew from the
                                    quarter to the end by over max(64 MiB, a quarter) */
     char first_breach[256];
