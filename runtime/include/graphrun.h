@@ -189,11 +189,14 @@ typedef struct gr_config {
      * is stopped. Default 1. */
     uint32_t split_tensors;
     /* Testing only: a fault-injection plan. "SITE:N" makes the Nth call of a site fail,
-     * "SITE:N+" that call and every later one; rules are separated by commas. Sites: alloc,
-     * pin, thread, arena, device_alloc, register, stream, event, graph_instantiate,
-     * graph_update, graph_launch (docs/RELIABILITY.md says what each covers). NULL: the
-     * GR_FAULT environment variable's plan, if it is set. The plan is process-wide while
-     * this runtime lives. Default NULL. */
+     * "SITE:N+" that call and every later one, "SITE:~N" a random one in every N calls for
+     * as long as the runtime lives, seeded by a "seed=S" rule (else the GR_FAULT_SEED
+     * environment variable, else 0): the same seed fails the same call numbers, though
+     * which job makes a given call varies with the threads' timing. Rules are separated by
+     * commas. Sites: alloc, pin, thread, arena, device_alloc, register, stream, event,
+     * graph_instantiate, graph_update, graph_launch (docs/RELIABILITY.md says what each
+     * covers). NULL: the GR_FAULT environment variable's plan, if it is set. The plan is
+     * process-wide while this runtime lives. Default NULL. */
     const char *fault_plan;
     /* Logging (see "Logging" above): messages at log_level and above go to log_callback
      * (default NULL: none), with log_user passed through. Default level GR_LOG_INFO. */
