@@ -3,7 +3,8 @@
  *
  * An entry's life: IDLE (known, not to be registered: no room) or QUEUED -> REGISTERING (the
  * thread is pinning it, outside the lock) -> REGISTERED, or FAILED (pin refused: not tried
- * again until forgotten). Entries no job holds are dropped when IDLE or FAILED, and, when
+ * again while a job holds it). A QUEUED entry waits for a moment with no live job, unless
+ * it is urgent (a second job held it while queued; hostcache.h says why). Entries no job holds are dropped when IDLE or FAILED, and, when
  * REGISTERED, kept until evicted (least recently held first) or forgotten. The thread does
  * every pin and every eviction's unpin; gr_host_forget unpins on its caller's thread.
  */
@@ -31,6 +32,7 @@ typedef struct gr_host_entry {
     uint32_t holds;     /* live jobs holding it */
     uint64_t last_hold; /* c->clock at its latest hold: the LRU order */
     bool dropped;       /* out of the array; freed when the thread or forget is done */
+    bool urgent;        /* QUEUED, and to be registered even while jobs are live */
 } gr_host_entry;
 
 struct gr_host_cache {
@@ -45,6 +47,8 @@ struct gr_host_cache {
     uint64_t n, cap;
     uint64_t reserved; /* bytes of entries REGISTERING or REGISTERED */
     uint64_t queued;   /* entries QUEUED */
+    uint64_t urgent;   /* of those, the urgent ones */
+    uint64_t live_jobs; /* holds not yet released: jobs that may be copying */
     bool busy;         /* the thread is pinning or unpinning, outside the lock */
     uint64_t clock;
     bool closed, thread_started;
@@ -165,14 +169,17 @@ static void *registrar_main(void *arg)
         int64_t t0;
         gr_status st;
 
-        while (!c->closed && c->queued == 0)
+        while (!c->closed && c->urgent == 0 && (c->queued == 0 || c->live_jobs > 0))
             pthread_cond_wait(&c->work, &c->mu);
         if (c->closed)
             break;
         for (uint64_t i = 0; i < c->n && e == NULL; i++)
-            if (c->v[i]->state == ENTRY_QUEUED)
+            if (c->v[i]->state == ENTRY_QUEUED && (c->v[i]->urgent || c->urgent == 0))
                 e = c->v[i];
         c->queued--;
+        if (e->urgent)
+            c->urgent--;
+        e->urgent = false;
         bytes = e->end - e->base;
         if (!make_room(c, bytes, &victims, &nv)) {
             /* No room while jobs hold what is registered: a later job asks again. */
@@ -253,6 +260,11 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
             return GR_OK;
         if (e->state == ENTRY_REGISTERED)
             c->stats.hits++;
+        if (e->state == ENTRY_QUEUED && !e->urgent) { /* used again before registered */
+            e->urgent = true;
+            c->urgent++;
+            pthread_cond_signal(&c->work);
+        }
     } else {
         /* Memory its owner registered is never the cache's to touch. */
         if (c->ops->dma_ready(p))
@@ -294,9 +306,12 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
 
     out->v = NULL;
     out->n = 0;
+    out->live = false;
     if (c == NULL)
         return GR_OK;
     pthread_mutex_lock(&c->mu);
+    c->live_jobs++;
+    out->live = true;
     if (!c->thread_started && !c->closed) {
         if (pthread_create(&c->thread, NULL, registrar_main, c) != 0) {
             pthread_mutex_unlock(&c->mu);
@@ -333,9 +348,12 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
 
 void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h)
 {
-    if (c == NULL || h->v == NULL)
+    if (c == NULL || !h->live)
         return;
     pthread_mutex_lock(&c->mu);
+    h->live = false;
+    if (--c->live_jobs == 0 && c->queued > 0)
+        pthread_cond_signal(&c->work); /* idle: the queued ranges' turn */
     for (uint32_t k = 0; k < h->n; k++) {
         gr_host_entry *e = h->v[k];
 
@@ -408,7 +426,7 @@ gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
         gr_host_entry *e = c->v[i];
 
         if (e->state == ENTRY_QUEUED)
-            c->queued--;
+            c->queued--, c->urgent -= e->urgent;
         if (e->state == ENTRY_REGISTERED)
             c->reserved -= e->end - e->base;
         if (e->state == ENTRY_REGISTERED)
@@ -432,7 +450,7 @@ void gr__host_cache_settle(gr_host_cache *c)
     if (c == NULL)
         return;
     pthread_mutex_lock(&c->mu);
-    while (c->queued > 0 || c->busy)
+    while (c->busy || c->urgent > 0 || (c->queued > 0 && c->live_jobs == 0))
         pthread_cond_wait(&c->idle, &c->mu);
     pthread_mutex_unlock(&c->mu);
 }
@@ -462,6 +480,7 @@ void gr__host_cache_close(gr_host_cache *c)
     c->n = c->cap = 0;
     c->reserved = 0;
     c->queued = 0;
+    c->urgent = 0;
     for (uint64_t i = 0; i < n; i++) {
         gr_host_entry *e = v[i];
 

@@ -5,6 +5,7 @@
  * used eviction within the capacity, never of a range a job holds; forget; failures;
  * memory its owner registered left alone; close; and many threads at once (run under
  * tsan too) with a check, inside unpin, that no holder of the range is still using it.
+ * Ranges wait for a moment with no live job, unless a second job uses them while queued.
  * On the GPU, cuda_test's host_cache_* cases run it against cudaHostRegister.
  */
 #include <pthread.h>
@@ -117,12 +118,13 @@ static void registered_in_background_then_ready(void)
     hold_one(c, 0, &h);
     ASSERT_EQ_U64(h.n, 1); /* in place: input and output are one range */
     gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0); /* not while the job that saw it runs */
+    gr__host_cache_release(c, &h);
+    gr__host_cache_settle(c); /* no live job: its turn */
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
     ASSERT_TRUE(gr__host_cache_ready(c, region[0], 2 * MIB));
     ASSERT_TRUE(gr__host_cache_ready(c, region[0] + 4096, 16384)); /* a view inside */
     ASSERT_TRUE(!gr__host_cache_ready(c, region[0] + 4096, 2 * MIB)); /* runs past it */
-    gr__host_cache_release(c, &h);
-    ASSERT_TRUE(gr__host_cache_ready(c, region[0], 2 * MIB)); /* kept after the job */
     hold_one(c, 0, &h); /* the next job finds it registered */
     gr__host_cache_stats_get(c, &s);
     ASSERT_EQ_U64(s.hits, 1);
@@ -132,6 +134,28 @@ static void registered_in_background_then_ready(void)
     gr__host_cache_free(c);
     ASSERT_EQ(atomic_load(&pins), 1);
     ASSERT_EQ(atomic_load(&unpins), 1); /* closing unregistered it */
+    teardown();
+}
+
+/* Jobs back to back with no idle moment: a second job over a queued range has it
+ * registered at once, beside the live jobs. */
+static void used_again_while_queued_registers_at_once(void)
+{
+    gr_host_cache *c;
+    gr_host_hold a, b;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 0, &a);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0);
+    hold_one(c, 0, &b);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    ASSERT_TRUE(gr__host_cache_ready(c, region[0], 2 * MIB));
+    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &b);
+    gr__host_cache_free(c);
     teardown();
 }
 
@@ -157,46 +181,51 @@ static void small_ranges_are_not_registered(void)
 static void least_recently_used_goes_never_a_held_one(void)
 {
     gr_host_cache *c;
-    gr_host_hold a, b, d;
+    gr_host_hold a, b, b2, d, d2;
     gr_host_cache_stats s;
 
     setup();
     ASSERT_STATUS(gr__host_cache_create(5 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &a);
-    gr__host_cache_settle(c);
     gr__host_cache_release(c, &a);
-    hold_one(c, 1, &b);
     gr__host_cache_settle(c);
+    hold_one(c, 1, &b);
     gr__host_cache_release(c, &b);
+    gr__host_cache_settle(c);
     hold_one(c, 0, &a); /* 0 is now the more recent */
     gr__host_cache_release(c, &a);
     hold_one(c, 2, &d);
+    gr__host_cache_release(c, &d);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[1]), 0); /* evicted */
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
     ASSERT_EQ(atomic_load(&pinned[2]), 1);
     ASSERT_TRUE(!gr__host_cache_ready(c, region[1], 2 * MIB));
-    gr__host_cache_release(c, &d);
 
-    /* 0 held: 3 can only take 2's place. */
+    /* 0 held: 3 (wanted at once: two jobs use it) can only take 2's place. */
     hold_one(c, 0, &a);
     hold_one(c, 3, &d);
+    hold_one(c, 3, &d2);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
     ASSERT_EQ(atomic_load(&pinned[2]), 0);
     ASSERT_EQ(atomic_load(&pinned[3]), 1);
-    /* Both held: 4 finds no room and stays pageable (staged), registered by a later job. */
+    /* 0 and 3 held: 4 finds no room and stays pageable (staged), registered by a later job. */
     hold_one(c, 4, &b);
+    hold_one(c, 4, &b2);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[4]), 0);
     ASSERT_TRUE(!gr__host_cache_ready(c, region[4], 2 * MIB));
     gr__host_cache_release(c, &b);
+    gr__host_cache_release(c, &b2);
     gr__host_cache_release(c, &a);
     gr__host_cache_release(c, &d);
+    gr__host_cache_release(c, &d2);
     hold_one(c, 4, &b);
+    gr__host_cache_release(c, &b);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[4]), 1);
-    gr__host_cache_release(c, &b);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0); /* the least recently held of 0 and 3 */
     gr__host_cache_stats_get(c, &s);
     ASSERT_EQ_U64(s.evictions, 3);
     ASSERT_LE_U64(s.registered_bytes, 5 * MIB);
@@ -209,23 +238,25 @@ static void least_recently_used_goes_never_a_held_one(void)
 static void views_hold_their_range(void)
 {
     gr_host_cache *c;
-    gr_host_hold a, v;
+    gr_host_hold a, b, v;
     gr_tensor t;
 
     setup();
     ASSERT_STATUS(gr__host_cache_create(3 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &a);
-    gr__host_cache_settle(c);
     gr__host_cache_release(c, &a);
+    gr__host_cache_settle(c);
     t = tensor_at(region[0] + 8192, 16384);
     ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &v), GR_OK);
     ASSERT_EQ_U64(v.n, 1);
-    hold_one(c, 1, &a); /* would evict 0, which the view holds */
+    hold_one(c, 1, &a); /* twice: wanted at once; would evict 0, which the view holds */
+    hold_one(c, 1, &b);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
     ASSERT_EQ(atomic_load(&pinned[1]), 0);
     gr__host_cache_release(c, &v);
     gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &b);
     gr__host_cache_free(c);
     teardown();
 }
@@ -239,7 +270,9 @@ static void forget_refuses_held_memory_and_unregisters(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &h);
+    gr__host_cache_release(c, &h);
     gr__host_cache_settle(c);
+    hold_one(c, 0, &h); /* a live job uses it */
     ASSERT_STATUS(gr__host_cache_forget(c, region[0] + 100, 10, &err), GR_ERR_INVALID_USAGE);
     ASSERT_STR_CONTAINS(err.message, "in use by a job");
     ASSERT_EQ(atomic_load(&pinned[0]), 1); /* nothing changed */
@@ -249,9 +282,9 @@ static void forget_refuses_held_memory_and_unregisters(void)
     ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
     ASSERT_STATUS(gr__host_cache_forget(c, region[5], 2 * MIB, &err), GR_OK); /* unknown */
     hold_one(c, 0, &h); /* known afresh, registered again */
+    gr__host_cache_release(c, &h);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
-    gr__host_cache_release(c, &h);
     gr__host_cache_free(c);
     ASSERT_EQ(atomic_load(&pins), 2);
     ASSERT_EQ(atomic_load(&unpins), 2);
@@ -268,9 +301,9 @@ static void refused_registration_stays_pageable(void)
     atomic_store(&fail_pins, 1);
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &h);
+    gr__host_cache_release(c, &h);
     gr__host_cache_settle(c);
     ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
-    gr__host_cache_release(c, &h);
     gr__host_cache_stats_get(c, &s);
     ASSERT_EQ_U64(s.failures, 1);
     ASSERT_EQ_U64(s.registered_bytes, 0);
@@ -309,7 +342,9 @@ static void overlapping_ranges_stay_pageable(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &a);
+    gr__host_cache_release(c, &a);
     gr__host_cache_settle(c);
+    hold_one(c, 0, &a);
     /* From the middle of region 0 for 2 MiB: overlaps its entry, not inside it. */
     t = tensor_at(region[0] + MIB, 2 * MIB);
     ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &b), GR_OK);
@@ -331,7 +366,9 @@ static void close_unregisters_what_jobs_still_hold(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &h);
+    gr__host_cache_release(c, &h);
     gr__host_cache_settle(c);
+    hold_one(c, 0, &h);
     gr__host_cache_close(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 0);
     ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
@@ -427,7 +464,8 @@ static void public_api_without_pinned_memory(void)
     ASSERT_STATUS(gr_host_forget(rt, x, sizeof(x)), GR_ERR_INVALID_USAGE); /* destroyed */
 }
 
-GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory), GR_TEST(registered_in_background_then_ready), GR_TEST(small_ranges_are_not_registered),
+GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory), GR_TEST(registered_in_background_then_ready),
+             GR_TEST(used_again_while_queued_registers_at_once), GR_TEST(small_ranges_are_not_registered),
              GR_TEST(least_recently_used_goes_never_a_held_one), GR_TEST(views_hold_their_range),
              GR_TEST(forget_refuses_held_memory_and_unregisters),
              GR_TEST(refused_registration_stays_pageable), GR_TEST(owners_registration_left_alone),
