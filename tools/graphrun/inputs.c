@@ -213,6 +213,7 @@ static gr_status read_stdin(gr_inputs *in, char *why, size_t len)
     in->stdin_fd = memfd_create("graphrun-stdin", MFD_CLOEXEC);
     if (in->stdin_fd < 0)
         return fail(why, len, "--input -: cannot hold stdin in memory: %s", strerror(errno));
+    snprintf(in->stdin_path, sizeof(in->stdin_path), "/proc/self/fd/%d", in->stdin_fd);
     while ((got = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
         if (got < 0 && errno == EINTR)
             continue;
@@ -235,13 +236,12 @@ static gr_status read_stdin(gr_inputs *in, char *why, size_t len)
     if (total == 0)
         return fail(why, len, "--input -: stdin is empty (want one .npy, or raw data with "
                               "--dtype)");
-    snprintf(in->stdin_path, sizeof(in->stdin_path), "/proc/self/fd/%d", in->stdin_fd);
     return GR_OK;
 }
 
 bool gr_inputs_is_stdin(const gr_inputs *in, const char *path)
 {
-    return in->stdin_fd >= 0 && strcmp(path, in->stdin_path) == 0;
+    return in->stdin_path[0] != '\0' && strcmp(path, in->stdin_path) == 0;
 }
 
 /* Whether an output given as `path` can be the directory the inputs' form needs. */
@@ -500,7 +500,6 @@ gr_status gr_inputs_resolve(const gr_inputs_options *opt, gr_inputs *in, char *w
     gr_status st;
 
     memset(in, 0, sizeof(*in));
-    in->stdin_fd = -1;
     in->n_inputs = ni;
     in->n_outputs = opt->n_outputs;
     if ((st = input_kind(opt, &in->kind, why, why_len)) != GR_OK)
@@ -527,7 +526,7 @@ gr_status gr_inputs_resolve(const gr_inputs_options *opt, gr_inputs *in, char *w
             if (in->in[p] == NULL)
                 st = GR_ERR_OUT_OF_MEMORY;
         }
-        if (st == GR_OK && in->stdin_fd >= 0 && !in->stdin_npy && !opt->raw)
+        if (st == GR_OK && in->stdin_path[0] != '\0' && !in->stdin_npy && !opt->raw)
             st = fail(why, why_len,
                       "--input -: stdin does not start with a .npy header; raw data on stdin "
                       "needs --dtype (and --shape, else it is 1-D)");
@@ -603,7 +602,7 @@ void gr_inputs_free(gr_inputs *in)
     }
     free(in->stdout_file);
     free(in->stdout_dir);
-    if (in->stdin_fd >= 0)
+    if (in->stdin_path[0] != '\0')
         close(in->stdin_fd);
     for (uint64_t i = 0; in->names && i < in->total; i++)
         free(in->names[i]);
@@ -612,5 +611,4 @@ void gr_inputs_free(gr_inputs *in)
     free(in->names);
     free(in->skipped);
     memset(in, 0, sizeof(*in));
-    in->stdin_fd = -1;
 }

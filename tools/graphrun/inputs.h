@@ -46,9 +46,9 @@ typedef struct gr_inputs {
     char **names;      /* directories and lists: each tensor's name (a file name); else NULL */
     char **skipped;    /* entries of input directories that are not tensors ("d/sub/") */
     uint64_t n_skipped;
-    int stdin_fd;      /* `-` input: a memfd holding stdin; else -1 */
+    char stdin_path[64];  /* `-` input: "/proc/self/fd/N", the path io.c opens; else "" */
+    int stdin_fd;      /* with stdin_path: the memfd holding stdin */
     bool stdin_npy;    /* it starts with the .npy magic */
-    char stdin_path[64];  /* "/proc/self/fd/N", the path io.c opens */
     char *stdout_dir;  /* `-` output: a directory of ours in $TMPDIR, and the file in it */
     char *stdout_file;
 } gr_inputs;
@@ -76,7 +76,8 @@ gr_status gr_inputs_emit_stdout(const gr_inputs *in, int fd, char *why, size_t w
 /* One warning line on stderr naming what was skipped (none when nothing was). */
 void gr_inputs_warn_skipped(const gr_inputs *in, const char *cmd);
 
-/* Free everything, removing stdout's temporary file and directory. Idempotent. */
+/* Free everything, removing stdout's temporary file and directory. Idempotent, and a no-op
+ * on a zeroed struct. */
 void gr_inputs_free(gr_inputs *in);
 
 #endif /* GR_INPUTS_H */

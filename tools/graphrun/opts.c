@@ -11,6 +11,7 @@
 
 #define HOST_DEFAULT_ELEMS (1ull << 20) /* 4 MiB tensors on the CPU */
 #define CUDA_DEFAULT_ELEMS 100000000ull /* the seed's 400 MB tensors on a GPU */
+#define CUDA_GRANULE (2ull << 20)       /* the smallest budget CUDA takes (graphrun.h) */
 
 static const struct {
     const char *var;
@@ -283,6 +284,15 @@ gr_status gr_runtime_opts_resolve(gr_runtime_opts *o, gr_backend *chosen, gr_err
     if (o->memory < 0)
         o->memory = *chosen == GR_BACKEND_CUDA ? GR_MEM_PINNED : GR_MEM_PAGEABLE;
     return GR_OK;
+}
+
+uint64_t gr_runtime_opts_budget(const gr_runtime_opts *o, gr_backend chosen, uint64_t footprint)
+{
+    uint64_t b = footprint * GR_OPTS_BUDGET_ITERATIONS;
+
+    if (o->budget)
+        return o->budget;
+    return chosen == GR_BACKEND_CUDA && b < CUDA_GRANULE ? CUDA_GRANULE : b;
 }
 
 gr_status gr_seed_opts_resolve(gr_seed_opts *o, gr_backend *chosen, gr_error_info *err)

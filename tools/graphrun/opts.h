@@ -96,6 +96,13 @@ int gr_seed_opt(const char *cmd, int opt, const char *arg, gr_seed_opts *o);
  * does not apply to the backend named (see above: under auto, a warning on stderr). */
 gr_status gr_runtime_opts_resolve(gr_runtime_opts *o, gr_backend *chosen, gr_error_info *err);
 
+/* The budget `graphrun run` and `graphrun check` use on backend `chosen` when the largest
+ * tensor's iteration takes `footprint` device bytes: --budget (GR_BUDGET), else room for
+ * GR_OPTS_BUDGET_ITERATIONS such iterations, and on CUDA at least its 2 MiB allocation
+ * granule (the runtime refuses less; a budget the user gave is theirs to fix). */
+#define GR_OPTS_BUDGET_ITERATIONS 3
+uint64_t gr_runtime_opts_budget(const gr_runtime_opts *o, gr_backend chosen, uint64_t footprint);
+
 /* gr_runtime_opts_resolve, then the seed defaults (elements per tensor). */
 gr_status gr_seed_opts_resolve(gr_seed_opts *o, gr_backend *chosen, gr_error_info *err);
 

@@ -40,9 +40,6 @@
 #include "tools/graphrun/ranks.h"
 #include "tools/graphrun/run_report.h"
 
-/* CUDA's allocation granule: the smallest budget the CUDA backend takes (graphrun.h). */
-#define CUDA_GRANULE (2ull << 20)
-#define DEFAULT_BUDGET_ITERATIONS 3
 #define DEFAULT_MPI_TIMEOUT_S 600
 #define POLL_NS (200 * 1000000ll)
 
@@ -488,11 +485,7 @@ static int start_runtime(run_state *s)
             copy = bytes; /* the ceilings are measured at the largest input's size */
     }
     gr_graph_footprint(s->g, largest, &footprint);
-    a->rt.cfg.budget_bytes = a->rt.budget ? a->rt.budget : footprint * DEFAULT_BUDGET_ITERATIONS;
-    /* The default for small tensors is below what CUDA allocates at the least, which the
-     * runtime refuses as a budget (a budget the user gave is theirs to fix). */
-    if (!a->rt.budget && s->chosen == GR_BACKEND_CUDA && a->rt.cfg.budget_bytes < CUDA_GRANULE)
-        a->rt.cfg.budget_bytes = CUDA_GRANULE;
+    a->rt.cfg.budget_bytes = gr_runtime_opts_budget(&a->rt, s->chosen, footprint);
     if (s->chosen == GR_BACKEND_CUDA && a->ceilings) {
         s->report.have_ceilings =
             gr_measure_ceilings((int)s->report.ordinal, copy, 8, &ceil, &err) == GR_OK;
