@@ -81,7 +81,7 @@ static int parse_args(int argc, char **argv, check_args *a)
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (!gr_cli_once(&seen, opt, "gdS", "check", longopts))
+        if (!gr_cli_once(&seen, opt, "gdS", "graphrun check", longopts))
             return GR_EXIT_USAGE;
         switch (opt) {
         case 'g':

@@ -96,7 +96,7 @@ mode_t gr_cli_file_mode(void)
     return mode;
 }
 
-bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *cmd,
+bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *who,
                  const struct option *longopts)
 {
     const char *at = opt > 0 ? strchr(letters, opt) : NULL;
@@ -111,12 +111,12 @@ bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *cmd,
     }
     for (const struct option *o = longopts; o->name != NULL; o++)
         if (o->flag == NULL && o->val == opt) {
-            fprintf(stderr, "graphrun %s: --%s given twice: give it once (the second would "
-                            "replace the first)\n",
-                    cmd, o->name);
+            fprintf(stderr, "%s: --%s given twice: give it once (the second would replace "
+                            "the first)\n",
+                    who, o->name);
             return false;
         }
-    fprintf(stderr, "graphrun %s: an option given twice: give it once\n", cmd);
+    fprintf(stderr, "%s: an option given twice: give it once\n", who);
     return false;
 }
 

@@ -38,10 +38,10 @@ bool gr_cli_parse_size(const char *s, uint64_t *out);
 mode_t gr_cli_file_mode(void);
 
 /* Whether option `opt`, when it is one of `letters` (flags that take one value), is given for
- * the first time (recorded in *seen, a bit per letter); false after printing "graphrun CMD:
- * --graph given twice: give it once", its name from `longopts`: a second value would
- * silently replace the first. */
-bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *cmd,
+ * the first time (recorded in *seen, a bit per letter, at most 32); false after printing
+ * "WHO: --graph given twice: give it once" (WHO: "graphrun run", say), its name from
+ * `longopts`: a second value would silently replace the first. */
+bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *who,
                  const struct option *longopts);
 
 /* After an unknown option (getopt has named it): where the options are listed. */

@@ -155,7 +155,7 @@ static int parse_args(int argc, char **argv, run_args *a)
     optind = 1;
     a->mpi_timeout = DEFAULT_MPI_TIMEOUT_S;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (!gr_cli_once(&seen, opt, "gdSPMT", "run", longopts))
+        if (!gr_cli_once(&seen, opt, "gdSPMT", "graphrun run", longopts))
             return GR_EXIT_USAGE;
         switch (opt) {
         case 'g':
