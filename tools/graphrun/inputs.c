@@ -319,13 +319,17 @@ static gr_status resolve_dirs(const gr_inputs_options *opt, gr_inputs *in, char 
             continue;
         nl = missing(&first, &other, lacks, sizeof(lacks));
         ne = missing(&other, &first, extra, sizeof(extra));
-        if (nl || ne)
+        if (nl && ne)
             st = fail(why, len,
-                      "input directories %s and %s differ: %s%s%s%s%s%s%s (every input "
-                      "directory holds the same tensor names)",
-                      opt->inputs[0], opt->inputs[p], nl ? opt->inputs[p] : "",
-                      nl ? " lacks " : "", lacks, nl && ne ? "; " : "", ne ? opt->inputs[p] : "",
-                      ne ? " has " : "", ne ? extra : "");
+                      "input directory %s lacks %s, which %s has, and has %s, which %s lacks "
+                      "(every input directory holds the same tensor names)",
+                      opt->inputs[p], lacks, opt->inputs[0], extra, opt->inputs[0]);
+        else if (nl || ne)
+            st = fail(why, len,
+                      "input directory %s %s %s, which %s %s (every input directory holds the "
+                      "same tensor names)",
+                      opt->inputs[p], nl ? "lacks" : "has", nl ? lacks : extra, opt->inputs[0],
+                      nl ? "has" : "lacks");
     }
     strv_free(&other);
     if (st != GR_OK) {
