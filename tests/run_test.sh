@@ -5,10 +5,10 @@
 # defaults, device lists on emulated devices, a manifest, every refusal (with its message, and
 # no output file left behind), and Ctrl-C (exit 130, nothing written). Inputs: what a
 # directory holds (only .npy files unless raw; the rest skipped and named), directories of
-# other names, lists, stdin and stdout, flags that do not apply, and `graphrun check`. Element types: graphs
-# of every type (tests/graphs/) on .npy inputs of either byte order, outputs compared byte
-# for byte with what np.save writes for NumPy's result; bfloat16 through ml_dtypes, SKIP
-# where it cannot be imported.
+# other names, lists, stdin and stdout, flags that do not apply, and `graphrun check`.
+# Element types: graphs of every type (tests/graphs/) on .npy inputs of either byte order,
+# outputs compared byte for byte with what np.save writes for NumPy's result; bfloat16
+# through ml_dtypes, SKIP where it cannot be imported.
 set -u
 bin="${TEST_SRCDIR}/graphrun/tools/graphrun/graphrun"
 examples="${TEST_SRCDIR}/graphrun/graph/examples"
@@ -331,13 +331,15 @@ stdin_and_stdout() { # one tensor through a pipe, .npy or raw; the report on std
     2>"$err" && np check-seed "$T/pipe.npy" "$T/a.npy" && has "$err" "ok: 1 of 1 tensors done" &&
     ! ls "${TMPDIR:-/tmp}" | grep -q "graphrun-stdout" || return 1
   "$bin" run --graph "$examples/seed.graph" --input - --output "$T/pipe_raw.bin" --dtype float32 \
-    --shape 4,6 <"$T/r.bin" >"$out" 2>"$err" && np check-raw-seed "$T/pipe_raw.bin" "$T/r.bin" 4,6 &&
+    --shape 4,6 <"$T/r.bin" >"$out" 2>"$err" &&
+    np check-raw-seed "$T/pipe_raw.bin" "$T/r.bin" 4,6 &&
     "$bin" run --graph "$examples/seed.graph" --input "$T/r.bin" --output - >"$T/pipe2.npy" \
       2>"$err" && "$py" -c '
 import numpy as np, sys
 assert np.load(sys.argv[1]).shape == (24,)' "$T/pipe2.npy" || return 1
   "$bin" run --graph "$examples/seed.graph" --input - --output "$T/pipe3.npy" <"$T/r.bin" \
-    >"$out" 2>"$err"; [[ $? == 2 ]] && has "$err" "stdin does not start with a .npy header; raw data on stdin needs --dtype" &&
+    >"$out" 2>"$err"; [[ $? == 2 ]] &&
+    has "$err" "stdin does not start with a .npy header; raw data on stdin needs --dtype" &&
     absent "$T/pipe3.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
       --output - --json && has "$err" "--json prints on stdout, which --output - takes" &&
     [[ ! -s $out ]] && run 2 run --graph "$examples/seed.graph" --input "$T/in_dir" \
@@ -358,15 +360,17 @@ flags_that_do_not_apply() { # refused in the flag's terms (exit 2); warned when 
     run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/na1.npy" \
       --ceilings && has "$err" "--ceilings does not apply to the host backend" &&
     absent "$T/na1.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
-      --output "$T/na1.npy" --mpi-timeout 5 && has "$err" "--mpi-timeout applies to --mpi runs only" &&
+      --output "$T/na1.npy" --mpi-timeout 5 &&
+    has "$err" "--mpi-timeout applies to --mpi runs only" &&
     absent "$T/na1.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
       --output "$T/na1.npy" --budget 1M --budget 2M && has "$err" "--budget given twice" &&
     absent "$T/na1.npy" || return 1
   # Auto: on the host backend (no GPU here) both are warned about, and the run goes on.
   GR_BACKEND=auto run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" \
     --output "$T/na2.npy" --contexts private --ceilings && np check-seed "$T/na2.npy" "$T/a.npy" &&
-    { ! grep -q "auto chose the host" "$err" || { has "$err" "warning: --contexts private does not apply" &&
-      has "$err" "warning: --ceilings does not apply"; }; } || return 1
+    { ! grep -q "auto chose the host" "$err" ||
+      { has "$err" "warning: --contexts private does not apply" &&
+        has "$err" "warning: --ceilings does not apply"; }; } || return 1
   for cmd in demo stress; do
     run 2 "$cmd" --workers 1 --workers 2 && has "$err" "graphrun $cmd: --workers given twice" ||
       return 1
