@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # graphserve_test.sh - tools/graphserve end to end on the host backend: command-line
-# mistakes (exit 2 in the flag's terms, -h), the functional cases of tests/graphserve_test.py (results checked by NumPy, every refusal, the in-flight limit,
+# mistakes (exit 2 in the flag's terms, -h), the functional cases of
+# tests/graphserve_test.py (results checked by NumPy, every refusal, the in-flight limit,
 # mutated bodies, /metrics through prometheus_client's parser, SIGTERM with work in flight,
 # pipelines of other element types from tests/graphs: uint8 in and float32 out, float16, ...),
 # then a short wrk load test (tools/graphserve_load: many connections, every response
