@@ -506,6 +506,7 @@ gr_status gr_inputs_resolve(const gr_inputs_options *opt, gr_inputs *in, char *w
     memset(in, 0, sizeof(*in));
     in->n_inputs = ni;
     in->n_outputs = opt->n_outputs;
+    in->raw = opt->raw;
     if ((st = input_kind(opt, &in->kind, why, why_len)) != GR_OK)
         goto out;
     switch (in->kind) {
@@ -588,8 +589,9 @@ void gr_inputs_warn_skipped(const gr_inputs *in, const char *cmd)
         fprintf(stderr, "%s %s", i ? "," : "", in->skipped[i]);
     if (in->n_skipped > NAMES_SHOWN)
         fprintf(stderr, " and %llu more", (unsigned long long)(in->n_skipped - NAMES_SHOWN));
-    fprintf(stderr, " (only .npy files are tensors there; --raw reads every file as raw "
-                    "data; subdirectories are not read)\n");
+    fprintf(stderr, " (%ssubdirectories are not read)\n",
+            in->raw ? "" : "only .npy files are tensors there; --raw reads every file as raw "
+                           "data; ");
 }
 
 void gr_inputs_free(gr_inputs *in)

@@ -40,6 +40,7 @@ typedef struct gr_inputs {
     gr_inputs_kind kind;
     uint32_t n_inputs, n_outputs;
     bool out_dirs;     /* the outputs are directories (of the inputs' names) */
+    bool raw;          /* raw mode: a directory's every regular file was a tensor */
     uint64_t total;    /* tensors */
     char **in;         /* total * n_inputs paths, tensor-major */
     char **out;        /* total * n_outputs final paths (stdout's: its temporary file) */

@@ -17,9 +17,9 @@
  * a run of several processes (--mpi) agrees between the two.
  *
  * Shards: several processes can share one set of inputs. Process `shard` of `shards` plans
- * only the tensors whose index i (in the sorted list of names, or 0 for single files) has
- * i % shards == shard; every process lists the same directory, so the shards are disjoint
- * and together cover every tensor.
+ * only the tensors whose index i (a directory's names sorted, a list's in its order; 0 for
+ * single files) has i % shards == shard; every process lists the same directory (or reads
+ * the same list), so the shards are disjoint and together cover every tensor.
  */
 #ifndef GR_IO_H
 #define GR_IO_H

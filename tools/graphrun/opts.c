@@ -52,7 +52,9 @@ static bool twice(const char *cmd, int opt, gr_runtime_opts *o)
     uint32_t bit = flag_bit(opt);
 
     if (bit && (o->given & bit)) {
-        fprintf(stderr, "graphrun %s: %s given twice: give it once (the second would replace the first)\n", cmd, flag_name[opt]);
+        fprintf(stderr, "graphrun %s: %s given twice: give it once (the second would replace "
+                        "the first)\n",
+                cmd, flag_name[opt]);
         return true;
     }
     o->given |= bit;
