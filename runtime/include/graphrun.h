@@ -578,6 +578,47 @@ gr_status gr_graph_port_get(const gr_graph *g, int output, uint32_t port, gr_por
 gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes);
 
 /*
+ * How a runtime made from `cfg` would cut a job of `count` tensors, of elems[i] elements
+ * each, into units of work (one iteration each), without creating the runtime: for a dry
+ * run (`graphrun check`). It is the runtime's own planner on the runtime's own terms: cfg is
+ * checked as gr_runtime_create checks it, an AUTO backend is chosen as it would be (by
+ * probing), the budget is rounded down to that backend's granule, and split_tensors,
+ * workers_per_device, staging_bytes, batch_below_bytes and pipeline_bytes apply. What it
+ * cannot see is the tensors' memory: they are taken to be separate allocations (none right
+ * after another), all DMA-ready (pinned or registered, for CUDA) when `dma_ready` is nonzero;
+ * host backend memory always is.
+ *
+ * On GR_OK, *out holds the totals and cut[i] (when cut is not NULL: count entries) how tensor
+ * i would run. GR_ERR_OVER_BUDGET when gr_job_submit would refuse the job (a tensor whose
+ * iteration does not fit and cannot be cut: err names the index), with *out's backend,
+ * arena_bytes, splittable and least_budget filled, cut untouched. GR_ERR_INVALID_ARGUMENT for
+ * NULL, a graph not finalized, a config gr_runtime_create refuses, a tensor of 0 elements or
+ * one too large; the probe's status when the backend is not there; GR_ERR_OUT_OF_MEMORY.
+ * Creates nothing and allocates no device memory. Any thread.
+ */
+typedef struct gr_unit_cut {
+    uint64_t pieces;  /* units that cover the tensor: 1 whole or in a batch, more: chunks */
+    uint64_t batch;   /* tensors in its unit: 1 alone (whole or chunked), more: a batch */
+    uint64_t largest; /* elements of its largest unit's share of it (its largest chunk) */
+    int staged;       /* its units go through a worker's pinned staging buffer */
+} gr_unit_cut;
+
+typedef struct gr_units_plan_info {
+    gr_backend backend;    /* the backend planned for (AUTO resolved) */
+    uint64_t arena_bytes;  /* each device's arena: the budget rounded down to its granule */
+    uint64_t units;        /* units the job would run */
+    /* The smallest budget_bytes with which gr_job_submit takes these tensors on this
+     * backend (a multiple of its granule): the largest iteration for a graph that cannot be
+     * cut, one unit of the smallest size for one that can. */
+    uint64_t least_budget;
+    int splittable;        /* the graph can be cut (elementwise kernels, tensor-sized buffers) */
+} gr_units_plan_info;
+
+gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uint64_t *elems,
+                              uint64_t count, int dma_ready, gr_unit_cut *cut,
+                              gr_units_plan_info *out, gr_error_info *err);
+
+/*
  * The seed pipeline (H2D -> `seed` kernel in place -> D2H, one input and one output port),
  * finalized. `seed` is ten fused rounds of x = pow(x * 1.01 + 1.01, 0.5).
  */

@@ -579,12 +579,15 @@ int gr_cmd_bench(int argc, char **argv)
     run_result *runs = NULL;
     size_t n_runs = 0, n_planned;
     int rc = GR_EXIT_FAILED, opt, v;
+    uint32_t seen = 0;
 
     if (!gr_seed_opts_init(&o, "bench", DEFAULT_COUNT))
         return GR_EXIT_USAGE;
     o.rt.cfg.backend = GR_BACKEND_CUDA;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (!gr_cli_once(&seen, opt, "Lr", "graphrun bench", longopts))
+            return GR_EXIT_USAGE;
         if (opt == 'h') {
             usage(stdout);
             return GR_EXIT_OK;

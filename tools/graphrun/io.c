@@ -10,10 +10,9 @@
  * written, after the job (staging only proves, with a file it removes at once, that they
  * can be): a process killed while the job runs leaves nothing behind.
  */
-#define _GNU_SOURCE /* strdup, the dirent types */
+#define _GNU_SOURCE /* strdup */
 #include "tools/graphrun/io.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -27,6 +26,7 @@
 
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/hostbuf.h"
+#include "tools/graphrun/inputs.h"
 
 #define HEADER_PROBE 65536 /* bytes read to parse a .npy header */
 
@@ -48,16 +48,6 @@ static bool ends_with(const char *s, const char *suffix)
     size_t n = strlen(s), m = strlen(suffix);
 
     return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
 }
 
 static void shape_str(const gr_io_shape *s, char *buf, size_t len)
@@ -131,9 +121,12 @@ static bool shape_elems(const gr_io_shape *s, uint32_t size, uint64_t *elems)
 
 /* Everything about the file of input port `port`, checked against its size and the port's
  * type. `raw` is --dtype's type, or the port's own without --dtype. */
-static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
+static gr_status describe(const gr_io_plan *plan, uint32_t port, gr_dtype raw,
                           const char *path, gr_io_file *f, char *why, size_t len)
 {
+    const gr_io_options *opt = &plan->opt;
+    bool from_stdin = gr_inputs_is_stdin(&plan->src, path);
+    const char *label = from_stdin ? "stdin" : path;
     char buf[HEADER_PROBE], shape[256], hwhy[512], name[32];
     gr_dtype type = opt->in_dtype[port];
     uint32_t size = gr_dtype_size(type);
@@ -146,24 +139,31 @@ static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
     memset(f, 0, sizeof(*f));
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(why, len, "%s: cannot open: %s", path, strerror(errno));
+        return fail(why, len, "%s: cannot open: %s", label, strerror(errno));
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return fail(why, len, "%s: not a regular file", path);
+        return fail(why, len, "%s: not a regular file", label);
     }
     f->path = strdup(path);
-    f->npy = ends_with(path, ".npy");
+    f->npy = from_stdin ? plan->src.stdin_npy : ends_with(path, ".npy");
+    if (f->npy && opt->raw_flag != NULL) {
+        close(fd);
+        return fail(why, len,
+                    "%s: a .npy file, whose header gives its type and shape, but %s is for raw "
+                    "files: drop %s",
+                    label, opt->raw_flag, opt->raw_flag);
+    }
     if (f->npy) {
         gr_npy_header h;
 
         got = pread(fd, buf, sizeof(buf), 0);
         close(fd);
         if (got < 0)
-            return fail(why, len, "%s: cannot read: %s", path, strerror(errno));
+            return fail(why, len, "%s: cannot read: %s", label, strerror(errno));
         if (gr_npy_parse_header(buf, (size_t)got, &h, hwhy, sizeof(hwhy)) != GR_OK)
-            return fail(why, len, "%s: %s", path, hwhy);
+            return fail(why, len, "%s: %s", label, hwhy);
         /* Before the size: a file of another type is that, not a wrong size. */
-        if (gr_npy_check_dtype(&h, type, path, name, why, len) != GR_OK)
+        if (gr_npy_check_dtype(&h, type, label, name, why, len) != GR_OK)
             return GR_ERR_INVALID_ARGUMENT;
         f->shape.ndim = h.ndim;
         memcpy(f->shape.dims, h.shape, sizeof(h.shape[0]) * h.ndim);
@@ -176,7 +176,7 @@ static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
             return fail(why, len,
                         "%s: the header says shape %s (%llu bytes of %s data after a "
                         "%llu-byte header) but the file has %llu bytes: %s",
-                        path, shape, (unsigned long long)(h.elems * size), gr_dtype_name(type),
+                        label, shape, (unsigned long long)(h.elems * size), gr_dtype_name(type),
                         (unsigned long long)h.data_offset, (unsigned long long)sb.st_size,
                         (uint64_t)sb.st_size < need ? "truncated" : "trailing bytes");
         }
@@ -187,11 +187,11 @@ static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
                         "%s: --dtype %s, but %s is %s: a raw file holds its port's type; "
                         "convert the file (a.astype(...).tofile(path)), drop --dtype, or "
                         "change the spec's buffer type",
-                        path, gr_dtype_name(raw), name, gr_dtype_name(type));
+                        label, gr_dtype_name(raw), name, gr_dtype_name(type));
         if (opt->raw_shape != NULL) {
             f->shape = *opt->raw_shape;
             if (!shape_elems(&f->shape, size, &f->elems))
-                return fail(why, len, "%s: --shape is too large", path);
+                return fail(why, len, "%s: --shape is too large", label);
         } else {
             f->shape.ndim = 1;
             f->shape.dims[0] = f->elems = (uint64_t)sb.st_size / size;
@@ -200,57 +200,12 @@ static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
             shape_str(&f->shape, shape, sizeof(shape));
             return fail(why, len,
                         "%s: raw %s %s needs %llu bytes, the file has %llu (shape mismatch)",
-                        path, gr_dtype_name(type), opt->raw_shape ? shape : "data",
+                        label, gr_dtype_name(type), opt->raw_shape ? shape : "data",
                         (unsigned long long)(f->elems * size), (unsigned long long)sb.st_size);
         }
     }
     if (f->elems == 0)
-        return fail(why, len, "%s: holds no elements", path);
-    return GR_OK;
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The regular files of a directory (not hidden), sorted by name. */
-static gr_status list_dir(const char *dir, char ***names, uint64_t *count, char *why,
-                          size_t len)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    uint64_t n = 0, cap = 0;
-    char **v = NULL;
-
-    if (d == NULL)
-        return fail(why, len, "%s: cannot open directory: %s", dir, strerror(errno));
-    while ((e = readdir(d)) != NULL) {
-        struct stat sb;
-        char *path;
-
-        if (e->d_name[0] == '.')
-            continue;
-        path = join(dir, e->d_name);
-        if (path == NULL || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-            free(path);
-            continue;
-        }
-        free(path);
-        if (n == cap) {
-            char **nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
-            if (nv == NULL)
-                break;
-            v = nv;
-        }
-        v[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(v, n, sizeof(*v), name_cmp);
-    *names = v;
-    *count = n;
-    if (n == 0)
-        return fail(why, len, "%s: no input files in this directory", dir);
+        return fail(why, len, "%s: holds no elements", label);
     return GR_OK;
 }
 
@@ -270,11 +225,11 @@ static gr_status check_output(const gr_io_options *opt, const char *path, char *
 gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *why,
                             size_t why_len)
 {
-    uint32_t ni = opt->n_inputs, no = opt->n_outputs, dirs = 0;
+    uint32_t ni = opt->n_inputs, no = opt->n_outputs;
     uint32_t shards = opt->shards > 1 ? opt->shards : 1;
     uint32_t lead = gr_io_lead_port(opt); /* the input whose size the tensor's is */
     gr_dtype raw[GR_MAX_PORTS];
-    char **names = NULL;
+    gr_inputs_options in_opt = {0};
     gr_status st = GR_OK;
 
     memset(plan, 0, sizeof(*plan));
@@ -292,26 +247,19 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
         for (uint32_t p = 0; p < ni; p++)
             raw[p] = t;
     }
-    for (uint32_t p = 0; p < ni; p++) {
-        struct stat sb;
-
-        if (stat(opt->inputs[p], &sb) != 0)
-            return fail(why, why_len, "input %s: %s", opt->inputs[p], strerror(errno));
-        dirs += S_ISDIR(sb.st_mode) ? 1 : 0;
-    }
-    if (dirs != 0 && dirs != ni)
-        return fail(why, why_len, "inputs must be all files or all directories");
-    plan->directories = dirs != 0;
-
     if (opt->shard >= shards)
         return fail(why, why_len, "shard %u of %u does not exist", opt->shard, shards);
-    if (plan->directories) {
-        if ((st = list_dir(opt->inputs[0], &names, &plan->total, why, why_len)) != GR_OK)
-            goto out;
-    } else {
-        plan->total = 1;
-    }
-    plan->names = names;
+    in_opt.inputs = opt->inputs;
+    in_opt.n_inputs = ni;
+    in_opt.outputs = opt->outputs;
+    in_opt.n_outputs = no;
+    in_opt.raw = opt->raw_flag != NULL;
+    in_opt.stage_stdout = opt->stage_stdout;
+    if ((st = gr_inputs_resolve(&in_opt, &plan->src, why, why_len)) != GR_OK)
+        return st;
+    plan->directories = plan->src.out_dirs;
+    plan->total = plan->src.total;
+    plan->names = plan->src.names;
     plan->count = plan->total / shards + (opt->shard < plan->total % shards ? 1 : 0);
     /* One element more than needed: calloc(0) may return NULL. */
     plan->index = calloc(plan->count + 1, sizeof(*plan->index));
@@ -328,24 +276,10 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
 
         plan->index[i] = g;
         for (uint32_t p = 0; p < ni; p++) {
-            char *path = plan->directories ? join(opt->inputs[p], names[g])
-                                           : strdup(opt->inputs[p]);
+            const char *path = plan->src.in[g * ni + p];
             gr_io_file *f = &plan->in[i * ni + p];
 
-            if (path == NULL) {
-                st = fail(why, why_len, "out of memory");
-                goto out;
-            }
-            if (plan->directories && access(path, F_OK) != 0) {
-                st = fail(why, why_len,
-                          "%s has no file %s (every input directory needs the same file "
-                          "names as %s)",
-                          opt->inputs[p], names[g], opt->inputs[0]);
-                free(path);
-                goto out;
-            }
-            st = describe(opt, p, raw[p], path, f, why, why_len);
-            free(path);
+            st = describe(plan, p, raw[p], path, f, why, why_len);
             if (st != GR_OK)
                 goto out;
             if (opt->in_fixed[p] != 0 && f->elems != opt->in_fixed[p]) {
@@ -371,8 +305,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
             plan->bytes_in += f->elems * gr_dtype_size(opt->in_dtype[p]);
         }
         for (uint32_t p = 0; p < no; p++) {
-            char *path = plan->directories ? join(opt->outputs[p], names[g])
-                                           : strdup(opt->outputs[p]);
+            char *path = strdup(plan->src.out[g * no + p]);
 
             plan->out[i * no + p] = path;
             if (path == NULL) {
@@ -390,14 +323,8 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
         }
     }
 out:
-    if (st != GR_OK) {
-        if (plan->names == NULL) { /* list_dir failed: the list is not the plan's yet */
-            for (uint64_t i = 0; names && i < plan->total; i++)
-                free(names[i]);
-            free(names);
-        }
+    if (st != GR_OK)
         gr_io_plan_free(plan);
-    }
     return st;
 }
 
@@ -681,9 +608,7 @@ void gr_io_plan_free(gr_io_plan *plan)
         gr_hostbuf_free(plan->in_data[i]);
     for (uint64_t i = 0; plan->out_data && i < plan->count * no; i++)
         gr_hostbuf_free(plan->out_data[i]);
-    for (uint64_t i = 0; plan->names && i < plan->total; i++)
-        free(plan->names[i]);
-    free(plan->names);
+    gr_inputs_free(&plan->src);
     free(plan->index);
     free(plan->in);
     free(plan->out);

@@ -21,25 +21,25 @@
  * devices equal shards finish together; within a rank, the runtime already shares the work
  * dynamically among its devices.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <graphrun.h>
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/commands.h"
 #include "tools/graphrun/cuda_measure.h"
+#include "tools/graphrun/inputs.h"
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/opts.h"
 #include "tools/graphrun/progress.h"
 #include "tools/graphrun/ranks.h"
 #include "tools/graphrun/run_report.h"
 
-/* CUDA's allocation granule: the smallest budget the CUDA backend takes (graphrun.h). */
-#define CUDA_GRANULE (2ull << 20)
-#define DEFAULT_BUDGET_ITERATIONS 3
 #define DEFAULT_MPI_TIMEOUT_S 600
 #define POLL_NS (200 * 1000000ll)
 
@@ -65,18 +65,27 @@ static void usage(FILE *f)
             "                   is read (repeatable; a spec can name such files itself)\n"
             "  --input PATH     input port 0, 1, ... in order: a .npy file (C order, of the\n"
             "                   port's element type: see below), a raw file (the port's type,\n"
-            "                   this machine's byte order), or a directory of them (one\n"
-            "                   tensor per file; every input directory holds the same names)\n"
+            "                   this machine's byte order), - for stdin (one .npy; raw with\n"
+            "                   --dtype), a directory (one tensor per .npy file; with --raw,\n"
+            "                   --dtype or --shape, per file; anything else is skipped and\n"
+            "                   named; every input directory holds the same names), or @LIST:\n"
+            "                   a file of paths, one a line (blank lines and lines starting\n"
+            "                   with # skipped; relative paths from the list's directory)\n"
             "  --output PATH    output port 0, 1, ... in order: a file (.npy when the name\n"
-            "                   ends in .npy, else raw), of the port's type, or a directory\n"
-            "                   when the inputs are directories (files named as in the first)\n"
+            "                   ends in .npy, else raw), of the port's type, - for stdout (a\n"
+            "                   .npy; the report then goes to stderr), a directory when the\n"
+            "                   inputs are directories or lists (files named as in the\n"
+            "                   first), or @LIST with a path per input tensor\n"
             "  --dtype T        element type of raw input files: float32, float16, bfloat16,\n"
             "                   float64, int32 or uint8 (default: each port's); a raw input\n"
-            "                   whose port is of another type is refused\n"
-            "  --shape D0,D1..  shape of raw input files (default: 1-D, from the size)\n"
+            "                   whose port is of another type is refused, and so is a .npy\n"
+            "  --shape D0,D1..  shape of raw input files (default: 1-D, from the size); a .npy\n"
+            "                   input is refused with it (its header gives the shape)\n"
+            "  --raw            input directories hold raw files: every file is a tensor\n"
             "  --force          overwrite existing outputs\n"
             "  --ceilings       CUDA: measure the copy ceilings first and report the ratio\n"
-            "  --json           print a JSON summary on stdout\n"
+            "                   (refused on the host backend; a warning when auto chose it)\n"
+            "  --json           print a JSON summary on stdout (not with --output -)\n"
             "  --progress WHEN  auto (on a terminal), always or never (default auto)\n"
             "  --manifest FILE  write a JSON manifest of the run (with --mpi: which rank wrote\n"
             "                   which tensor), all or nothing like the outputs (default with\n"
@@ -88,6 +97,11 @@ static void usage(FILE *f)
             "  --mpi-timeout S  --mpi: the longest a rank waits for the others at a step before\n"
             "                   it aborts the job (default %d; 0: no limit)\n"
             "  --help           this text\n" GR_RUNTIME_OPTIONS_HELP
+            "\n"
+            "A flag that takes one value is given once; one that does not apply is refused\n"
+            "(--contexts private on the host backend, --host-devices on CUDA; a warning when\n"
+            "auto chose the backend). 'graphrun check' tries the same command line without\n"
+            "running it.\n"
             "\n"
             "Element types: each port has its buffer's type (the spec's `buffer x uint8`;\n"
             "float32 without one), and each input must hold exactly that type, else it is\n"
@@ -119,7 +133,8 @@ typedef struct run_args {
     uint32_t n_inputs, n_outputs;
     const char *dtype;
     gr_io_shape shape;
-    bool have_shape, force, json, ceilings, mpi;
+    bool have_shape, force, json, ceilings, mpi, raw, have_timeout;
+    bool to_stdout; /* an --output is `-` */
     int progress;
     double mpi_timeout;
     const char *manifest;
@@ -143,15 +158,19 @@ static int parse_args(int argc, char **argv, run_args *a)
         {"manifest", required_argument, NULL, 'M'},
         {"mpi", no_argument, NULL, 'I'},
         {"mpi-timeout", required_argument, NULL, 'T'},
+        {"raw", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    uint32_t seen = 0;
     int opt, r;
     char *end;
 
     optind = 1;
     a->mpi_timeout = DEFAULT_MPI_TIMEOUT_S;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (!gr_cli_once(&seen, opt, "gdSPMT", "graphrun run", longopts))
+            return GR_EXIT_USAGE;
         switch (opt) {
         case 'g':
             a->graph = optarg;
@@ -218,6 +237,10 @@ static int parse_args(int argc, char **argv, run_args *a)
                         optarg);
                 return GR_EXIT_USAGE;
             }
+            a->have_timeout = true;
+            break;
+        case 'R':
+            a->raw = true;
             break;
         case 'h':
             usage(stdout);
@@ -237,8 +260,30 @@ static int parse_args(int argc, char **argv, run_args *a)
     }
     if (a->graph == NULL || a->n_inputs == 0 || a->n_outputs == 0) {
         fprintf(stderr, "graphrun run: --graph, --input and --output are required\n");
-        usage(stderr);
+        gr_cli_try_help("run");
         return GR_EXIT_USAGE;
+    }
+    for (uint32_t p = 0; p < a->n_outputs; p++)
+        a->to_stdout |= strcmp(a->outputs[p], "-") == 0;
+    if (a->have_timeout && !a->mpi) {
+        fprintf(stderr, "graphrun run: --mpi-timeout applies to --mpi runs only: drop it or add "
+                        "--mpi\n");
+        return GR_EXIT_USAGE;
+    }
+    if (a->to_stdout && a->json) {
+        fprintf(stderr, "graphrun run: --json prints on stdout, which --output - takes for the "
+                        "tensor: drop --json, or write the tensor to a file (the report goes "
+                        "to stderr with --output -)\n");
+        return GR_EXIT_USAGE;
+    }
+    if (a->mpi) {
+        for (uint32_t p = 0; p < a->n_inputs || p < a->n_outputs; p++)
+            if ((p < a->n_inputs && strcmp(a->inputs[p], "-") == 0) ||
+                (p < a->n_outputs && strcmp(a->outputs[p], "-") == 0)) {
+                fprintf(stderr, "graphrun run: --input - and --output - (stdin, stdout) hold "
+                                "one tensor of one process, not of --mpi ranks\n");
+                return GR_EXIT_USAGE;
+            }
     }
     return -1; /* go on */
 too_many:
@@ -341,6 +386,17 @@ static int check_setup(run_state *s)
     }
     s->report.backend = s->chosen;
     s->report.ordinal = a->rt.cfg.device_count ? a->rt.devices[0] : 0;
+    if (a->ceilings && s->chosen != GR_BACKEND_CUDA) {
+        if (a->rt.cfg.backend != GR_BACKEND_AUTO) {
+            snprintf(s->why, sizeof(s->why), "--ceilings does not apply to the %s backend: it "
+                     "measures CUDA's copies; drop it", gr_backend_name(s->chosen));
+            return GR_EXIT_USAGE;
+        }
+        if (s->ranks.world.rank == 0)
+            fprintf(stderr, "graphrun run: warning: --ceilings does not apply: it measures "
+                            "CUDA's copies (auto chose the %s backend)\n",
+                    gr_backend_name(s->chosen));
+    }
     return GR_EXIT_OK;
 }
 
@@ -377,6 +433,8 @@ static int load_inputs(run_state *s)
     io.n_outputs = a->n_outputs;
     io.raw_dtype = a->dtype;
     io.raw_shape = a->have_shape ? &a->shape : NULL;
+    io.raw_flag = a->raw ? "--raw" : a->dtype ? "--dtype" : a->have_shape ? "--shape" : NULL;
+    io.stage_stdout = true;
     io.force = a->force;
     io.memory = (gr_mem_kind)a->rt.memory;
     io.shard = (uint32_t)s->ranks.world.rank;
@@ -396,6 +454,8 @@ static int load_inputs(run_state *s)
     if (gr_io_plan_create(&io, &s->plan, s->why, sizeof(s->why)) != GR_OK ||
         gr_io_stage(&s->plan, s->why, sizeof(s->why)) != GR_OK)
         return GR_EXIT_USAGE;
+    if (s->ranks.world.rank == 0)
+        gr_inputs_warn_skipped(&s->plan.src, "run");
     s->manifest_path = manifest_path(a, gr_ranks_multi(&s->ranks));
     if (s->manifest_path != NULL && s->ranks.world.rank == 0 &&
         gr_manifest_stage(&s->manifest, s->manifest_path, a->force, s->why, sizeof(s->why)) !=
@@ -439,11 +499,7 @@ static int start_runtime(run_state *s)
             copy = bytes; /* the ceilings are measured at the largest input's size */
     }
     gr_graph_footprint(s->g, largest, &footprint);
-    a->rt.cfg.budget_bytes = a->rt.budget ? a->rt.budget : footprint * DEFAULT_BUDGET_ITERATIONS;
-    /* The default for small tensors is below what CUDA allocates at the least, which the
-     * runtime refuses as a budget (a budget the user gave is theirs to fix). */
-    if (!a->rt.budget && s->chosen == GR_BACKEND_CUDA && a->rt.cfg.budget_bytes < CUDA_GRANULE)
-        a->rt.cfg.budget_bytes = CUDA_GRANULE;
+    a->rt.cfg.budget_bytes = gr_runtime_opts_budget(&a->rt, s->chosen, footprint);
     if (s->chosen == GR_BACKEND_CUDA && a->ceilings) {
         s->report.have_ceilings =
             gr_measure_ceilings((int)s->report.ordinal, copy, 8, &ceil, &err) == GR_OK;
@@ -598,18 +654,28 @@ static json_t *manifest_json(const run_state *s, const gr_run_report *all,
         json_object_set_new(t, "rank", json_integer((json_int_t)(i % (uint64_t)f->ranks)));
         if (name)
             json_object_set_new(t, "name", json_string(name));
-        for (uint32_t p = 0; p < a->n_outputs; p++) {
-            char path[4096];
-
-            snprintf(path, sizeof(path), "%s%s%s", a->outputs[p], name ? "/" : "",
-                     name ? name : "");
-            json_array_append_new(outs, json_string(path));
-        }
+        for (uint32_t p = 0; p < a->n_outputs; p++)
+            json_array_append_new(outs, json_string(s->plan.src.stdout_file
+                                                        ? a->outputs[p]
+                                                        : s->plan.src.out[i * a->n_outputs + p]));
         json_object_set_new(t, "outputs", outs);
         json_array_append_new(files, t);
     }
     json_object_set_new(doc, "files", files);
     return doc;
+}
+
+/* What the input directories held that is not a tensor (inputs.h), when there is any. */
+static void add_skipped(json_t *doc, const gr_inputs *in)
+{
+    json_t *v;
+
+    if (in->n_skipped == 0)
+        return;
+    v = json_array();
+    for (uint64_t i = 0; i < in->n_skipped; i++)
+        json_array_append_new(v, json_string(in->skipped[i]));
+    json_object_set_new(doc, "skipped", v);
 }
 
 /* Step 4's end and step 5: gather the reports, agree, publish or remove, report. */
@@ -669,6 +735,7 @@ static int finish(run_state *s, int rc)
         if (s->a.json) {
             json_t *doc = gr_run_report_json(all, &f);
 
+            add_skipped(doc, &s->plan.src);
             json_dumpf(doc, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
             fputc('\n', stdout);
             json_decref(doc);
@@ -686,7 +753,7 @@ int gr_cmd_run(int argc, char **argv)
     const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS], *var = NULL;
     run_state *s = calloc(1, sizeof(*s));
     struct sigaction sa;
-    int launched, rc;
+    int launched, rc, tensor_fd = -1;
 
     if (s == NULL) {
         fprintf(stderr, "graphrun run: out of memory\n");
@@ -700,6 +767,17 @@ int gr_cmd_run(int argc, char **argv)
     }
     if ((rc = parse_args(argc, argv, &s->a)) >= 0)
         goto out_free;
+    if (s->a.to_stdout) {
+        /* stdout is the tensor's: every report, this command's and the runtime's, goes to
+         * stderr, and the tensor to the real stdout once the run has succeeded. */
+        fflush(stdout);
+        if ((tensor_fd = dup(STDOUT_FILENO)) < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            fprintf(stderr, "graphrun run: --output -: cannot set stdout aside: %s\n",
+                    strerror(errno));
+            rc = GR_EXIT_RUNTIME;
+            goto out_free;
+        }
+    }
     launched = gr_ranks_launched(&var);
     if (!s->a.mpi && launched > 1) {
         fprintf(stderr,
@@ -773,6 +851,11 @@ int gr_cmd_run(int argc, char **argv)
         goto out;
     rc = run_job(s);
     rc = finish(s, rc);
+    if (rc == GR_EXIT_OK && tensor_fd >= 0 &&
+        gr_inputs_emit_stdout(&s->plan.src, tensor_fd, s->why, sizeof(s->why)) != GR_OK) {
+        fprintf(stderr, "graphrun run: %s\n", s->why);
+        rc = GR_EXIT_FAILED;
+    }
 out:
     remove_temporaries(s);
     gr_runtime_destroy(s->rt);
@@ -786,6 +869,8 @@ out:
     free(s->manifest_path);
     gr_graph_destroy(s->g);
 out_free:
+    if (tensor_fd >= 0)
+        close(tensor_fd);
     free(s);
     return rc;
 }

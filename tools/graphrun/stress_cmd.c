@@ -68,6 +68,7 @@ int gr_cmd_stress(int argc, char **argv)
     uint64_t base = 0, peak = 0, total = 0;
     double duration = 10;
     int opt, res;
+    uint32_t seen = 0;
     char *end;
 
     memset(&c, 0, sizeof(c));
@@ -79,6 +80,8 @@ int gr_cmd_stress(int argc, char **argv)
         rt.cfg.host_devices = 2;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (!gr_cli_once(&seen, opt, "tDsET", "graphrun stress", longopts))
+            return GR_EXIT_USAGE;
         switch (opt) {
         case 't':
             if (!gr_cli_parse_u64(optarg, &threads) || threads == 0 || threads > 4096)
