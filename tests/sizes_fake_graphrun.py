@@ -3,7 +3,7 @@ tests/sizes_test.sh: it prints one object with the fields tools/sizes_bench read
 plausible figures (a link of 100 GB/s both ways, a per-tensor cost), and does no work.
 
     python3 sizes_fake_graphrun.py bench --count N --elems N --budget B --memory M
-                                   --layout L [--workers N] --json
+                                   --layout L [--workers N] [--passes N] --json
 
 SIZES_FAKE_WRONG=ELEMS: the run of that many elements reports 3 wrong tensors.
 SIZES_FAKE_FAIL=ELEMS: that run exits with status 3 and prints nothing.
@@ -21,6 +21,7 @@ ap.add_argument("--budget", required=True)
 ap.add_argument("--memory", default="pinned")
 ap.add_argument("--layout", default="separate")
 ap.add_argument("--workers", type=int, default=3)
+ap.add_argument("--passes", type=int, default=1)
 ap.add_argument("--json", action="store_true")
 a = ap.parse_args()
 if not a.json:
@@ -41,7 +42,8 @@ seconds = max(total / each_way, a.count * per_tensor) + 20e-6
 floor_ms = 2 * size / (bidir * 1e9) * 1e3
 ms = seconds * 1e3 / a.count
 wrong = 3 if os.environ.get("SIZES_FAKE_WRONG") == str(a.elems) else 0
-print(json.dumps({
+for k in range(a.passes):  # one object per pass, as graphrun bench --passes prints
+    print(json.dumps({"pass": k + 1, "passes": a.passes,
     "device": "Fake GPU", "sm_count": 132, "count": a.count, "elems": a.elems,
     "bytes_per_tensor": size, "memory": a.memory, "layout": a.layout, "workers": a.workers,
     "contexts": "primary",
