@@ -104,12 +104,6 @@ typedef struct gr_pinned_ops {
     gr_status (*unpin)(void *p);
 } gr_pinned_ops;
 
-/* Below this many bytes per tensor a separate batch is gathered by the CPU rather than copied
- * range by range by batched DMA copies: on an H200, 16 KiB tensors gathered by the CPU went
- * at 357,000 a second and scattered at 284,000; 64 KiB ones at 45,000 and 414,000
- * (docs/PERFORMANCE.md). A backend's scatter_from_bytes may say otherwise. */
-#define GR_SCATTER_FROM_BYTES (32u << 10)
-
 typedef struct gr_backend_ops {
     gr_backend kind;
     const char *name;
@@ -140,9 +134,6 @@ typedef struct gr_backend_ops {
     /* Whether run() can do an iteration's copies itself, many separate ranges in one call
      * (gr_iteration.h2d); NULL: never. */
     bool (*batch_copies)(void);
-    /* With batch_copies: the smallest tensor (bytes, on its widest port) worth copying where
-     * it lies rather than gathered by the CPU; NULL: GR_SCATTER_FROM_BYTES. */
-    uint64_t (*scatter_from_bytes)(void);
     /* Pinned host memory; NULL when the backend has no notion of it. */
     const gr_pinned_ops *pinned;
 } gr_backend_ops;

@@ -160,8 +160,6 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
                           rt->cfg.batch_below_bytes, rt->cfg.pipeline_bytes);
     lim.scatter = g->copies_at_ends && rt->backend->batch_copies != NULL &&
                   rt->backend->batch_copies();
-    if (lim.scatter && rt->backend->scatter_from_bytes != NULL)
-        lim.scatter_from = rt->backend->scatter_from_bytes() / gr_graph_widest_port(g);
     return gr__units_plan(g, t, count, &lim, &rt->env, units, n_units, pending);
 }
 

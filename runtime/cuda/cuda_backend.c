@@ -743,13 +743,6 @@ static bool cuda_batch_copies(void)
     return v == 2;
 }
 
-/* The copy kernel has no cost per range worth a CPU gather instead: every tensor of a
- * separate batch is copied where it lies. */
-static uint64_t cuda_scatter_from_bytes(void)
-{
-    return copy_kernels_mode() != 0 ? 0 : GR_SCATTER_FROM_BYTES;
-}
-
 static bool cuda_dma_ready(const void *p)
 {
     struct cudaPointerAttributes a;
@@ -775,6 +768,5 @@ const gr_backend_ops gr_backend_cuda = {
     .run = cuda_run,
     .dma_ready = cuda_dma_ready,
     .batch_copies = cuda_batch_copies,
-    .scatter_from_bytes = cuda_scatter_from_bytes,
     .pinned = &gr__cuda_pinned,
 };
