@@ -41,7 +41,6 @@
 
 #include "runtime/backend.h"
 #include "runtime/copier.h"
-#include "runtime/cuda/copy_kernel.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/lowering.h"
@@ -70,10 +69,6 @@ typedef struct cuda_worker {
     const void **batch_src;
     size_t *batch_size;
     uint32_t batch_cap;
-    /* The same copies as the copy kernel reads them: copies in at [0, table_cap), copies
-     * out after; pinned and mapped for the device, grown on demand between iterations. */
-    gr_copy *table;
-    uint32_t table_cap;
 } cuda_worker;
 
 static bool is_sticky(cudaError_t e)
@@ -376,8 +371,6 @@ static void cuda_worker_close(gr_worker *w)
     cudaEventDestroy(cw->done);
     cudaStreamDestroy(cw->capture);
     cudaStreamDestroy(cw->stream);
-    if (cw->table)
-        cudaFreeHost(cw->table); /* in its context, before a private one goes */
     if (cw->ctx)
         gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
     w->backend_state = NULL;
@@ -577,81 +570,6 @@ static cudaError_t batch_copy(cuda_worker *cw, const gr_copy *c, uint32_t n)
                                 1, cw->stream);
 }
 
-/* How a scattered unit's copies go: 0 batched DMA copies (cudaMemcpyBatchAsync), 1 the copy
- * kernel where every host range is mapped for the device (checked per range), 2 the copy
- * kernel without the check. GR_COPY_KERNELS sets it, read once per process. */
-static int copy_kernels_mode(void)
-{
-    static atomic_int known; /* 0: not asked yet; else mode + 1 */
-    int v = atomic_load(&known);
-
-    if (v == 0) {
-        const char *env = getenv("GR_COPY_KERNELS");
-
-        v = env == NULL ? 1 : env[0] == '1' ? 2 : env[0] == '2' ? 3 : 1;
-        atomic_store(&known, v);
-    }
-    return v - 1;
-}
-
-/* Whether host memory at p is mapped for the device at the same address, so that the copy
- * kernel may read or write it there. */
-static bool mapped_here(const void *p)
-{
-    struct cudaPointerAttributes a;
-
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return a.type == cudaMemoryTypeHost && a.devicePointer == p;
-}
-
-/* The copies of a scattered unit by the copy kernel: into the worker's table, checked, and
- * launched in stream order. false when the kernel cannot take them (a host range not mapped
- * for the device, no table): the caller batches them instead. */
-static bool table_ready(cuda_worker *cw, const gr_iteration *it)
-{
-    uint32_t need = it->n_h2d > it->n_d2h ? it->n_h2d : it->n_d2h;
-    int mode = copy_kernels_mode();
-
-    if (mode == 0 || need == 0)
-        return false;
-    if (need > cw->table_cap) {
-        gr_copy *t = NULL;
-
-        if (cudaHostAlloc((void **)&t, 2 * (size_t)need * sizeof(*t),
-                          cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        if (cw->table)
-            cudaFreeHost(cw->table); /* the last iteration using it has ended */
-        cw->table = t;
-        cw->table_cap = need;
-    }
-    for (uint32_t i = 0; mode == 1 && i < it->n_h2d; i++)
-        if (!mapped_here(it->h2d[i].src))
-            return false;
-    for (uint32_t i = 0; mode == 1 && i < it->n_d2h; i++)
-        if (!mapped_here(it->d2h[i].dst))
-            return false;
-    return true;
-}
-
-static cudaError_t kernel_copy(cuda_worker *cw, const gr_copy *c, uint32_t n, uint32_t slot)
-{
-    gr_copy *t = cw->table + (size_t)slot * cw->table_cap;
-    uint64_t largest = 0;
-
-    for (uint32_t i = 0; i < n; i++) {
-        t[i] = c[i];
-        if (c[i].bytes > largest)
-            largest = c[i].bytes;
-    }
-    return gr_cuda_copy_ranges(t, n, largest, cw->stream);
-}
-
 static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
                           gr_error_info *err)
 {
@@ -659,7 +577,6 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     const char *call;
     bool trace = w->env->trace;
     gr_cuda_graph *cg;
-    bool by_kernel;
     gr_status st;
     cudaError_t e;
 
@@ -679,18 +596,16 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
      * around the graph, on the same stream (its graph has no copy nodes). */
     if (trace)
         gr__trace_push("launch");
-    by_kernel = it->h2d != NULL && table_ready(cw, it);
-    call = by_kernel ? "the copy kernel (in)" : "cudaMemcpyBatchAsync";
-    e = by_kernel ? kernel_copy(cw, it->h2d, it->n_h2d, 0) : batch_copy(cw, it->h2d, it->n_h2d);
+    call = "cudaMemcpyBatchAsync";
+    e = batch_copy(cw, it->h2d, it->n_h2d);
     if (e == cudaSuccess) {
         call = "cudaGraphLaunch";
         e = gr__fault_hit(GR_FAULT_GRAPH_LAUNCH) ? cudaErrorLaunchOutOfResources
                                                  : cudaGraphLaunch(cg->exec, cw->stream);
     }
     if (e == cudaSuccess) {
-        call = by_kernel ? "the copy kernel (out)" : "cudaMemcpyBatchAsync";
-        e = by_kernel ? kernel_copy(cw, it->d2h, it->n_d2h, 1)
-                      : batch_copy(cw, it->d2h, it->n_d2h);
+        call = "cudaMemcpyBatchAsync";
+        e = batch_copy(cw, it->d2h, it->n_d2h);
     }
     if (e == cudaSuccess) {
         call = "cudaEventRecord";

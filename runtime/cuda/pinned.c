@@ -3,9 +3,7 @@
  * gr_host_register and their inverses use when a GPU is usable (runtime/hostmem.c).
  *
  * Allocations are portable (cudaHostAllocPortable, cudaHostRegisterPortable): pinned for
- * every context and device, since the workers that copy from them may each have their own;
- * and mapped (implied for cudaHostAlloc under unified addressing, cudaHostRegisterMapped),
- * so that the copy kernel (copy_kernel.h) may read and write them where they lie.
+ * every context and device, since the workers that copy from them may each have their own.
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -50,8 +48,7 @@ static gr_status cuda_pin(void *p, uint64_t bytes)
 {
     cudaError_t e = gr__fault_hit(GR_FAULT_REGISTER)
                         ? cudaErrorMemoryAllocation
-                        : cudaHostRegister(p, bytes,
-                                           cudaHostRegisterPortable | cudaHostRegisterMapped);
+                        : cudaHostRegister(p, bytes, cudaHostRegisterPortable);
 
     if (e == cudaErrorHostMemoryAlreadyRegistered) {
         cudaGetLastError();
