@@ -89,7 +89,8 @@ typedef enum gr_scalar_fit {
 } gr_scalar_fit;
 gr_scalar_fit gr__scalar_fit(double v, gr_dtype t);
 
-struct gr_copy; /* runtime/copier.h */
+struct gr_copy;      /* runtime/copier.h */
+struct gr_host_hold; /* runtime/hostcache.h */
 
 typedef struct gr_iteration {
     const gr_graph *graph;
@@ -102,6 +103,9 @@ typedef struct gr_iteration {
      * none of the graph's copy nodes (graph.copies_at_ends). NULL and 0 otherwise. */
     const struct gr_copy *h2d, *d2h;
     uint32_t n_h2d, n_d2h;
+    /* The job's hold on the registration cache (NULL: none): what of its host memory the
+     * job may copy by DMA (gr_backend_env.host_ready). */
+    const struct gr_host_hold *host_hold;
 } gr_iteration;
 
 /* The copy node `node` does in iteration `it` (H2D or D2H): destination, source, bytes. */

@@ -23,15 +23,17 @@
  * back (which would let a batch go direct), as separate allocations mostly do not. */
 static char fake_memory[2 * GR_MAX_PORTS];
 
-static bool yes(const gr_backend_env *env, const void *p, uint64_t bytes)
+static bool yes(const gr_backend_env *env, const struct gr_host_hold *hold, const void *p,
+                uint64_t bytes)
 {
-    (void)env, (void)p, (void)bytes;
+    (void)env, (void)hold, (void)p, (void)bytes;
     return true;
 }
 
-static bool no(const gr_backend_env *env, const void *p, uint64_t bytes)
+static bool no(const gr_backend_env *env, const struct gr_host_hold *hold, const void *p,
+               uint64_t bytes)
 {
-    (void)env, (void)p, (void)bytes;
+    (void)env, (void)hold, (void)p, (void)bytes;
     return false;
 }
 
@@ -124,7 +126,7 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
         lim.scatter = g->copies_at_ends && ops->batch_copies != NULL && ops->batch_copies();
         st = gr__units_plan(g, t, count, &lim,
                             dma_ready || ops->kind == GR_BACKEND_HOST ? &ready_yes : &ready_no,
-                            &units, &n_units, &pending);
+                            NULL, &units, &n_units, &pending);
         if (st != GR_OK) {
             free(t);
             return gr_error_set(err, st, GR_NO_INDEX, NULL, "no memory for the plan");

@@ -3,7 +3,10 @@
  *
  * An entry's life: IDLE (known, not to be registered: no room) or QUEUED -> REGISTERING (the
  * thread is pinning it, outside the lock) -> REGISTERED, or FAILED (pin refused: not tried
- * again while a job holds it). A QUEUED entry waits for a moment with no live job, unless
+ * again while a job holds it), and REGISTERED -> UNPINNING (evicted or forgotten; it stays
+ * in the array until unregistered, so that no lookup meanwhile takes its range for
+ * unknown memory and asks the driver, which would still call it page-locked, about it:
+ * the range is staged until it is gone). A QUEUED entry waits for a moment with no live job, unless
  * it is urgent (a second job held it while queued; hostcache.h says why). Entries no job holds are dropped when IDLE or FAILED, and, when
  * REGISTERED, kept until evicted (least recently held first) or forgotten. The thread does
  * every pin and every eviction's unpin; gr_host_forget unpins on its caller's thread.
@@ -24,6 +27,7 @@ typedef enum entry_state {
     ENTRY_REGISTERING,
     ENTRY_REGISTERED,
     ENTRY_FAILED,
+    ENTRY_UNPINNING, /* evicted or forgotten: being unregistered, outside the lock */
 } entry_state;
 
 typedef struct gr_host_entry {
@@ -112,9 +116,10 @@ static void drop(gr_host_cache *c, gr_host_entry *e)
         remove_at(c, i);
 }
 
-/* Make room for `bytes` more pinned bytes: take registered entries nobody holds out of the
- * array, least recently held first, into *victims (the caller unpins and frees them outside
- * the lock). Returns false, taking nothing, when even all of them would not make room. */
+/* Make room for `bytes` more pinned bytes: mark registered entries nobody holds UNPINNING,
+ * least recently held first, into *victims (the caller unpins them outside the lock, then
+ * drops them: unpin_victims). Returns false, marking nothing, when even all of them would
+ * not make room. */
 static bool make_room(gr_host_cache *c, uint64_t bytes, gr_host_entry ***victims, uint64_t *nv)
 {
     uint64_t evictable = 0;
@@ -142,17 +147,23 @@ static bool make_room(gr_host_cache *c, uint64_t bytes, gr_host_entry ***victims
         }
         (*victims)[(*nv)++] = oldest;
         c->reserved -= oldest->end - oldest->base;
-        drop(c, oldest); /* out of the array now: no lookup finds it half unpinned */
+        oldest->state = ENTRY_UNPINNING;
     }
     return true;
 }
 
+/* Unregister entries marked UNPINNING (called without the lock), then drop them. */
 static void unpin_victims(gr_host_cache *c, gr_host_entry **victims, uint64_t nv)
 {
-    for (uint64_t i = 0; i < nv; i++) {
+    for (uint64_t i = 0; i < nv; i++)
         c->ops->unpin((void *)victims[i]->base);
+    pthread_mutex_lock(&c->mu);
+    for (uint64_t i = 0; i < nv; i++) {
+        drop(c, victims[i]);
         free(victims[i]);
     }
+    pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
     free(victims);
 }
 
@@ -255,6 +266,8 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
     e = find(c, base, end, &at, &conflict);
     if (conflict || (e == NULL && (bytes < GR_HOST_CACHE_MIN_BYTES || c->closed)))
         return GR_OK; /* overlaps an entry it is not inside (staged), or not to be cached */
+    if (e != NULL && e->state == ENTRY_UNPINNING)
+        return GR_OK; /* going away: staged, and not to be held */
     if (e != NULL) {
         if (held_already(h, e))
             return GR_OK;
@@ -298,6 +311,34 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
     return GR_OK;
 }
 
+static int range_cmp(const void *a, const void *b)
+{
+    const uintptr_t *x = a, *y = b;
+
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The hold's snapshot of its registered entries (under mu): see gr_host_hold.ready. */
+static gr_status snapshot_ready(gr_host_hold *h)
+{
+    uint32_t n = 0;
+
+    for (uint32_t k = 0; k < h->n; k++)
+        n += h->v[k]->state == ENTRY_REGISTERED;
+    if (n == 0)
+        return GR_OK;
+    if ((h->ready = gr__malloc(n * sizeof(*h->ready))) == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (uint32_t k = 0; k < h->n; k++)
+        if (h->v[k]->state == ENTRY_REGISTERED) {
+            h->ready[h->n_ready][0] = h->v[k]->base;
+            h->ready[h->n_ready][1] = h->v[k]->end;
+            h->n_ready++;
+        }
+    qsort(h->ready, h->n_ready, sizeof(*h->ready), range_cmp);
+    return GR_OK;
+}
+
 gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tensor *t,
                               uint64_t count, gr_host_hold *out)
 {
@@ -307,6 +348,8 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
     out->v = NULL;
     out->n = 0;
     out->live = false;
+    out->ready = NULL;
+    out->n_ready = 0;
     if (c == NULL)
         return GR_OK;
     pthread_mutex_lock(&c->mu);
@@ -340,6 +383,8 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
             st = hold_range(c, ptr, bytes, out);
         }
     }
+    if (st == GR_OK)
+        st = snapshot_ready(out);
     pthread_mutex_unlock(&c->mu);
     if (st != GR_OK)
         gr__host_cache_release(c, out);
@@ -366,26 +411,44 @@ void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h)
     }
     pthread_mutex_unlock(&c->mu);
     free(h->v);
+    free(h->ready);
     h->v = NULL;
-    h->n = 0;
+    h->ready = NULL;
+    h->n = h->n_ready = 0;
 }
 
-bool gr__host_cache_ready(gr_host_cache *c, const void *p, uint64_t bytes)
+bool gr__host_cache_ready(gr_host_cache *c, const gr_host_hold *hold, const void *p,
+                          uint64_t bytes)
 {
     uintptr_t a = (uintptr_t)p;
-    uint64_t i;
-    bool ready, inside = false;
+    bool inside;
 
     if (c == NULL)
         return false;
+    if (hold != NULL && hold->n_ready > 0) { /* the job's own: no lock, it cannot change */
+        uint32_t lo = 0, hi = hold->n_ready;
+
+        while (lo < hi) { /* the first range ending above a */
+            uint32_t mid = lo + (hi - lo) / 2;
+
+            if (hold->ready[mid][1] <= a)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < hold->n_ready && hold->ready[lo][0] <= a)
+            return a + bytes <= hold->ready[lo][1];
+    }
+    /* In an entry the job did not hold registered: staged. Outside every entry: the
+     * owner's memory, as the driver says. */
     pthread_mutex_lock(&c->mu);
-    i = first_ending_above(c, a);
-    if (i < c->n && c->v[i]->base <= a) {
-        inside = true;
-        ready = c->v[i]->state == ENTRY_REGISTERED && a + bytes <= c->v[i]->end;
+    {
+        uint64_t i = first_ending_above(c, a);
+
+        inside = i < c->n && c->v[i]->base <= a;
     }
     pthread_mutex_unlock(&c->mu);
-    return inside ? ready : c->ops->dma_ready(p);
+    return !inside && c->ops->dma_ready(p);
 }
 
 gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
@@ -398,8 +461,8 @@ gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
     if (c == NULL)
         return GR_OK;
     pthread_mutex_lock(&c->mu);
-    for (;;) {
-        bool registering = false;
+    for (;;) { /* until nothing in the range is being registered or unregistered */
+        bool busy = false;
 
         for (uint64_t i = first_ending_above(c, lo); i < c->n && c->v[i]->base < hi; i++) {
             if (c->v[i]->holds > 0) {
@@ -410,9 +473,9 @@ gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
                                     "gr_host_forget: memory at %p is in use by a job that "
                                     "has not ended; wait for it first", (void *)b);
             }
-            registering |= c->v[i]->state == ENTRY_REGISTERING;
+            busy |= c->v[i]->state == ENTRY_REGISTERING || c->v[i]->state == ENTRY_UNPINNING;
         }
-        if (!registering)
+        if (!busy)
             break;
         pthread_cond_wait(&c->idle, &c->mu);
     }
@@ -425,23 +488,23 @@ gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
     for (uint64_t i = first_ending_above(c, lo); i < c->n && c->v[i]->base < hi;) {
         gr_host_entry *e = c->v[i];
 
+        if (e->state == ENTRY_REGISTERED) { /* stays in the array until unregistered */
+            c->reserved -= e->end - e->base;
+            e->state = ENTRY_UNPINNING;
+            gone[n_gone++] = e;
+            i++;
+            continue;
+        }
         if (e->state == ENTRY_QUEUED)
             c->queued--, c->urgent -= e->urgent;
-        if (e->state == ENTRY_REGISTERED)
-            c->reserved -= e->end - e->base;
-        if (e->state == ENTRY_REGISTERED)
-            gone[n_gone++] = e;
-        else
-            e->dropped = true, free(e);
-        memmove(&c->v[i], &c->v[i + 1], (c->n - i - 1) * sizeof(c->v[0]));
-        c->n--;
+        remove_at(c, i);
+        free(e);
     }
     pthread_mutex_unlock(&c->mu);
-    for (uint64_t k = 0; k < n_gone; k++) {
-        c->ops->unpin((void *)gone[k]->base);
-        free(gone[k]);
-    }
-    free(gone);
+    if (n_gone > 0)
+        unpin_victims(c, gone, n_gone); /* frees gone */
+    else
+        free(gone);
     return GR_OK;
 }
 
@@ -484,6 +547,8 @@ void gr__host_cache_close(gr_host_cache *c)
     for (uint64_t i = 0; i < n; i++) {
         gr_host_entry *e = v[i];
 
+        if (e->state == ENTRY_UNPINNING)
+            continue; /* a forget on another thread unregisters and frees it */
         e->dropped = true;
         if (e->state == ENTRY_REGISTERED)
             c->ops->unpin((void *)e->base);

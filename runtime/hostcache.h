@@ -19,9 +19,10 @@
  * is live. Every job holds (gr__host_cache_hold) each cache entry that its port ranges lie
  * in or create, from submission until its last index has ended (gr__host_cache_release);
  * eviction (least recently used, to stay within the capacity) and gr_host_forget take only
- * entries no job holds. And a range is DMA-ready for the planner only when it lies whole
- * inside one registered entry (gr__host_cache_ready): a view that starts in a registered
- * range and runs past it is staged, never handed to the DMA engine half pinned.
+ * entries no job holds. And a range is DMA-ready for a job only when it lies whole inside
+ * one entry that was registered when the job took its hold (gr__host_cache_ready): a view
+ * that starts in a registered range and runs past it is staged, never handed to the DMA
+ * engine half pinned, and a range registered while the job runs waits for the next job.
  *
  * What the caller must promise (graphrun.h says it too): memory a job used stays mapped
  * until gr_host_forget has returned for it or the runtime is destroyed; freeing it before
@@ -67,6 +68,12 @@ typedef struct gr_host_hold {
     struct gr_host_entry **v;
     uint32_t n;
     bool live; /* counted among the cache's live jobs */
+    /* The held entries that were registered when the job was submitted, as [lo, hi)
+     * ranges sorted by address: all the job may copy by DMA of what the cache knows
+     * (one registered later, by the thread, is not the job's to use: it never held it
+     * registered, and eviction does not wait for it on its behalf). */
+    uintptr_t (*ready)[2];
+    uint32_t n_ready;
 } gr_host_hold;
 
 /* A cache of at most `capacity` page-locked bytes (> 0). The thread starts on first use. */
@@ -89,9 +96,11 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
 /* Give back a hold (every index of its job has ended). */
 void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h);
 
-/* Whether [p, p + bytes) can be copied by DMA as it lies: inside one registered entry, or
- * (outside every entry) page-locked by its owner as ops->dma_ready says. Any thread. */
-bool gr__host_cache_ready(gr_host_cache *c, const void *p, uint64_t bytes);
+/* Whether [p, p + bytes) can be copied by DMA as it lies for the job holding `hold` (NULL:
+ * none): inside one entry registered in its hold, or (outside every entry) page-locked by
+ * its owner as ops->dma_ready says. Any thread. */
+bool gr__host_cache_ready(gr_host_cache *c, const gr_host_hold *hold, const void *p,
+                          uint64_t bytes);
 
 /* Unregister and drop every entry overlapping [p, p + bytes), waiting for one being
  * registered. GR_ERR_INVALID_USAGE (nothing changed) when a live job holds one of them. */

@@ -141,8 +141,8 @@ static bool stop_one_locked(gr_runtime *rt, bool (*pick)(const gr_job *, int64_t
 }
 
 gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
-                                 uint64_t count, gr_unit **units, uint64_t *n_units,
-                                 uint32_t **pending)
+                                 uint64_t count, const gr_host_hold *hold, gr_unit **units,
+                                 uint64_t *n_units, uint32_t **pending)
 {
     uint64_t arena = UINT64_MAX;
     gr_unit_limits lim;
@@ -160,7 +160,7 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
                           rt->cfg.batch_below_bytes, rt->cfg.pipeline_bytes);
     lim.scatter = g->copies_at_ends && rt->backend->batch_copies != NULL &&
                   rt->backend->batch_copies();
-    return gr__units_plan(g, t, count, &lim, &rt->env, units, n_units, pending);
+    return gr__units_plan(g, t, count, &lim, &rt->env, hold, units, n_units, pending);
 }
 
 void gr__runtime_job_finished(gr_runtime *rt)
@@ -404,11 +404,12 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
     return GR_OK;
 }
 
-static bool host_ready(const gr_backend_env *env, const void *p, uint64_t bytes)
+static bool host_ready(const gr_backend_env *env, const gr_host_hold *hold, const void *p,
+                       uint64_t bytes)
 {
     const gr_runtime *rt = (const gr_runtime *)((const char *)env - offsetof(gr_runtime, env));
 
-    return env->host_cache != NULL ? gr__host_cache_ready(env->host_cache, p, bytes)
+    return env->host_cache != NULL ? gr__host_cache_ready(env->host_cache, hold, p, bytes)
                                    : rt->backend->dma_ready(p);
 }
 

@@ -70,13 +70,14 @@ static bool adjacent(const gr_graph *g, const gr_tensor *a, const gr_tensor *b)
     return true;
 }
 
-static bool tensor_dma_ready(const gr_graph *g, const gr_tensor *t, const gr_backend_env *env)
+static bool tensor_dma_ready(const gr_graph *g, const gr_tensor *t, const gr_backend_env *env,
+                             const struct gr_host_hold *hold)
 {
     for (uint32_t p = 0; p < g->n_inputs; p++)
-        if (!env->host_ready(env, t->in[p], gr_graph_port_bytes(g, false, p, t->elems)))
+        if (!env->host_ready(env, hold, t->in[p], gr_graph_port_bytes(g, false, p, t->elems)))
             return false;
     for (uint32_t p = 0; p < g->n_outputs; p++)
-        if (!env->host_ready(env, t->out[p], gr_graph_port_bytes(g, true, p, t->elems)))
+        if (!env->host_ready(env, hold, t->out[p], gr_graph_port_bytes(g, true, p, t->elems)))
             return false;
     return true;
 }
@@ -103,7 +104,7 @@ static bool push(plan *p, gr_unit u)
 
 gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                          const gr_unit_limits *lim, const gr_backend_env *env,
-                         gr_unit **units, uint64_t *n_units, uint32_t **pending)
+                         const struct gr_host_hold *hold, gr_unit **units, uint64_t *n_units, uint32_t **pending)
 {
     plan p = {0};
     gr_unit batch = {0};
@@ -120,14 +121,16 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         return GR_ERR_OUT_OF_MEMORY;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t n = t[i].elems;
-        bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], env);
+        bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], env, hold);
         /* A medium tensor, batched only where the DMA engine takes each where it lies. */
         bool medium = lim->scatter && ready && n < lim->scatter_below && n <= lim->pipe_elems;
-        /* A medium tensor in pageable memory, gathered with others into one staged unit when
-         * two or more fit the staging buffer: staged alone, each paid a whole unit's fixed
-         * costs for little data (on the H200 pageable 1 MiB tensors went at 7.8 GB/s each
-         * way, against 24.6 for 256 KiB ones, batched). */
-        bool pageable_medium = n >= lim->batch_below && !ready && 2 * n <= lim->stage_elems;
+        /* A medium tensor in pageable memory, gathered with others into staged units of at
+         * most half the staging buffer: staged alone, each paid a whole unit's fixed costs
+         * for little data. On the H200 pageable 1 MiB tensors alone went at 7.8 GB/s each
+         * way and gathered into full staging buffers at 20.6; 16 MiB ones alone at 24.7
+         * and two to a full buffer at 16.7 (fewer, larger units overlap less): hence the
+         * half. */
+        bool pageable_medium = n >= lim->batch_below && !ready && 4 * n <= lim->stage_elems;
 
         if (n >= lim->batch_below && !medium && !pageable_medium) {
             uint64_t limit = ready ? lim->pipe_elems : lim->stage_elems;
@@ -151,6 +154,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         identity = false;
         if (batch.tensors != 0 &&
             (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > lim->stage_elems ||
+             (pageable_medium && batch.elems + n > lim->stage_elems / 2) ||
              (medium && batch.staged) || (pageable_medium && !batch.staged) ||
              (batch.scattered && n < lim->scatter_from))) {
             if (!push(&p, batch))
@@ -160,7 +164,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         if (batch.tensors == 0) {
             /* Direct while the batch is one contiguous range of DMA-ready memory. */
             bool first_ready = n >= lim->batch_below ? ready  /* asked above already */
-                                                     : tensor_dma_ready(g, &t[i], env);
+                                                     : tensor_dma_ready(g, &t[i], env, hold);
 
             batch = (gr_unit){i, 0, 0, 0, !first_ready, false};
         } else if (!batch.staged && !batch.scattered && !adjacent(g, &t[i - 1], &t[i])) {

@@ -72,8 +72,8 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
                                uint64_t pipeline_bytes);
 
 /*
- * Plan the units of `count` tensors. `env->host_ready(env, p, bytes)` says whether host
- * memory [p, p + bytes) can be read by DMA as it is (page-locked; always true on the host
+ * Plan the units of `count` tensors. `env->host_ready(env, hold, p, bytes)` says whether
+ * host memory [p, p + bytes) can be read by DMA as it is, for the job holding `hold` (page-locked; always true on the host
  * backend). On GR_OK:
  * *units is NULL when every tensor is one unit as given (then unit k is tensor k, and
  * *pending is NULL too), else an array of *n_units units and *pending the number of units
@@ -81,6 +81,7 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
  */
 gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                          const gr_unit_limits *lim, const gr_backend_env *env,
-                         gr_unit **units, uint64_t *n_units, uint32_t **pending);
+                         const struct gr_host_hold *hold, gr_unit **units, uint64_t *n_units,
+                         uint32_t **pending);
 
 #endif /* GR_UNITS_H */

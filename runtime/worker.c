@@ -253,6 +253,7 @@ static bool run_task(gr_worker *w, const gr_task *t)
     it.graph = g;
     it.tensor = &w->view;
     it.index = u.index;
+    it.host_hold = &job->host_hold;
     st = gr_graph_layout(g, u.elems, it.offsets, &bytes);
     if (st != GR_OK) { /* validated at submit: cannot happen */
         st = gr_error_set(&detail, GR_ERR_INTERNAL, u.index, NULL, "layout failed");

@@ -114,7 +114,7 @@ static void registered_in_background_then_ready(void)
 
     setup();
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
-    ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB)); /* unknown, pageable */
+    ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB)); /* unknown, pageable */
     hold_one(c, 0, &h);
     ASSERT_EQ_U64(h.n, 1); /* in place: input and output are one range */
     gr__host_cache_settle(c);
@@ -122,10 +122,11 @@ static void registered_in_background_then_ready(void)
     gr__host_cache_release(c, &h);
     gr__host_cache_settle(c); /* no live job: its turn */
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
-    ASSERT_TRUE(gr__host_cache_ready(c, region[0], 2 * MIB));
-    ASSERT_TRUE(gr__host_cache_ready(c, region[0] + 4096, 16384)); /* a view inside */
-    ASSERT_TRUE(!gr__host_cache_ready(c, region[0] + 4096, 2 * MIB)); /* runs past it */
+    ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB)); /* not held: staged */
     hold_one(c, 0, &h); /* the next job finds it registered */
+    ASSERT_TRUE(gr__host_cache_ready(c, &h, region[0], 2 * MIB));
+    ASSERT_TRUE(gr__host_cache_ready(c, &h, region[0] + 4096, 16384)); /* a view inside */
+    ASSERT_TRUE(!gr__host_cache_ready(c, &h, region[0] + 4096, 2 * MIB)); /* runs past it */
     gr__host_cache_stats_get(c, &s);
     ASSERT_EQ_U64(s.hits, 1);
     ASSERT_EQ_U64(s.registrations, 1);
@@ -152,9 +153,14 @@ static void used_again_while_queued_registers_at_once(void)
     hold_one(c, 0, &b);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
-    ASSERT_TRUE(gr__host_cache_ready(c, region[0], 2 * MIB));
+    /* Registered while a and b run: theirs stays staged (they never held it registered,
+     * and eviction does not wait for them); the next job copies it by DMA. */
+    ASSERT_TRUE(!gr__host_cache_ready(c, &b, region[0], 2 * MIB));
     gr__host_cache_release(c, &a);
     gr__host_cache_release(c, &b);
+    hold_one(c, 0, &a);
+    ASSERT_TRUE(gr__host_cache_ready(c, &a, region[0], 2 * MIB));
+    gr__host_cache_release(c, &a);
     gr__host_cache_free(c);
     teardown();
 }
@@ -200,7 +206,7 @@ static void least_recently_used_goes_never_a_held_one(void)
     ASSERT_EQ(atomic_load(&pinned[1]), 0); /* evicted */
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
     ASSERT_EQ(atomic_load(&pinned[2]), 1);
-    ASSERT_TRUE(!gr__host_cache_ready(c, region[1], 2 * MIB));
+    ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[1], 2 * MIB));
 
     /* 0 held: 3 (wanted at once: two jobs use it) can only take 2's place. */
     hold_one(c, 0, &a);
@@ -215,7 +221,7 @@ static void least_recently_used_goes_never_a_held_one(void)
     hold_one(c, 4, &b2);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[4]), 0);
-    ASSERT_TRUE(!gr__host_cache_ready(c, region[4], 2 * MIB));
+    ASSERT_TRUE(!gr__host_cache_ready(c, &b, region[4], 2 * MIB));
     gr__host_cache_release(c, &b);
     gr__host_cache_release(c, &b2);
     gr__host_cache_release(c, &a);
@@ -279,7 +285,7 @@ static void forget_refuses_held_memory_and_unregisters(void)
     gr__host_cache_release(c, &h);
     ASSERT_STATUS(gr__host_cache_forget(c, region[0] + 100, 10, &err), GR_OK);
     ASSERT_EQ(atomic_load(&pinned[0]), 0);
-    ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
+    ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB));
     ASSERT_STATUS(gr__host_cache_forget(c, region[5], 2 * MIB, &err), GR_OK); /* unknown */
     hold_one(c, 0, &h); /* known afresh, registered again */
     gr__host_cache_release(c, &h);
@@ -303,7 +309,7 @@ static void refused_registration_stays_pageable(void)
     hold_one(c, 0, &h);
     gr__host_cache_release(c, &h);
     gr__host_cache_settle(c);
-    ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
+    ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB));
     gr__host_cache_stats_get(c, &s);
     ASSERT_EQ_U64(s.failures, 1);
     ASSERT_EQ_U64(s.registered_bytes, 0);
@@ -324,7 +330,7 @@ static void owners_registration_left_alone(void)
     gr__host_cache_settle(c);
     ASSERT_EQ_U64(h.n, 0);
     ASSERT_EQ(atomic_load(&pins), 0);
-    ASSERT_TRUE(gr__host_cache_ready(c, region[2], 2 * MIB)); /* the owner's answer */
+    ASSERT_TRUE(gr__host_cache_ready(c, &h, region[2], 2 * MIB)); /* the owner's answer */
     gr__host_cache_release(c, &h);
     gr__host_cache_free(c);
     ASSERT_EQ(atomic_load(&unpins), 0);
@@ -351,7 +357,8 @@ static void overlapping_ranges_stay_pageable(void)
     gr__host_cache_settle(c);
     ASSERT_EQ_U64(b.n, 0);
     ASSERT_EQ(atomic_load(&pins), 1);
-    ASSERT_TRUE(!gr__host_cache_ready(c, region[0] + MIB, 2 * MIB));
+    ASSERT_TRUE(!gr__host_cache_ready(c, &a, region[0] + MIB, 2 * MIB));
+    ASSERT_TRUE(gr__host_cache_ready(c, &a, region[0] + MIB, MIB)); /* inside: yes */
     gr__host_cache_release(c, &b);
     gr__host_cache_release(c, &a);
     gr__host_cache_free(c);
@@ -369,9 +376,10 @@ static void close_unregisters_what_jobs_still_hold(void)
     gr__host_cache_release(c, &h);
     gr__host_cache_settle(c);
     hold_one(c, 0, &h);
+    ASSERT_TRUE(gr__host_cache_ready(c, &h, region[0], 2 * MIB));
     gr__host_cache_close(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 0);
-    ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
+    ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB));
     gr__host_cache_release(c, &h); /* still valid after close */
     hold_one(c, 1, &h);             /* and holds after close register nothing */
     ASSERT_EQ_U64(h.n, 0);
@@ -396,15 +404,27 @@ static void *worker(void *arg)
     for (int k = 0; k < 400; k++) {
         int r = (int)(rand_r(&w->seed) % RANGES);
         gr_host_hold h;
+        bool held;
 
         if (rand_r(&w->seed) % 8 == 0) {
             gr__host_cache_forget(w->c, region[r], 2 * MIB, NULL);
             continue;
         }
         hold_one(w->c, r, &h);
-        atomic_fetch_add(&in_use[r], 1);
-        (void)gr__host_cache_ready(w->c, region[r], 2 * MIB);
-        atomic_fetch_sub(&in_use[r], 1);
+        /* Used only when held: a range being unregistered is held by no one (staged). */
+        held = h.n > 0;
+        if (held)
+            atomic_fetch_add(&in_use[r], 1);
+        if (k % 4 == 0) { /* a second job over it: registered at once, even while busy */
+            gr_host_hold h2;
+
+            hold_one(w->c, r, &h2);
+            gr__host_cache_release(w->c, &h2);
+        }
+        if (!held)
+            ASSERT_TRUE(!gr__host_cache_ready(w->c, &h, region[r], 2 * MIB));
+        else
+            atomic_fetch_sub(&in_use[r], 1);
         gr__host_cache_release(w->c, &h);
     }
     return NULL;

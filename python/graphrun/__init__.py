@@ -478,6 +478,7 @@ class Runtime:
         cfg.batch_below_bytes = parse_size(batch_below)
         cfg.pipeline_bytes = parse_size(pipeline)
         cfg.host_cache_bytes = parse_size(host_cache)
+        self._host_cache = cfg.host_cache_bytes != 0
         cfg.split_tensors = 1 if split_tensors else 0
         self._fault_plan = fault_plan.encode() if fault_plan is not None else None
         cfg.fault_plan = self._fault_plan
@@ -870,6 +871,13 @@ class Job:
                 except BaseException:
                     log.exception("graphrun: job %d: copying an output back failed",
                                   self.id)
+            if self.runtime._host_cache and self._keep:
+                # The package's own contiguous copies die with the job: the registration
+                # cache must not keep their pages (gr_host_forget's promise).
+                for bufs in self._keep:
+                    for b in bufs:
+                        if b.copy_back is not None and b.nbytes:
+                            lib.gr_host_forget(self.runtime._handle, b.ptr, b.nbytes)
             self._keep = None
             if self._on_complete is not None:
                 try:

@@ -240,7 +240,8 @@ uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it)
         uint32_t port = out ? p - g->n_inputs : p;
         const void *ptr = out ? it->tensor->out[port] : it->tensor->in[port];
 
-        if (env->host_ready(env, ptr, gr_graph_port_bytes(g, out, port, it->tensor->elems)))
+        if (env->host_ready(env, it->host_hold, ptr,
+                            gr_graph_port_bytes(g, out, port, it->tensor->elems)))
             kinds |= 1u << (out ? GR_MAX_PORTS + port : port);
     }
     return kinds;
