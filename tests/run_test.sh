@@ -3,7 +3,11 @@
 # checks the outputs (tests/npy_tool.py), so nothing here trusts graphrun's own .npy code.
 # Covers .npy and raw files, directories, a two-input graph, the JSON summary, environment
 # defaults, device lists on emulated devices, a manifest, every refusal (with its message, and
-# no output file left behind), and Ctrl-C (exit 130, nothing written). Element types: graphs
+# no output file left behind; with --json one JSON object, and nothing created). Outputs per
+# tensor: Ctrl-C keeps what is done and --resume goes on; a failing tensor (GR_FAULT) stops
+# the run or, with --keep-going, does not; --all-or-nothing writes nothing unless all is
+# done; SIGKILL mid-run leaves no partial output and the next run removes what it left.
+# Element types: graphs
 # of every type (tests/graphs/) on .npy inputs of either byte order, outputs compared byte
 # for byte with what np.save writes for NumPy's result; bfloat16 through ml_dtypes, SKIP
 # where it cannot be imported.
@@ -223,23 +227,35 @@ existing_output_needs_force() {
     run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/keep.npy" --force &&
     np check-seed "$T/keep.npy" "$T/a.npy"
 }
-interrupted_run_writes_nothing() {
-  local i pid rc delay
-  mkdir -p "$T/big_in"
-  "$py" -c '
+# The per-tensor cases below share 48 tensors of 4 MiB (about 1.5 s with one worker here):
+# each is one unit of work (1 MiB and more: not batched), so GR_FAULT=arena:3 fails exactly
+# the third tensor to start, t02 with one worker.
+big_inputs() {
+  [[ -e $T/big_in/t47.npy ]] && return
+  mkdir -p "$T/big_in" && "$py" -c '
 import numpy as np, sys
 rng = np.random.default_rng(1)
 for i in range(48):
-    np.save(f"{sys.argv[1]}/t{i:02d}.npy", rng.random(1 << 20, dtype=np.float32))' "$T/big_in" || return 1
-  # The run takes about 1.5 s here; a faster machine may finish before the signal comes,
-  # which proves nothing either way, so then try again with less time before the signal.
-  # Not much less: a background job of a non-interactive shell starts with SIGINT ignored
-  # until graphrun installs its handler, so a signal sent at once could be lost.
+    np.save(f"{sys.argv[1]}/t{i:02d}.npy", rng.random(1 << 20, dtype=np.float32))' "$T/big_in"
+}
+big_run() { # OUT_DIR EXTRA...: the shared run, in the background ($pid)
+  local o=$1
+  shift
+  "$bin" run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$o" \
+    --workers 1 --progress never "$@" >"$out" 2>"$err" &
+  pid=$!
+}
+counts() { np check-manifest "$@" >"$T/counts" && cat "$T/counts"; }
+# SIGINT at a delay into the run, retried sooner when it finished first (which proves
+# nothing either way). Not much sooner: a background job of a non-interactive shell starts
+# with SIGINT ignored until graphrun installs its handler, so a signal sent at once could be
+# lost. Sets rc.
+interrupt_big_run() { # OUT_DIR EXTRA...
+  local o=$1 delay
+  shift
   for delay in 0.5 0.3 0.2; do
-    rm -rf "$T/big_out"
-    "$bin" run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/big_out" \
-      --workers 1 --progress never >"$out" 2>"$err" &
-    pid=$!
+    rm -rf "$o" "$o.manifest.json"
+    big_run "$o" "$@"
     sleep "$delay"
     kill -INT "$pid"
     wait "$pid"
@@ -248,8 +264,152 @@ for i in range(48):
     echo "    finished within $delay s, before the signal: again, sooner"
   done
   [[ $rc == 130 ]] || { echo "    exit $rc, expected 130"; sed 's/^/    | /' "$out" "$err"; return 1; }
-  has "$err" "interrupted" && has "$err" "no output written" &&
-    [[ -z $(ls -A "$T/big_out" 2>/dev/null) ]] || { echo "    left in big_out:"; ls -A "$T/big_out"; return 1; }
+}
+interrupted_run_keeps_what_is_done_and_resumes() {
+  local rc pid c done before after
+  big_inputs && interrupt_big_run "$T/big_out" || return 1
+  c=$(counts "$T/big_out.manifest.json") || return 1
+  done=$(sed 's/done=\([0-9]*\).*/\1/' <<<"$c")
+  ((done > 0 && done < 48)) || { echo "    $c: want some done, not all"; return 1; }
+  [[ $c == "done=$done failed=0 not_run=$((48 - done)) earlier=0" ]] || { echo "    $c"; return 1; }
+  has "$err" "graphrun run: interrupted: $done of 48 done, written; $((48 - done)) not run; rerun with --resume" &&
+    has "$out" "interrupted: $done of 48 tensors done, 0 failed, $((48 - done)) not run; $done outputs written" ||
+    return 1
+  # --resume runs the rest only: the outputs already there are not written again.
+  before=$(cd "$T/big_out" && stat -c '%n %i %Y' * | sort)
+  run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/big_out" \
+    --workers 1 --resume &&
+    has "$out" "ok: 48 of 48 tensors done ($done by an earlier run), 0 failed, 0 not run; $((48 - done)) outputs written" ||
+    return 1
+  c=$(counts "$T/big_out.manifest.json") &&
+    [[ $c == "done=48 failed=0 not_run=0 earlier=$done" ]] || { echo "    $c"; return 1; }
+  after=$(cd "$T/big_out" && stat -c '%n %i %Y' $(cut -d' ' -f1 <<<"$before") | sort)
+  [[ $before == "$after" ]] || { echo "    outputs of the earlier run were rewritten"; return 1; }
+  # An input that changed since (its mtime) is run again; the others are not.
+  touch -d '2001-01-01' "$T/big_in/t05.npy" &&
+    run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/big_out" \
+      --resume --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["done"] == 48 and d["resumed"] == 47, d
+assert d["outputs_written"] == 1 and d["bytes_in"] == 4 << 20, d' "$out" &&
+    counts "$T/big_out.manifest.json" >/dev/null
+}
+failing_tensor_stops_the_run() { # the default: no new tensor starts; what is done is kept
+  local c done not_run
+  big_inputs && rm -rf "$T/stop_out" &&
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/stop_out" --workers 1 || return 1
+  c=$(counts "$T/stop_out.manifest.json") || return 1
+  [[ $c =~ ^done=([0-9]+)\ failed=1\ not_run=([0-9]+)\ earlier=0$ ]] || { echo "    $c"; return 1; }
+  done=${BASH_REMATCH[1]} not_run=${BASH_REMATCH[2]}
+  ((not_run > 0 && done >= 2)) || { echo "    $c"; return 1; }
+  has "$err" "tensor 2 ($T/big_in/t02.npy) failed: out of host memory: cannot place" &&
+    has "$err" "(injected fault)" &&
+    has "$err" "graphrun run: failed: $done of 48 done, written; 1 failed; $not_run not run; rerun with --resume" &&
+    "$py" -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["files"][2]
+assert t["name"] == "t02.npy" and t["status"] == "failed", t
+assert t["error"]["status"] == "out of host memory", t
+assert "injected fault" in t["error"]["message"], t' "$T/stop_out.manifest.json" &&
+    run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/stop_out" --resume && c=$(counts "$T/stop_out.manifest.json") &&
+    [[ $c == "done=48 failed=0 not_run=0 earlier=$done" ]] || { echo "    ${c:-}"; return 1; }
+}
+keep_going_past_a_failing_tensor() { # every other tensor done; the run still failed (1)
+  local c
+  big_inputs && rm -rf "$T/kg_out" &&
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/kg_out" --workers 1 --keep-going --json &&
+    c=$(counts "$T/kg_out.manifest.json") &&
+    [[ $c == "done=47 failed=1 not_run=0 earlier=0" ]] || { echo "    ${c:-}"; return 1; }
+  # Honest counts: only the 47 that succeeded count, in bytes and throughput.
+  "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "failed" and d["tensors"] == 48 and d["done"] == 47, d
+assert d["failed"] == 1 and d["not_run"] == 0 and d["outputs_written"] == 47, d
+assert d["bytes_in"] == d["bytes_out"] == 47 * (4 << 20), d
+f = d["failures"]
+assert [x["index"] for x in f] == [2] and f[0]["input"].endswith("t02.npy"), f
+assert f[0]["status"] == "out of host memory" and "injected" in f[0]["message"], f' "$out" &&
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/kg_out" --workers 1 --keep-going --force &&
+    has "$out" "failed: 47 of 48 tensors done, 1 failed, 0 not run; 47 outputs written" &&
+    has "$err" "graphrun run: failed: 47 of 48 done, written; 1 failed; 0 not run; rerun with --resume"
+}
+all_or_nothing_keeps_the_old_way() { # nothing written unless every tensor is done
+  local rc pid
+  big_inputs && interrupt_big_run "$T/aon_out" --all-or-nothing &&
+    has "$err" "interrupted" && has "$err" "no output written" &&
+    [[ -z $(ls -A "$T/aon_out" 2>/dev/null) && ! -e $T/aon_out.manifest.json ]] ||
+    { echo "    left:"; ls -A "$T/aon_out" "$T"/aon_out.manifest.json; return 1; }
+  rm -rf "$T/aon_out" && GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" \
+    --input "$T/big_in" --output "$T/aon_out" --workers 1 --all-or-nothing &&
+    has "$err" "failed: no output written" &&
+    [[ -z $(ls -A "$T/aon_out" 2>/dev/null) && ! -e $T/aon_out.manifest.json ]] || return 1
+  run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/aon_out" \
+    --all-or-nothing && counts "$T/aon_out.manifest.json" >/dev/null &&
+    [[ $(cat "$T/counts") == "done=48 failed=0 not_run=0 earlier=0" ]] &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/aon.npy" \
+      --all-or-nothing --resume && has "$err" "not with --resume" && absent "$T/aon.npy"
+}
+sigkill_leaves_no_partial_output() { # SIGKILL mid-run; the next run cleans up and goes on
+  local i pid c
+  big_inputs && rm -rf "$T/kill_out" "$T/kill_out.manifest.json" && big_run "$T/kill_out" ||
+    return 1
+  for ((i = 0; i < 200; i++)); do # until the manifest records a tensor done (at most 10 s)
+    grep -q '"status": "done"' "$T/kill_out.manifest.json" 2>/dev/null && break
+    sleep 0.05
+  done
+  kill -KILL "$pid"
+  wait "$pid"
+  # Whatever the moment: every file under an output's name is whole, and the manifest too.
+  "$py" - "$T/kill_out" "$T/big_in" "$tool" <<'PY' || return 1
+import os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[3]))
+import numpy as np, npy_tool
+for n in os.listdir(sys.argv[1]):
+    if not n.startswith("."):
+        npy_tool.same(np.load(f"{sys.argv[1]}/{n}"),
+                      npy_tool.seed(np.load(f"{sys.argv[2]}/{n}")), n)
+PY
+  counts "$T/kill_out.manifest.json" --killed >/dev/null || return 1
+  # What a process killed while writing leaves: a temporary file beside an output (made
+  # here, since the moment is hard to hit), and one beside a name that is not an output.
+  head -c 1000 "$T/big_in/t07.npy" >"$T/kill_out/.t07.npy.graphrun-tmp.AbC123" &&
+    echo mine >"$T/kill_out/.notes.graphrun-tmp.XyZ789" &&
+    run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/kill_out" --workers 1 --resume || return 1
+  c=$(ls -A "$T/kill_out" | grep '^\.') || true
+  [[ $c == .notes.graphrun-tmp.XyZ789 ]] || { echo "    hidden files left: $c"; return 1; }
+  rm "$T/kill_out/.notes.graphrun-tmp.XyZ789" && c=$(counts "$T/kill_out.manifest.json") &&
+    [[ $c =~ ^done=48\ failed=0\ not_run=0\ earlier=[1-9] ]] || { echo "    ${c:-}"; return 1; }
+}
+refusals_in_json_create_nothing() { # one JSON object for every refusal; nothing on disk
+  local line want
+  while IFS= read -r line; do
+    eval "set -- $line"
+    want=$1
+    shift
+    rm -rf "$T/ref_out" "$T/ref_out.manifest.json"
+    run 2 run "$@" --json && "$py" -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+d = json.loads(lines[0])
+assert d["status"] == "refused" and d["exit"] == 2, d
+assert sys.argv[2] in d["error"], (d, sys.argv[2])' "$out" "$want" || return 1
+    [[ ! -e $T/ref_out && ! -e $T/ref_out.manifest.json ]] &&
+      ! ls -A "$T" | grep -q '^\.ref_out' || { echo "    created:"; ls -d "$T"/ref_out*; return 1; }
+  done <<CASES
+"--budget" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --budget 1
+"unrecognized option" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --bogus
+"cannot read" --graph "$T/no.graph" --input "$T/in_dir" --output "$T/ref_out"
+"request exceeds the device memory budget" --graph "$examples/softmax.graph" --input "$T/in_dir" --output "$T/ref_out" --budget 256
+"--resume needs the manifest" --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/ref_out" --resume
+CASES
 }
 
 case_ npy_round_trip npy_round_trip
@@ -448,7 +608,12 @@ case_ refuses_unwritable_output refuses_unwritable_output
 case_ refuses_bad_spec_with_line_and_column refuses_bad_spec_with_line_and_column
 case_ refuses_port_count_mismatch refuses_port_count_mismatch
 case_ existing_output_needs_force existing_output_needs_force
-case_ interrupted_run_writes_nothing interrupted_run_writes_nothing
+case_ interrupted_run_keeps_what_is_done_and_resumes interrupted_run_keeps_what_is_done_and_resumes
+case_ failing_tensor_stops_the_run failing_tensor_stops_the_run
+case_ keep_going_past_a_failing_tensor keep_going_past_a_failing_tensor
+case_ all_or_nothing_keeps_the_old_way all_or_nothing_keeps_the_old_way
+case_ sigkill_leaves_no_partial_output sigkill_leaves_no_partial_output
+case_ refusals_in_json_create_nothing refusals_in_json_create_nothing
 case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes
 case_ sum_to_one_element_outputs sum_to_one_element_outputs
 case_ cuda_source_kernels_refused_on_host cuda_source_kernels_refused_on_host
