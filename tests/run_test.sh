@@ -387,6 +387,14 @@ PY
   rm "$T/kill_out/.notes.graphrun-tmp.XyZ789" && c=$(counts "$T/kill_out.manifest.json") &&
     [[ $c =~ ^done=48\ failed=0\ not_run=0\ earlier=[1-9] ]] || { echo "    ${c:-}"; return 1; }
 }
+resume_refuses_a_changed_graph() { # every output may be stale: none is skipped
+  cp "$examples/seed.graph" "$T/g.graph" && rm -rf "$T/rg_out" &&
+    run 0 run --graph "$T/g.graph" --input "$T/in_dir" --output "$T/rg_out" &&
+    touch -d '2001-01-01' "$T/g.graph" &&
+    run 2 run --graph "$T/g.graph" --input "$T/in_dir" --output "$T/rg_out" --resume &&
+    has "$err" "--resume: the graph file changed since the run that wrote $T/rg_out.manifest.json" &&
+    [[ $(counts "$T/rg_out.manifest.json") == "done=5 failed=0 not_run=0 earlier=0" ]]
+}
 refusals_in_json_create_nothing() { # one JSON object for every refusal; nothing on disk
   local line want
   while IFS= read -r line; do
@@ -613,6 +621,7 @@ case_ failing_tensor_stops_the_run failing_tensor_stops_the_run
 case_ keep_going_past_a_failing_tensor keep_going_past_a_failing_tensor
 case_ all_or_nothing_keeps_the_old_way all_or_nothing_keeps_the_old_way
 case_ sigkill_leaves_no_partial_output sigkill_leaves_no_partial_output
+case_ resume_refuses_a_changed_graph resume_refuses_a_changed_graph
 case_ refusals_in_json_create_nothing refusals_in_json_create_nothing
 case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes
 case_ sum_to_one_element_outputs sum_to_one_element_outputs

@@ -247,6 +247,13 @@ gr_status gr_ledger_resume(gr_ledger *l, const json_t *doc, const char *path, bo
     size_t k;
     json_t *f;
 
+    if (gf == NULL) {
+        snprintf(why, why_len,
+                 "--resume: %s does not record what became of each tensor (written by an "
+                 "older graphrun): run again without --resume (with --force)",
+                 path);
+        return GR_ERR_INVALID_ARGUMENT;
+    }
     if (!same_int(json_object_get(gf, "size"), l->graph_size) ||
         !same_int(json_object_get(gf, "mtime_ns"), l->graph_mtime_ns)) {
         snprintf(why, why_len,

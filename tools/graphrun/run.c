@@ -477,6 +477,7 @@ static int stage_manifests(run_state *s)
     run_args *a = &s->a;
     bool multi = gr_ranks_multi(&s->ranks);
     size_t n;
+    int rc;
 
     s->manifest_path = manifest_path(a, multi);
     if (s->manifest_path == NULL)
@@ -489,8 +490,8 @@ static int stage_manifests(run_state *s)
         }
         snprintf(s->own_path, n, "%s.rank%d", s->manifest_path, s->ranks.world.rank);
     }
-    if (a->resume && read_earlier(s) != GR_EXIT_OK)
-        return GR_EXIT_USAGE;
+    if (a->resume && (rc = read_earlier(s)) != GR_EXIT_OK)
+        return rc;
     if (s->ranks.world.rank == 0 &&
         gr_manifest_stage(&s->manifest, s->manifest_path, a->force || a->resume, s->why,
                           sizeof(s->why)) != GR_OK)

@@ -291,7 +291,9 @@ gr_status gr_manifest_stage(gr_manifest *m, const char *path, bool force, char *
     memset(m, 0, sizeof(*m));
     if (stat(path, &sb) == 0 && (S_ISDIR(sb.st_mode) || !force)) {
         snprintf(why, why_len, "manifest %s %s", path,
-                 S_ISDIR(sb.st_mode) ? "is a directory" : "exists (use --force to overwrite it)");
+                 S_ISDIR(sb.st_mode) ? "is a directory"
+                                     : "exists (use --force to overwrite it, or --resume to "
+                                       "go on with the run it records)");
         return GR_ERR_INVALID_ARGUMENT;
     }
     if ((m->path = strdup(path)) == NULL) {
