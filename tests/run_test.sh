@@ -246,22 +246,35 @@ big_run() { # OUT_DIR EXTRA...: the shared run, in the background ($pid)
   pid=$!
 }
 counts() { np check-manifest "$@" >"$T/counts" && cat "$T/counts"; }
-# SIGINT at a delay into the run, retried sooner when it finished first (which proves
-# nothing either way). Not much sooner: a background job of a non-interactive shell starts
-# with SIGINT ignored until graphrun installs its handler, so a signal sent at once could be
-# lost. Sets rc.
+wait_for_a_done_tensor() { # MANIFEST: until it records one (at most 20 s)
+  local i
+  for ((i = 0; i < 400; i++)); do
+    grep -q '"status": "done"' "$1" 2>/dev/null && return
+    sleep 0.05
+  done
+}
+# SIGINT into the run: per tensor, once the manifest records a tensor done (so that some are
+# done and, at about 30 ms a tensor, most are not); --all-or-nothing, which writes no
+# manifest before the end, at a delay, retried sooner when the run finished first (which
+# proves nothing either way). Not much sooner: a background job of a non-interactive shell
+# starts with SIGINT ignored until graphrun installs its handler, so a signal sent at once
+# could be lost. Sets rc.
 interrupt_big_run() { # OUT_DIR EXTRA...
   local o=$1 delay
   shift
   for delay in 0.5 0.3 0.2; do
     rm -rf "$o" "$o.manifest.json"
     big_run "$o" "$@"
-    sleep "$delay"
+    if [[ ${1:-} == --all-or-nothing ]]; then
+      sleep "$delay"
+    else
+      wait_for_a_done_tensor "$o.manifest.json"
+    fi
     kill -INT "$pid"
     wait "$pid"
     rc=$?
     [[ $rc == 0 ]] || break
-    echo "    finished within $delay s, before the signal: again, sooner"
+    echo "    finished before the signal: again"
   done
   [[ $rc == 130 ]] || { echo "    exit $rc, expected 130"; sed 's/^/    | /' "$out" "$err"; return 1; }
 }
@@ -356,13 +369,10 @@ all_or_nothing_keeps_the_old_way() { # nothing written unless every tensor is do
       --all-or-nothing --resume && has "$err" "not with --resume" && absent "$T/aon.npy"
 }
 sigkill_leaves_no_partial_output() { # SIGKILL mid-run; the next run cleans up and goes on
-  local i pid c
+  local pid c
   big_inputs && rm -rf "$T/kill_out" "$T/kill_out.manifest.json" && big_run "$T/kill_out" ||
     return 1
-  for ((i = 0; i < 200; i++)); do # until the manifest records a tensor done (at most 10 s)
-    grep -q '"status": "done"' "$T/kill_out.manifest.json" 2>/dev/null && break
-    sleep 0.05
-  done
+  wait_for_a_done_tensor "$T/kill_out.manifest.json"
   kill -KILL "$pid"
   wait "$pid"
   # Whatever the moment: every file under an output's name is whole, and the manifest too.

@@ -761,41 +761,45 @@ static void tensor_done(run_state *s, gr_job *job, uint64_t i)
     s->report.bytes_out += (int64_t)tensor_bytes(&s->plan, i, true);
 }
 
-/* Look at the job's indices still pending (pend, *n of them): write the outputs of those
- * done, record those failed; keep the rest. Returns whether any ended. */
-static bool collect(run_state *s, gr_job *job, uint64_t *pend, uint64_t *n)
+/* Look at the job's indices still pending (pend, *n of them): record those failed (and stop
+ * the run at once, before writing anything), then write the outputs of those done (ready:
+ * room for *n); keep the rest. Returns whether any ended. */
+static bool collect(run_state *s, gr_job *job, uint64_t *pend, uint64_t *n, uint64_t *ready)
 {
-    uint64_t kept = 0;
+    uint64_t kept = 0, n_ready = 0;
+    bool ended = false;
 
     for (uint64_t q = 0; q < *n; q++) {
         uint64_t j = pend[q], i = s->job_index[j];
         gr_index_state state = GR_INDEX_QUEUED;
         gr_status st = GR_OK;
+        gr_error_info first;
 
         gr_job_index_get(job, j, &state, &st);
-        if (state == GR_INDEX_DONE) {
-            tensor_done(s, job, i);
-        } else if (state == GR_INDEX_FAILED) {
-            gr_error_info first;
-
-            /* The runtime keeps the node and message of a job's first failure only. */
-            gr_job_error_get(job, &first);
-            if (first.index == j) {
-                say_failure(s, i, gr_status_str(st), first.node, first.message);
-                gr_ledger_failed(&s->ledger, i, gr_status_str(st), first.node, first.message);
-            } else {
-                say_failure(s, i, gr_status_str(st), NULL, NULL);
-                gr_ledger_failed(&s->ledger, i, gr_status_str(st), NULL, NULL);
-            }
-            stop_on_failure(s, job);
-        } else if (state != GR_INDEX_CANCELED) {
-            pend[kept++] = j; /* queued or running */
+        if (state == GR_INDEX_QUEUED || state == GR_INDEX_RUNNING) {
+            pend[kept++] = j;
+            continue;
         }
+        ended = true;
+        if (state == GR_INDEX_DONE)
+            ready[n_ready++] = i;
+        if (state != GR_INDEX_FAILED)
+            continue;
+        /* The runtime keeps the node and message of a job's first failure only. */
+        gr_job_error_get(job, &first);
+        if (first.index == j) {
+            say_failure(s, i, gr_status_str(st), first.node, first.message);
+            gr_ledger_failed(&s->ledger, i, gr_status_str(st), first.node, first.message);
+        } else {
+            say_failure(s, i, gr_status_str(st), NULL, NULL);
+            gr_ledger_failed(&s->ledger, i, gr_status_str(st), NULL, NULL);
+        }
+        stop_on_failure(s, job);
     }
-    if (kept == *n)
-        return false;
     *n = kept;
-    return true;
+    for (uint64_t q = 0; q < n_ready; q++)
+        tensor_done(s, job, ready[q]);
+    return ended;
 }
 
 /* Step 4: the job; per tensor, each one's outputs as it is done, and the manifest as the
@@ -809,7 +813,7 @@ static int run_job(run_state *s)
     gr_error_info err, first;
     gr_runtime_info info;
     gr_status st, result = GR_OK, w;
-    uint64_t base = 0, peak = 0, total = 0, n = 0, n_pend, *pend;
+    uint64_t base = 0, peak = 0, total = 0, n = 0, n_pend, *pend, *ready;
     gr_tensor *sub;
     int64_t t0;
     int rc = GR_EXIT_OK;
@@ -825,9 +829,11 @@ static int run_job(run_state *s)
     }
     s->job_index = calloc(n, sizeof(*s->job_index));
     pend = calloc(n, sizeof(*pend));
+    ready = calloc(n, sizeof(*ready));
     sub = calloc(n, sizeof(*sub));
-    if (!s->job_index || !pend || !sub) {
+    if (!s->job_index || !pend || !ready || !sub) {
         free(pend);
+        free(ready);
         free(sub);
         snprintf(s->why, sizeof(s->why), "out of memory");
         return GR_EXIT_RUNTIME;
@@ -859,6 +865,7 @@ static int run_job(run_state *s)
     if (rc != GR_EXIT_OK) {
         s->refused = true;
         free(pend);
+        free(ready);
         if (job) {
             gr_job_cancel(job);
             gr_job_wait(job, GR_WAIT_FOREVER, NULL);
@@ -875,13 +882,14 @@ static int run_job(run_state *s)
         w = gr_job_wait(job, POLL_NS, &result);
         if (interrupted)
             gr_job_cancel(job); /* idempotent; in-flight iterations finish */
-        if (collect(s, job, pend, &n_pend))
+        if (collect(s, job, pend, &n_pend, ready))
             write_live_manifest(s, "running", false);
         gr_job_progress_get(job, &jp);
         gr_progress_draw(&progress, &jp, s->rt);
     } while (w == GR_ERR_TIMEOUT);
     gr_progress_end(&progress);
     free(pend);
+    free(ready);
     r->job_ns = gr_now_ns() - t0;
     r->done = (int64_t)s->ledger.done;
     r->failed = (int64_t)s->ledger.failed;
