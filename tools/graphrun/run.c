@@ -314,6 +314,7 @@ typedef struct run_state {
     uint64_t n_claimed;
     int64_t manifest_at, manifest_cost; /* when it was last written, and what it took */
     bool manifest_failed;                /* a write failed (said once) */
+    bool manifest_dirty;                 /* a tensor ended since it was last written */
     bool reported;        /* the summary (or --json's object) is out */
     bool refused;         /* the job was refused (on some rank): nothing was written */
     gr_runtime *rt;
@@ -690,6 +691,7 @@ static gr_status write_live_manifest(run_state *s, const char *status, bool now)
     json_decref(doc);
     s->manifest_at = gr_now_ns();
     s->manifest_cost = s->manifest_at - t0;
+    s->manifest_dirty = false;
     if (st != GR_OK && !s->manifest_failed)
         fprintf(stderr, "graphrun run: %s (the outputs are whole, but --resume cannot use "
                         "this manifest)\n", why);
@@ -882,9 +884,17 @@ static int run_job(run_state *s)
         w = gr_job_wait(job, POLL_NS, &result);
         if (interrupted)
             gr_job_cancel(job); /* idempotent; in-flight iterations finish */
-        if (collect(s, job, pend, &n_pend, ready))
-            write_live_manifest(s, "running", false);
         gr_job_progress_get(job, &jp);
+        /* The pending indices are looked at only while the job's counters say more have
+         * ended than were seen to (an index's counter and its state are not stored at
+         * once: looking again next time until they agree; the last look, once the job
+         * is complete, sees all). */
+        if (w == GR_OK || jp.done + jp.failed + jp.canceled > n - n_pend)
+            s->manifest_dirty |= collect(s, job, pend, &n_pend, ready);
+        /* Written when due, also when nothing ended since: a tensor done just after the
+         * last write must not wait for the next one to end to be recorded. */
+        if (s->manifest_dirty)
+            write_live_manifest(s, "running", false);
         gr_progress_draw(&progress, &jp, s->rt);
     } while (w == GR_ERR_TIMEOUT);
     gr_progress_end(&progress);
