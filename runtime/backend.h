@@ -36,6 +36,11 @@ typedef struct gr_backend_env {
     uint32_t n_devices;    /* devices the runtime uses */
     const gr_logger *log;
     bool trace;            /* mark NVTX ranges (trace.h): a tool is attached */
+    /* Whether host memory [p, p + bytes) can be copied by DMA as it lies: the backend's
+     * dma_ready, or the registration cache's answer for ranges it knows (hostcache.h),
+     * which is the only safe one for them. Any thread. */
+    bool (*host_ready)(const struct gr_backend_env *env, const void *p, uint64_t bytes);
+    void *host_cache; /* the runtime's gr_host_cache, NULL when off: host_ready's state */
 } gr_backend_env;
 
 /* How far a failure of `run` reaches, as the backend judges it. */

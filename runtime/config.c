@@ -49,9 +49,11 @@ gr_status gr__config_check(const gr_config *caller, gr_config *full, gr_error_in
     static const gr_config defaults = GR_CONFIG_INIT;
     const gr_config *cfg = full;
 
-    /* A version's size is sizeof of that version (0.1's ends at device_count, padded). */
+    /* A version's size is sizeof of that version (0.1's ends at device_count, padded;
+     * 0.2's at pipeline_bytes). */
     if (caller->magic != GR_CONFIG_MAGIC ||
         (caller->struct_size != offsetof(gr_config, pipeline_bytes) &&
+         caller->struct_size != offsetof(gr_config, host_cache_bytes) &&
          caller->struct_size < sizeof(gr_config)))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "config not initialized with GR_CONFIG_INIT");

@@ -5,6 +5,13 @@
  * exactly the planned calls fail. The plan itself is written only while no call reads it:
  * gr__fault_arm clears gr__fault_armed first, and gr_runtime_create arms before it starts
  * the threads that call sites (a faulty runtime is the only one, as fault.h asks).
+ *
+ * A random rule (SITE:~N) decides each call from its ordinal alone: call k of the site
+ * fails when a hash of (seed, site, k) is 0 modulo N. No state is shared beyond the
+ * counter, so the decision costs one fetch-add and a few multiplies, and the set of
+ * ordinals that fail is a function of the seed: the same in every run. Which thread makes
+ * call k depends on the interleaving, so which job a fault lands in can differ between two
+ * runs of the same seed; the count of faults for the same number of calls cannot.
  */
 #include "runtime/fault.h"
 
@@ -19,14 +26,17 @@
 
 typedef struct rule {
     gr_fault_site site;
-    uint64_t nth;
+    uint64_t nth;      /* SITE:N, SITE:N+: the call; SITE:~N: one in nth */
     bool from_then_on;
+    bool random;
 } rule;
 
 atomic_bool gr__fault_armed;
 static rule rules[MAX_RULES];
 static uint32_t n_rules;
+static uint64_t seed;
 static _Atomic uint64_t calls[GR_FAULT_SITE_COUNT];
+static _Atomic uint64_t injected[GR_FAULT_SITE_COUNT];
 static _Atomic uint64_t armed_token; /* 0: none */
 static _Atomic uint64_t next_token = 1;
 
@@ -53,20 +63,36 @@ static gr_status bad_plan(gr_error_info *err, const char *plan, const char *why,
                           const char *what)
 {
     return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                        "fault plan '%.120s': %s '%.*s' (expected SITE:N or SITE:N+, sites: "
-                        "alloc pin thread arena device_alloc register stream event "
-                        "graph_instantiate graph_update graph_launch)",
+                        "fault plan '%.120s': %s '%.*s' (expected SITE:N, SITE:N+, SITE:~N or "
+                        "seed=S; sites: alloc pin thread arena device_alloc register stream "
+                        "event graph_instantiate graph_update graph_launch)",
                         plan, why, (int)len, what);
 }
 
-/* Parse one SITE:N[+] rule of length len at s. */
+/* A whole number of 1 or more in s[0, len), or false. */
+static bool parse_count(const char *s, size_t len, uint64_t *out)
+{
+    unsigned long long n;
+    char num[24], *end;
+
+    if (len == 0 || len >= sizeof(num) || s[0] < '0' || s[0] > '9')
+        return false;
+    memcpy(num, s, len);
+    num[len] = '\0';
+    errno = 0;
+    n = strtoull(num, &end, 10);
+    if (errno != 0 || *end != '\0' || n == 0)
+        return false;
+    *out = n;
+    return true;
+}
+
+/* Parse one SITE:N, SITE:N+ or SITE:~N rule of length len at s. */
 static gr_status parse_rule(const char *plan, const char *s, size_t len, rule *out,
                             gr_error_info *err)
 {
-    const char *colon = memchr(s, ':', len);
+    const char *colon = memchr(s, ':', len), *num;
     size_t name_len, num_len;
-    unsigned long long n;
-    char num[24], *end;
     int site = -1;
 
     if (colon == NULL)
@@ -77,20 +103,41 @@ static gr_status parse_rule(const char *plan, const char *s, size_t len, rule *o
             site = i;
     if (site < 0)
         return bad_plan(err, plan, "unknown site", name_len, s);
+    num = colon + 1;
     num_len = len - name_len - 1;
-    out->from_then_on = num_len > 0 && colon[num_len] == '+';
+    out->random = num_len > 0 && num[0] == '~';
+    if (out->random) {
+        num++;
+        num_len--;
+    }
+    out->from_then_on = !out->random && num_len > 0 && num[num_len - 1] == '+';
     if (out->from_then_on)
         num_len--;
-    if (num_len == 0 || num_len >= sizeof(num) || colon[1] < '0' || colon[1] > '9')
-        return bad_plan(err, plan, "bad call number in", len, s);
-    memcpy(num, colon + 1, num_len);
-    num[num_len] = '\0';
+    if (!parse_count(num, num_len, &out->nth))
+        return bad_plan(err, plan,
+                        out->random ? "bad rate (one in N calls, N 1 or more) in"
+                                    : "bad call number (1 or more) in",
+                        len, s);
+    out->site = (gr_fault_site)site;
+    return GR_OK;
+}
+
+/* The seed of the random rules: seed=S in the plan, else GR_FAULT_SEED, else 0. */
+static gr_status parse_seed(const char *plan, const char *s, size_t len, uint64_t *out,
+                            gr_error_info *err)
+{
+    unsigned long long n;
+    char num[24], *end;
+
+    if (len == 0 || len >= sizeof(num) || s[0] < '0' || s[0] > '9')
+        return bad_plan(err, plan, "bad seed (a whole number) in", len, s);
+    memcpy(num, s, len);
+    num[len] = '\0';
     errno = 0;
     n = strtoull(num, &end, 10);
-    if (errno != 0 || *end != '\0' || n == 0)
-        return bad_plan(err, plan, "bad call number (1 or more) in", len, s);
-    out->site = (gr_fault_site)site;
-    out->nth = n;
+    if (errno != 0 || *end != '\0')
+        return bad_plan(err, plan, "bad seed (a whole number) in", len, s);
+    *out = n;
     return GR_OK;
 }
 
@@ -98,26 +145,44 @@ gr_status gr__fault_arm(const char *plan, uint64_t *token, gr_error_info *err)
 {
     rule parsed[MAX_RULES];
     uint32_t n = 0;
-    const char *s = plan;
+    const char *s = plan, *env = getenv("GR_FAULT_SEED");
+    uint64_t parsed_seed = 0;
+    bool seeded = false;
     gr_status st;
 
     while (*s != '\0') {
         size_t len = strcspn(s, ",");
 
-        if (n == MAX_RULES)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "fault plan '%.120s': more than %d rules", plan, MAX_RULES);
-        if ((st = parse_rule(plan, s, len, &parsed[n++], err)) != GR_OK)
-            return st;
+        if (len >= 5 && memcmp(s, "seed=", 5) == 0) {
+            if (seeded)
+                return bad_plan(err, plan, "a second seed in", len, s);
+            if ((st = parse_seed(plan, s + 5, len - 5, &parsed_seed, err)) != GR_OK)
+                return st;
+            seeded = true;
+        } else {
+            if (n == MAX_RULES)
+                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                    "fault plan '%.120s': more than %d rules", plan, MAX_RULES);
+            if ((st = parse_rule(plan, s, len, &parsed[n++], err)) != GR_OK)
+                return st;
+        }
         s += len;
         if (*s == ',' && *++s == '\0')
             return bad_plan(err, plan, "empty rule after", 0, "");
     }
+    if (!seeded && env != NULL && *env != '\0' &&
+        parse_seed(env, env, strlen(env), &parsed_seed, err) != GR_OK)
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "fault plan '%.120s': GR_FAULT_SEED '%.40s' is not a whole number",
+                            plan, env);
     atomic_store(&gr__fault_armed, false);
     memcpy(rules, parsed, sizeof(parsed[0]) * n);
     n_rules = n;
-    for (int i = 0; i < GR_FAULT_SITE_COUNT; i++)
+    seed = parsed_seed;
+    for (int i = 0; i < GR_FAULT_SITE_COUNT; i++) {
         atomic_store(&calls[i], 0);
+        atomic_store(&injected[i], 0);
+    }
     *token = atomic_fetch_add(&next_token, 1);
     atomic_store(&armed_token, *token);
     atomic_store(&gr__fault_armed, true); /* seq_cst: after the plan and counters */
@@ -137,15 +202,42 @@ uint64_t gr__fault_calls(gr_fault_site site)
     return (unsigned)site < GR_FAULT_SITE_COUNT ? atomic_load(&calls[site]) : 0;
 }
 
+uint64_t gr__fault_injected(gr_fault_site site)
+{
+    return (unsigned)site < GR_FAULT_SITE_COUNT ? atomic_load(&injected[site]) : 0;
+}
+
+/* splitmix64's finalizer: every input bit reaches every output bit. */
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+bool gr__fault_random_fails(uint64_t s, gr_fault_site site, uint64_t k, uint64_t one_in)
+{
+    uint64_t h = mix(mix(s + 0x9e3779b97f4a7c15ull * ((uint64_t)site + 1)) + k);
+
+    return one_in != 0 && h % one_in == 0;
+}
+
 bool gr__fault_hit_slow(gr_fault_site site)
 {
     /* Relaxed: the count only needs to be unique per call. */
     uint64_t k = atomic_fetch_add_explicit(&calls[site], 1, memory_order_relaxed) + 1;
 
-    for (uint32_t i = 0; i < n_rules; i++)
-        if (rules[i].site == site &&
-            (k == rules[i].nth || (rules[i].from_then_on && k > rules[i].nth)))
+    for (uint32_t i = 0; i < n_rules; i++) {
+        const rule *r = &rules[i];
+
+        if (r->site == site &&
+            (r->random ? gr__fault_random_fails(seed, site, k, r->nth)
+                       : k == r->nth || (r->from_then_on && k > r->nth))) {
+            /* Relaxed: a statistic, read after the threads that count are joined. */
+            atomic_fetch_add_explicit(&injected[site], 1, memory_order_relaxed);
             return true;
+        }
+    }
     return false;
 }
 

@@ -3,16 +3,23 @@
  * so that tests can prove every failure path ends in a clear status with nothing leaked,
  * nothing held and nobody left waiting (tests/fault_test.c sweeps every site).
  *
- * A plan is a comma-separated list of SITE:N (the Nth call of SITE fails, once) and
- * SITE:N+ (the Nth call and every later one); the empty plan fails nothing but counts the
- * calls of every site, which is how a sweep learns how many there are. The plan comes from
+ * A plan is a comma-separated list of SITE:N (the Nth call of SITE fails, once), SITE:N+
+ * (the Nth call and every later one) and SITE:~N (a random one in every N calls, each
+ * call decided on its own, for as long as the plan is armed: faults under load), with at
+ * most one seed=S (a whole number) for the random rules; without it the seed is
+ * GR_FAULT_SEED's, else 0. Random rules are deterministic per call number: with the same
+ * seed the same call numbers of a site fail in every run (gr__fault_random_fails says
+ * which), but which thread, and so which job, makes a given call depends on the threads'
+ * interleaving. The empty plan fails nothing but counts the calls of every site, which is
+ * how a sweep learns how many there are. The plan comes from
  * gr_config.fault_plan or, when that is NULL, the GR_FAULT environment variable, and
  * gr_runtime_create arms it. Plan and counters are process-wide, because some sites (graph
  * lowering, pinned allocation) have no runtime at hand: arming replaces any earlier plan and
  * restarts the counts, and the runtime that armed a plan disarms it when it is destroyed. It
  * is a testing facility: one faulty runtime at a time.
  *
- * Unarmed, a site costs one relaxed atomic load.
+ * Unarmed, a site costs one relaxed atomic load; armed, one atomic fetch-add, and for a
+ * random rule a hash of (seed, site, call number).
  */
 #ifndef GR_FAULT_H
 #define GR_FAULT_H
@@ -51,8 +58,14 @@ gr_status gr__fault_arm(const char *plan, uint64_t *token, gr_error_info *err);
 /* Disarm, if the plan armed under `token` is still the one armed. Any thread. */
 void gr__fault_disarm(uint64_t token);
 
-/* Calls of `site` counted since the current plan was armed. Any thread. */
+/* Calls of `site` counted since the current plan was armed, and of those the ones the
+ * plan failed. Any thread. */
 uint64_t gr__fault_calls(gr_fault_site site);
+uint64_t gr__fault_injected(gr_fault_site site);
+
+/* Whether a random rule SITE:~one_in with seed `seed` fails call `k` (1 for the first) of
+ * `site`: what the armed plan decides, for tests and for replaying a run. Pure. */
+bool gr__fault_random_fails(uint64_t seed, gr_fault_site site, uint64_t k, uint64_t one_in);
 
 bool gr__fault_hit_slow(gr_fault_site site);
 

@@ -14,6 +14,8 @@
 
 #include "runtime/backend.h"
 #include "runtime/fault.h"
+#include "runtime/hostcache.h"
+#include "runtime/runtime.h"
 
 #define HEADER 4096u
 #define HEADER_MAGIC 0x67724d454d4f5259ull /* "grMEMORY" */
@@ -102,4 +104,19 @@ gr_status gr_host_unregister(void *p)
         return GR_ERR_INVALID_ARGUMENT;
     pinned = provider();
     return pinned != NULL ? pinned->unpin(p) : GR_OK;
+}
+
+gr_status gr_host_forget(gr_runtime *handle, const void *p, uint64_t bytes)
+{
+    gr_status st;
+    gr_runtime *rt;
+
+    if (p == NULL || bytes == 0)
+        return GR_ERR_INVALID_ARGUMENT;
+    /* A reference: a destroy racing on another thread frees nothing under this call. */
+    if ((rt = gr__runtime_acquire(handle, &st)) == NULL)
+        return st;
+    st = gr__host_cache_forget(rt->host_cache, p, bytes, NULL);
+    gr__runtime_unref(rt);
+    return st;
 }

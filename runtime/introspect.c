@@ -113,6 +113,17 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
     s.nodevice_failed = load(&st->shared.tensors_failed);
     s.nodevice_canceled = load(&st->shared.tensors_canceled);
     s.staging_pageable = load(&rt->pinned_fallbacks);
+    {
+        gr_host_cache_stats hc;
+
+        gr__host_cache_stats_get(rt->host_cache, &hc);
+        s.host_cache_bytes = hc.registered_bytes;
+        s.host_cache_registrations = hc.registrations;
+        s.host_cache_evictions = hc.evictions;
+        s.host_cache_failures = hc.failures;
+        s.host_cache_hits = hc.hits;
+        s.host_cache_register_ns = hc.register_ns;
+    }
 
     s.device = device;
     s.lost = atomic_load_explicit(&dev->lost, memory_order_relaxed) ? 1 : 0;

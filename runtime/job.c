@@ -146,6 +146,8 @@ static void job_all_ended(gr_job *job)
     gr_status result;
 
     gr__runtime_untrack_job(job->rt, job);
+    /* No iteration of the job copies any more: its registered ranges may be evicted. */
+    gr__host_cache_release(job->rt->host_cache, &job->host_hold);
     pthread_mutex_lock(&job->mu);
     job->all_ended = true;
     result = job_result_locked(job);
@@ -525,15 +527,18 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     if (gr_cond_init(&job->cond) != 0)
         goto out_destroy_mu;
     memcpy(job->tensors, tensors, count * sizeof(*tensors));
+    /* Held before planning: what the plan finds registered stays so while the job runs. */
+    if (gr__host_cache_hold(rt->host_cache, g, job->tensors, count, &job->host_hold) != GR_OK)
+        goto out_destroy_cond;
     if (gr__runtime_plan_units(rt, g, job->tensors, count, &job->units, &job->n_units,
                                &pending) != GR_OK)
-        goto out_destroy_cond;
+        goto out_release;
     /* Counted before the job is shared, so plain stores are published with it. */
     job->pending = (_Atomic uint32_t *)pending;
     if (job->units != NULL) {
         job->piece_failed = gr__calloc(count, sizeof(*job->piece_failed));
         if (job->piece_failed == NULL)
-            goto out_destroy_cond;
+            goto out_release;
     }
     job->rt = rt;
     job->graph = g;
@@ -543,7 +548,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     job->user = opts->user;
     job->submitting = true;
     if (gr__handle_new(job, GR_HANDLE_JOB, &job->handle) != GR_OK)
-        goto out_destroy_cond;
+        goto out_release;
     gr_graph_ref(g);
     gr__runtime_ref(rt);
     /* The caller's handle (kept by submit until it returns), the incomplete reference, and
@@ -553,6 +558,8 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     *out = job;
     return GR_OK;
 
+out_release:
+    gr__host_cache_release(rt->host_cache, &job->host_hold);
 out_destroy_cond:
     pthread_cond_destroy(&job->cond);
 out_destroy_mu:

@@ -29,6 +29,7 @@
 
 #include "graph/graph.h"
 #include <graphrun.h>
+#include "runtime/hostcache.h"
 #include "runtime/ring.h"
 #include "runtime/units.h"
 
@@ -65,6 +66,9 @@ struct gr_job {
      * finish, and `piece_failed` holds the first failure among them (0 while none). */
     gr_unit *units;
     uint64_t n_units;
+    /* The registration cache's entries its host memory lies in (hostcache.h), kept from
+     * eviction until every index has ended. */
+    gr_host_hold host_hold;
     _Atomic uint32_t *pending;
     _Atomic uint8_t *piece_failed;
     uintptr_t handle;        /* what the caller and the callback see (handle.h) */

@@ -172,6 +172,25 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
             (unsigned long long)s[d].units_scattered);
     }
 
+    family(&t, "graphrun_host_cache_bytes", "gauge",
+           "Pageable host memory the registration cache holds page-locked now.");
+    put(&t, "graphrun_host_cache_bytes %llu\n", (unsigned long long)s[0].host_cache_bytes);
+    family(&t, "graphrun_host_cache_events_total", "counter",
+           "Registration cache: ranges registered, evicted, refused by the system, and job "
+           "ranges found registered.");
+    put(&t, "graphrun_host_cache_events_total{event=\"registered\"} %llu\n",
+        (unsigned long long)s[0].host_cache_registrations);
+    put(&t, "graphrun_host_cache_events_total{event=\"evicted\"} %llu\n",
+        (unsigned long long)s[0].host_cache_evictions);
+    put(&t, "graphrun_host_cache_events_total{event=\"failed\"} %llu\n",
+        (unsigned long long)s[0].host_cache_failures);
+    put(&t, "graphrun_host_cache_events_total{event=\"hit\"} %llu\n",
+        (unsigned long long)s[0].host_cache_hits);
+    family(&t, "graphrun_host_cache_register_seconds_total", "counter",
+           "Time the registration cache spent registering host memory.");
+    put(&t, "graphrun_host_cache_register_seconds_total %.9f\n",
+        (double)s[0].host_cache_register_ns / 1e9);
+
     family(&t, "graphrun_budget_bytes", "gauge", "Device memory budget.");
     per_device(&t, s, n, "graphrun_budget_bytes", NULL, FIELD(budget_bytes));
     family(&t, "graphrun_budget_in_use_bytes", "gauge", "Device memory budget granted now.");

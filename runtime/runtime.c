@@ -38,6 +38,7 @@
 
 #include "runtime/config.h"
 #include "runtime/copier.h"
+#include "runtime/hostcache.h"
 #include "runtime/fault.h"
 #include "runtime/handle.h"
 #include "runtime/sync.h"
@@ -57,6 +58,7 @@ static void runtime_free(gr_runtime *rt)
     }
     gr_ring_destroy(rt->ring);
     gr_copier_destroy(rt->copier);
+    gr__host_cache_free(rt->host_cache);
     gr__stats_destroy(rt->stats);
     pthread_cond_destroy(&rt->deadline_cond);
     pthread_cond_destroy(&rt->cond);
@@ -158,7 +160,7 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
                           rt->cfg.batch_below_bytes, rt->cfg.pipeline_bytes);
     lim.scatter = g->copies_at_ends && rt->backend->batch_copies != NULL &&
                   rt->backend->batch_copies();
-    return gr__units_plan(g, t, count, &lim, rt->backend->dma_ready, units, n_units, pending);
+    return gr__units_plan(g, t, count, &lim, &rt->env, units, n_units, pending);
 }
 
 void gr__runtime_job_finished(gr_runtime *rt)
@@ -402,6 +404,14 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
     return GR_OK;
 }
 
+static bool host_ready(const gr_backend_env *env, const void *p, uint64_t bytes)
+{
+    const gr_runtime *rt = (const gr_runtime *)((const char *)env - offsetof(gr_runtime, env));
+
+    return env->host_cache != NULL ? gr__host_cache_ready(env->host_cache, p, bytes)
+                                   : rt->backend->dma_ready(p);
+}
+
 /* The backend, its devices, and what it is told of the runtime (its environment). */
 static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
 {
@@ -413,6 +423,19 @@ static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
     rt->env.cfg = &rt->cfg;
     rt->env.log = &rt->log;
     rt->env.trace = (rt->backend->traced || gr__trace_all_backends) && gr__trace_wanted();
+    rt->env.host_ready = host_ready;
+    /* The registration cache, where memory can be pinned at all (a backend with pinned
+     * memory and a device to pin it for). */
+    if (rt->cfg.host_cache_bytes != 0 && rt->backend->pinned != NULL &&
+        rt->backend->pinned->available()) {
+        rt->cache_ops = (gr_host_cache_ops){rt->backend->pinned->pin,
+                                            rt->backend->pinned->unpin,
+                                            rt->backend->dma_ready};
+        if (gr__host_cache_create(rt->cfg.host_cache_bytes, &rt->cache_ops,
+                                  &rt->host_cache) != GR_OK)
+            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        rt->env.host_cache = rt->host_cache;
+    }
     return GR_OK;
 }
 
@@ -525,6 +548,9 @@ static void runtime_teardown(gr_runtime *rt)
     for (uint32_t i = 0; i < rt->n_workers; i++)
         if (rt->workers[i].started)
             pthread_join(rt->workers[i].thread, NULL);
+    /* No copy runs any more: what the cache registered goes now, so that the caller may
+     * free its memory once destroy returns (graphrun.h: host_cache_bytes). */
+    gr__host_cache_close(rt->host_cache);
     while (gr_ring_try_pop(rt->ring, &t)) {
         /* A task is a unit (units.h), not an index: its parts end as those of a hand back
          * the ring refused (worker.c), so an index that another unit started still ends. */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "runtime/backend.h"
+#include "runtime/hostcache.h"
 #include <graphrun.h>
 #include "runtime/job.h"
 #include "runtime/log.h"
@@ -37,6 +38,8 @@ struct gr_runtime {
     gr_worker *workers;
     gr_ring *ring;
     struct gr_copier *copier; /* gathers and scatters staged units */
+    struct gr_host_cache *host_cache; /* the registration cache; NULL when off */
+    gr_host_cache_ops cache_ops;      /* how it pins: the backend's pinned memory */
 
     atomic_bool shutdown;
     atomic_uint active_calls;    /* threads inside gr_job_submit or gr_runtime_shutdown */

@@ -70,14 +70,13 @@ static bool adjacent(const gr_graph *g, const gr_tensor *a, const gr_tensor *b)
     return true;
 }
 
-static bool tensor_dma_ready(const gr_graph *g, const gr_tensor *t,
-                             bool (*dma_ready)(const void *p))
+static bool tensor_dma_ready(const gr_graph *g, const gr_tensor *t, const gr_backend_env *env)
 {
     for (uint32_t p = 0; p < g->n_inputs; p++)
-        if (!dma_ready(t->in[p]))
+        if (!env->host_ready(env, t->in[p], gr_graph_port_bytes(g, false, p, t->elems)))
             return false;
     for (uint32_t p = 0; p < g->n_outputs; p++)
-        if (!dma_ready(t->out[p]))
+        if (!env->host_ready(env, t->out[p], gr_graph_port_bytes(g, true, p, t->elems)))
             return false;
     return true;
 }
@@ -103,7 +102,7 @@ static bool push(plan *p, gr_unit u)
 }
 
 gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
-                         const gr_unit_limits *lim, bool (*dma_ready)(const void *p),
+                         const gr_unit_limits *lim, const gr_backend_env *env,
                          gr_unit **units, uint64_t *n_units, uint32_t **pending)
 {
     plan p = {0};
@@ -121,7 +120,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         return GR_ERR_OUT_OF_MEMORY;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t n = t[i].elems;
-        bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], dma_ready);
+        bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], env);
         /* A medium tensor, batched only where the DMA engine takes each where it lies. */
         bool medium = lim->scatter && ready && n < lim->scatter_below && n <= lim->pipe_elems;
 
@@ -155,7 +154,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         if (batch.tensors == 0) {
             /* Direct while the batch is one contiguous range of DMA-ready memory. */
             bool first_ready = n >= lim->batch_below ? ready  /* asked above already */
-                                                     : tensor_dma_ready(g, &t[i], dma_ready);
+                                                     : tensor_dma_ready(g, &t[i], env);
 
             batch = (gr_unit){i, 0, 0, 0, !first_ready, false};
         } else if (!batch.staged && !batch.scattered && !adjacent(g, &t[i - 1], &t[i])) {

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "graph/graph.h"
+#include "runtime/backend.h"
 #include <graphrun.h>
 
 /* Most tensors one batch may hold (bounds the worker's gather and scatter lists). */
@@ -71,14 +72,15 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
                                uint64_t pipeline_bytes);
 
 /*
- * Plan the units of `count` tensors. `dma_ready(p)` says whether host memory at p can be
- * read by DMA as it is (page-locked; always true on the host backend). On GR_OK:
+ * Plan the units of `count` tensors. `env->host_ready(env, p, bytes)` says whether host
+ * memory [p, p + bytes) can be read by DMA as it is (page-locked; always true on the host
+ * backend). On GR_OK:
  * *units is NULL when every tensor is one unit as given (then unit k is tensor k, and
  * *pending is NULL too), else an array of *n_units units and *pending the number of units
  * covering each tensor. GR_ERR_OUT_OF_MEMORY when the plan does not fit in host memory.
  */
 gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
-                         const gr_unit_limits *lim, bool (*dma_ready)(const void *p),
+                         const gr_unit_limits *lim, const gr_backend_env *env,
                          gr_unit **units, uint64_t *n_units, uint32_t **pending);
 
 #endif /* GR_UNITS_H */

@@ -537,6 +537,69 @@ static void separate_tensors_staged_without_batch_copies(void)
     gr_runtime_destroy(rt);
 }
 
+static void stats_now(gr_runtime *rt, gr_stats *st)
+{
+    *st = (gr_stats)GR_STATS_INIT;
+    ASSERT_STATUS(gr_runtime_stats_get(rt, 0, st), GR_OK);
+}
+
+/* The registration cache (gr_config.host_cache_bytes) with cudaHostRegister: the first job
+ * over pageable tensors is staged while they are registered beside it, the next copies
+ * them by DMA, gr_host_forget unregisters them, and destroy leaves nothing registered. */
+static void host_cache_registers_pageable_tensors_used_again(void)
+{
+    enum { N = 6, E = 4000037 };
+    gr_config cfg = GR_CONFIG_INIT;
+    struct cudaPointerAttributes a;
+    gr_stats s1, s2, s3;
+    gr_tensor_set set;
+    gr_runtime *rt;
+    int waited = 0;
+
+    REQUIRE_GPU();
+    cfg.backend = GR_BACKEND_CUDA;
+    cfg.budget_bytes = 256 * MiB;
+    cfg.host_cache_bytes = 256 * MiB;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, NULL), GR_OK);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, N, E, GR_MEM_PAGEABLE, 81), GR_OK);
+    run_set(rt, &set);
+    stats_now(rt, &s1);
+    ASSERT_GT(s1.units_staged, 0);
+    ASSERT_EQ_U64(s1.host_cache_hits, 0);
+    while (s1.host_cache_registrations < N && waited++ < 1000) { /* 10 s at most */
+        struct timespec ts = {0, 10000000};
+
+        nanosleep(&ts, NULL);
+        stats_now(rt, &s1);
+    }
+    ASSERT_EQ_U64(s1.host_cache_registrations, N);
+    ASSERT_EQ_U64(s1.host_cache_failures, 0);
+    ASSERT_GE_U64(s1.host_cache_bytes, (uint64_t)N * E * sizeof(float));
+    ASSERT_GT(s1.host_cache_register_ns, 0);
+
+    run_set(rt, &set); /* every tensor registered: nothing staged */
+    stats_now(rt, &s2);
+    ASSERT_EQ_U64(s2.units_staged, s1.units_staged);
+    ASSERT_GT(s2.units_direct + s2.units_scattered, s1.units_direct + s1.units_scattered);
+    ASSERT_EQ_U64(s2.host_cache_hits, N);
+
+    for (int i = 0; i < N; i++)
+        ASSERT_STATUS(gr_host_forget(rt, set.tensors[i].in[0], E * sizeof(float)), GR_OK);
+    stats_now(rt, &s3);
+    ASSERT_EQ_U64(s3.host_cache_bytes, 0);
+    ASSERT_EQ(cudaPointerGetAttributes(&a, set.tensors[0].in[0]), cudaSuccess);
+    ASSERT_TRUE(a.type != cudaMemoryTypeHost);
+
+    run_set(rt, &set); /* staged again, and registered again beside it */
+    check_budget(rt);
+    gr_runtime_destroy(rt);
+    for (int i = 0; i < N; i++) { /* destroy unregistered what the cache held */
+        ASSERT_EQ(cudaPointerGetAttributes(&a, set.tensors[i].in[0]), cudaSuccess);
+        ASSERT_TRUE(a.type != cudaMemoryTypeHost);
+    }
+    gr_tensor_set_free(&set);
+}
+
 /* The caller's current device is left as it was by runtime create and destroy. */
 static void caller_device_untouched(void)
 {
@@ -555,7 +618,7 @@ static void caller_device_untouched(void)
     ASSERT_EQ(after, before);
 }
 
-GR_TEST_MAIN(GR_TEST(kernels_match_cpu), GR_TEST(seed_odd_and_prime_sizes),
+GR_TEST_MAIN(GR_TEST(kernels_match_cpu), GR_TEST(host_cache_registers_pageable_tensors_used_again), GR_TEST(seed_odd_and_prime_sizes),
              GR_TEST(seed_large_tensors), GR_TEST(pageable_registered_and_pinned),
              GR_TEST(one_worker_and_sixteen), GR_TEST(budget_fits_exactly_one_iteration),
              GR_TEST(cancel_mid_job), GR_TEST(thirty_two_submitting_threads),

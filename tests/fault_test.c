@@ -17,7 +17,14 @@
  * counts without failing; a site the workload never reaches fails the test, so the sweep
  * cannot pass by testing nothing. `cuda_fault_sweep` does the same with the CUDA backend
  * and every CUDA site; it SKIPs without a GPU and runs on the GPU machine (tools/gpu_suite).
+ *
+ * The random rules (SITE:~N, seed=S) are checked here on their own: parsing and refusals,
+ * the rate within statistical bounds, the same failing call numbers for the same seed
+ * (from one thread or from several), and the workload's job under a random arena plan.
+ * Under load, with hundreds of jobs in flight, they are graphrun stress --fault-rate's
+ * (tests/stress_runtime's fault_rate case).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -328,6 +335,218 @@ static void fault_plan_parsing(void)
     }
 }
 
+/* Random rules: what is refused, with the rule and the accepted forms in the message. */
+static void fault_rate_parsing(void)
+{
+    static const char *const bad[] = {"arena:~",       "arena:~0",      "arena:~x",
+                                       "arena:~5+",     "arena:~-3",     "arena:~~3",
+                                       "seed=",         "seed=x",        "seed=-1",
+                                       "seed=1,seed=2", "seed=1,arena:", "arena:~1e3"};
+    gr_error_info err;
+    uint64_t token;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        ASSERT_STATUS(gr__fault_arm(bad[i], &token, &err), GR_ERR_INVALID_ARGUMENT);
+        ASSERT_STR_CONTAINS(err.message, "fault plan");
+        ASSERT_STR_CONTAINS(err.message, bad[i]);
+        ASSERT_STR_CONTAINS(err.message, "SITE:~N");
+        ASSERT_TRUE(!atomic_load(&gr__fault_armed));
+    }
+    ASSERT_STATUS(gr__fault_arm("arena:~5", &token, &err), GR_OK);
+    gr__fault_disarm(token);
+    ASSERT_STATUS(gr__fault_arm("seed=18446744073709551615,pin:2,arena:~1", &token, &err),
+                  GR_OK);
+    ASSERT_TRUE(gr__fault_hit(GR_FAULT_ARENA)); /* one in 1: every call */
+    ASSERT_TRUE(gr__fault_hit(GR_FAULT_ARENA));
+    ASSERT_TRUE(!gr__fault_hit(GR_FAULT_PIN));
+    ASSERT_TRUE(gr__fault_hit(GR_FAULT_PIN));
+    ASSERT_TRUE(!gr__fault_hit(GR_FAULT_PIN));
+    ASSERT_EQ_U64(gr__fault_injected(GR_FAULT_ARENA), 2);
+    ASSERT_EQ_U64(gr__fault_injected(GR_FAULT_PIN), 1);
+    gr__fault_disarm(token);
+    /* A bad GR_FAULT_SEED is refused by name; a seed rule wins over it. */
+    ASSERT_EQ(setenv("GR_FAULT_SEED", "twelve", 1), 0);
+    ASSERT_STATUS(gr__fault_arm("arena:~5", &token, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "GR_FAULT_SEED 'twelve'");
+    ASSERT_STATUS(gr__fault_arm("seed=4,arena:~5", &token, &err), GR_OK);
+    gr__fault_disarm(token);
+    ASSERT_EQ(unsetenv("GR_FAULT_SEED"), 0);
+    {
+        gr_config cfg = config("arena:~0");
+        gr_runtime *rt;
+
+        ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
+        ASSERT_STR_CONTAINS(err.message, "bad rate");
+        ASSERT_PTR_EQ(rt, NULL);
+    }
+}
+
+#define RATE_CALLS 200000
+
+/* Arm `plan`, make `calls` calls of `site`, set bit k-1 of `failed` for each call k that
+ * failed (when not NULL); return how many failed. */
+static uint64_t count_failures(const char *plan, gr_fault_site site, uint64_t calls,
+                               uint8_t *failed)
+{
+    gr_error_info err;
+    uint64_t token, n = 0;
+
+    ASSERT_STATUS(gr__fault_arm(plan, &token, &err), GR_OK);
+    if (failed != NULL)
+        memset(failed, 0, (calls + 7) / 8);
+    for (uint64_t k = 1; k <= calls; k++) {
+        if (gr__fault_hit(site)) {
+            n++;
+            if (failed != NULL)
+                failed[(k - 1) / 8] |= (uint8_t)(1u << ((k - 1) % 8));
+        }
+    }
+    ASSERT_EQ_U64(gr__fault_calls(site), calls);
+    ASSERT_EQ_U64(gr__fault_injected(site), n);
+    gr__fault_disarm(token);
+    return n;
+}
+
+/* SITE:~N fails about calls / N: within 5 standard deviations of the binomial's mean (a
+ * false failure once in some 3.5 million seeds), for rates from 1 in 2 to 1 in 5000, each
+ * site on its own counter, and exactly the calls gr__fault_random_fails names. */
+static void fault_rate_holds(void)
+{
+    static const uint64_t rates[] = {2, 10, 100, 1000, 5000};
+    uint8_t *failed = malloc(RATE_CALLS / 8 + 1);
+    gr_error_info err;
+    uint64_t token;
+
+    ASSERT_TRUE(failed != NULL);
+    for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            double p = 1.0 / (double)rates[i], mean = RATE_CALLS * p;
+            double sd = __builtin_sqrt(RATE_CALLS * p * (1 - p));
+            char plan[64];
+            uint64_t n;
+
+            snprintf(plan, sizeof(plan), "seed=%llu,graph_launch:~%llu",
+                     (unsigned long long)seed, (unsigned long long)rates[i]);
+            n = count_failures(plan, GR_FAULT_GRAPH_LAUNCH, RATE_CALLS, failed);
+            printf("    %-32s %6llu of %d calls failed (expected %.0f +- %.0f)\n", plan,
+                   (unsigned long long)n, RATE_CALLS, mean, 5 * sd);
+            ASSERT_DOUBLE_NEAR((double)n, mean, 5 * sd);
+            for (uint64_t k = 1; k <= RATE_CALLS; k++)
+                if (gr__fault_random_fails(seed, GR_FAULT_GRAPH_LAUNCH, k, rates[i]) !=
+                    ((failed[(k - 1) / 8] >> ((k - 1) % 8)) & 1))
+                    GR_TEST_FAIL("%s: call %llu decided unlike gr__fault_random_fails", plan,
+                                 (unsigned long long)k);
+        }
+    }
+    /* Two sites, two rates, interleaved: each keeps its own. */
+    ASSERT_STATUS(gr__fault_arm("seed=9,arena:~10,alloc:~1000", &token, &err), GR_OK);
+    for (int k = 0; k < RATE_CALLS; k++) {
+        gr__fault_hit(GR_FAULT_ARENA);
+        gr__fault_hit(GR_FAULT_ALLOC);
+        gr__fault_hit(GR_FAULT_PIN);
+    }
+    ASSERT_DOUBLE_NEAR((double)gr__fault_injected(GR_FAULT_ARENA), RATE_CALLS / 10.0,
+                       5 * __builtin_sqrt(RATE_CALLS * 0.1 * 0.9));
+    ASSERT_DOUBLE_NEAR((double)gr__fault_injected(GR_FAULT_ALLOC), RATE_CALLS / 1000.0,
+                       5 * __builtin_sqrt(RATE_CALLS * 0.001 * 0.999));
+    ASSERT_EQ_U64(gr__fault_injected(GR_FAULT_PIN), 0);
+    gr__fault_disarm(token);
+    free(failed);
+}
+
+typedef struct hammer {
+    pthread_barrier_t *start;
+    uint64_t calls, failed;
+} hammer;
+
+static void *hammer_main(void *p)
+{
+    hammer *h = p;
+
+    pthread_barrier_wait(h->start);
+    for (uint64_t k = 0; k < h->calls; k++)
+        h->failed += gr__fault_hit(GR_FAULT_ARENA);
+    return NULL;
+}
+
+/* The same seed fails the same call numbers; another seed others; GR_FAULT_SEED seeds a
+ * plan without seed=. From several threads at once the calls are shared out differently
+ * every time, but the number that fail is the one-thread run's. */
+static void fault_rate_replays(void)
+{
+    enum { THREADS = 4 };
+    uint8_t *a = malloc(RATE_CALLS / 8 + 1), *b = malloc(RATE_CALLS / 8 + 1);
+    pthread_barrier_t start;
+    pthread_t th[THREADS];
+    hammer h[THREADS];
+    gr_error_info err;
+    uint64_t token, n, total = 0;
+
+    ASSERT_TRUE(a != NULL && b != NULL);
+    n = count_failures("seed=42,arena:~50", GR_FAULT_ARENA, RATE_CALLS, a);
+    ASSERT_EQ_U64(count_failures("seed=42,arena:~50", GR_FAULT_ARENA, RATE_CALLS, b), n);
+    ASSERT_TRUE(memcmp(a, b, RATE_CALLS / 8) == 0);
+    count_failures("seed=43,arena:~50", GR_FAULT_ARENA, RATE_CALLS, b);
+    ASSERT_TRUE(memcmp(a, b, RATE_CALLS / 8) != 0);
+    ASSERT_EQ(setenv("GR_FAULT_SEED", "42", 1), 0);
+    count_failures("arena:~50", GR_FAULT_ARENA, RATE_CALLS, b);
+    ASSERT_TRUE(memcmp(a, b, RATE_CALLS / 8) == 0);
+    ASSERT_EQ(unsetenv("GR_FAULT_SEED"), 0);
+    count_failures("arena:~50", GR_FAULT_ARENA, RATE_CALLS, b); /* seed 0 */
+    ASSERT_TRUE(memcmp(a, b, RATE_CALLS / 8) != 0);
+
+    ASSERT_STATUS(gr__fault_arm("seed=42,arena:~50", &token, &err), GR_OK);
+    pthread_barrier_init(&start, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++) {
+        h[i] = (hammer){&start, RATE_CALLS / THREADS, 0};
+        ASSERT_EQ(pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        total += h[i].failed;
+    }
+    pthread_barrier_destroy(&start);
+    ASSERT_EQ_U64(gr__fault_calls(GR_FAULT_ARENA), RATE_CALLS);
+    ASSERT_EQ_U64(total, n);
+    ASSERT_EQ_U64(gr__fault_injected(GR_FAULT_ARENA), n);
+    gr__fault_disarm(token);
+    free(a);
+    free(b);
+}
+
+/* The workload's job with a random arena plan through the config: the faults land in
+ * some units, which fail with GR_ERR_OUT_OF_MEMORY, the rest is done and right, and the
+ * budget is back to 0 (run_plan's checks). Several seeds, each replayed once. */
+static void fault_rate_in_a_job(void)
+{
+    uint64_t faults = 0;
+
+    signal(SIGALRM, on_alarm);
+    for (int seed = 1; seed <= 4; seed++) {
+        for (int replay = 0; replay < 2; replay++) {
+            char plan[64];
+            outcome o;
+
+            snprintf(plan, sizeof(plan), "seed=%d,arena:~8", seed);
+            o = run_plan(plan);
+            ASSERT_STATUS(o.create, GR_OK);
+            ASSERT_STATUS(o.submit, GR_OK);
+            if (o.result != GR_OK && o.result != GR_ERR_OUT_OF_MEMORY)
+                GR_TEST_FAIL("plan %s: the job ended with %s", plan, gr_status_str(o.result));
+            ASSERT_EQ_U64(o.done + o.failed, COUNT);
+            ASSERT_EQ(o.failed > 0, o.result != GR_OK);
+            faults += gr__fault_injected(GR_FAULT_ARENA);
+        }
+    }
+    printf("    %llu arena faults injected over 8 jobs\n", (unsigned long long)faults);
+    ASSERT_GT(faults, 0);
+    for (uint64_t i = 0; i < COUNT; i++) {
+        free(data[i]);
+        data[i] = NULL;
+    }
+}
+
 /* GR_FAULT applies when the config has no plan, and a bad one is refused with its name. */
 static void fault_plan_from_environment(void)
 {
@@ -417,6 +636,8 @@ static void submit_refused_when_the_handle_table_cannot_grow(void)
     free(held);
 }
 
-GR_TEST_MAIN(GR_TEST(fault_plan_parsing), GR_TEST(fault_plan_from_environment),
+GR_TEST_MAIN(GR_TEST(fault_plan_parsing), GR_TEST(fault_rate_parsing),
+             GR_TEST(fault_rate_holds), GR_TEST(fault_rate_replays),
+             GR_TEST(fault_rate_in_a_job), GR_TEST(fault_plan_from_environment),
              GR_TEST(fault_sweep), GR_TEST(cuda_fault_sweep),
              GR_TEST(submit_refused_when_the_handle_table_cannot_grow))

@@ -7,10 +7,11 @@
 # tensor: Ctrl-C keeps what is done and --resume goes on; a failing tensor (GR_FAULT) stops
 # the run or, with --keep-going, does not; --all-or-nothing writes nothing unless all is
 # done; SIGKILL mid-run leaves no partial output and the next run removes what it left.
-# Element types: graphs
-# of every type (tests/graphs/) on .npy inputs of either byte order, outputs compared byte
-# for byte with what np.save writes for NumPy's result; bfloat16 through ml_dtypes, SKIP
-# where it cannot be imported.
+# Inputs: what a directory holds (only .npy files unless raw; the rest skipped and named),
+# directories of other names, lists (and resuming them), stdin and stdout, flags that do not
+# apply, and `graphrun check`. Element types: graphs of every type (tests/graphs/) on .npy
+# inputs of either byte order, outputs compared byte for byte with what np.save writes for
+# NumPy's result; bfloat16 through ml_dtypes, SKIP where it cannot be imported.
 set -u
 bin="${TEST_SRCDIR}/graphrun/tools/graphrun/graphrun"
 examples="${TEST_SRCDIR}/graphrun/graph/examples"
@@ -134,7 +135,7 @@ assert json.load(open(sys.argv[1]))["budget_bytes"] == 4096' "$out" || return 1
     --devices 5 && has "$err" "invalid value for --devices: device 5 is not there (the host" &&
     absent "$T/sz4.npy" && run 2 demo --devices 3 --count 1 --elems 16 &&
     has "$err" "device 3 is not there" || return 1
-  for cmd in run bench demo info stress; do
+  for cmd in run check bench demo info stress; do
     run 0 "$cmd" -h && has "$out" "usage: graphrun $cmd" &&
       run 2 "$cmd" --no-such-flag && has "$err" "see 'graphrun $cmd --help' for the options" &&
       (($(wc -l <"$err") <= 2)) || { echo "    $cmd: $(wc -l <"$err") lines"; return 1; }
@@ -407,19 +408,25 @@ resume_refuses_a_changed_graph() { # every output may be stale: none is skipped
 }
 refusals_in_json_create_nothing() { # one JSON object for every refusal; nothing on disk
   local line want
+  # Inputs (issue 15's other half): directories of other names, a list's output whose
+  # directory is not there (the second one: every output directory is probed).
+  mkdir -p "$T/rj_a" "$T/rj_b" && np make "$T/rj_a/x.npy" 10 90 && np make "$T/rj_b/x.npy" 10 91 &&
+    np make "$T/rj_b/y.npy" 10 92 && printf '%s\n' "$T/in_dir/t1.npy" "$T/in_dir/t2.npy" \
+      >"$T/rj_in.txt" && printf '%s\n' "$T/rj_a/o.npy" "$T/ref_out_missing/o.npy" >"$T/rj_out.txt" ||
+    return 1
   while IFS= read -r line; do
     eval "set -- $line"
     want=$1
     shift
-    rm -rf "$T/ref_out" "$T/ref_out.manifest.json"
-    run 2 run "$@" --json && "$py" -c '
+    rm -rf "$T"/ref_out*
+    run 2 run "$@" --json </dev/null && "$py" -c '
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 1, lines
 d = json.loads(lines[0])
 assert d["status"] == "refused" and d["exit"] == 2, d
 assert sys.argv[2] in d["error"], (d, sys.argv[2])' "$out" "$want" || return 1
-    [[ ! -e $T/ref_out && ! -e $T/ref_out.manifest.json ]] &&
+    [[ -z $(ls -d "$T"/ref_out* 2>/dev/null) ]] &&
       ! ls -A "$T" | grep -q '^\.ref_out' || { echo "    created:"; ls -d "$T"/ref_out*; return 1; }
   done <<CASES
 "--budget" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --budget 1
@@ -427,7 +434,235 @@ assert sys.argv[2] in d["error"], (d, sys.argv[2])' "$out" "$want" || return 1
 "cannot read" --graph "$T/no.graph" --input "$T/in_dir" --output "$T/ref_out"
 "request exceeds the device memory budget" --graph "$examples/softmax.graph" --input "$T/in_dir" --output "$T/ref_out" --budget 256
 "--resume needs the manifest" --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/ref_out" --resume
+"--contexts private does not apply to the host backend" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --contexts private
+"--mpi-timeout applies to --mpi runs only" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --mpi-timeout 5
+"--graph given twice" --graph "$examples/seed.graph" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out"
+"is named like a file" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out.npy"
+"input directory $T/rj_b has y.npy, which $T/rj_a lacks" --graph "$examples/dag.graph" --input "$T/rj_a" --input "$T/rj_b" --output "$T/ref_out" --output "$T/ref_out2"
+"--resume does not apply to --input - or --output -" --graph "$examples/seed.graph" --input - --output "$T/ref_out" --resume
+"cannot create a file in $T/ref_out_missing" --graph "$examples/seed.graph" --input "@$T/rj_in.txt" --output "@$T/rj_out.txt"
 CASES
+}
+
+# Inputs (issue 15): what a directory holds, lists, stdin and stdout, flags that do not apply.
+lists_per_tensor_and_resume() { # @LIST in and out, outputs in two directories, per tensor
+  local c
+  big_inputs && rm -rf "$T/lr" && mkdir -p "$T/lr/o1" "$T/lr/o2" &&
+    printf '../big_in/t%s.npy\n' 00 01 02 03 04 05 >"$T/lr/in.txt" &&
+    printf 'o1/a.npy\no2/b.npy\no1/c.npy\no2/d.npy\no1/e.npy\no2/f.npy\n' >"$T/lr/out.txt" &&
+    echo torn >"$T/lr/o2/.d.npy.graphrun-tmp.AbC123" && # a killed run's, in the second directory
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "@$T/lr/in.txt" \
+      --output "@$T/lr/out.txt" --workers 1 --keep-going --json &&
+    [[ ! -e $T/lr/o2/.d.npy.graphrun-tmp.AbC123 ]] &&
+    has "$err" "rerun with --resume" || return 1
+  # The manifest (beside the output list) names the paths the lists resolve to.
+  "$py" - "$T/lr" "$tool" <<'PY' || return 1
+import json, os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[2]))
+import numpy as np, npy_tool
+d = sys.argv[1]
+m = json.load(open(d + "/out.txt.manifest.json"))
+outs = ["o1/a.npy", "o2/b.npy", "o1/c.npy", "o2/d.npy", "o1/e.npy", "o2/f.npy"]
+failed = [f for f in m["files"] if f["status"] == "failed"]
+assert len(failed) == 1 and len(m["files"]) == 6, m["files"]
+for i, f in enumerate(m["files"]):
+    assert f["outputs"] == [f"{d}/{outs[i]}"], f
+    assert f["inputs"][0]["path"] == f"{d}/../big_in/t{i:02d}.npy", f
+    assert f["name"] == f"t{i:02d}.npy", f
+    if f["status"] == "done":
+        npy_tool.same(np.load(f["outputs"][0]),
+                      npy_tool.seed(np.load(f["inputs"][0]["path"])), outs[i])
+    else:
+        assert not os.path.exists(f["outputs"][0]), f
+PY
+  run 0 run --graph "$examples/seed_unfused.graph" --input "@$T/lr/in.txt" \
+    --output "@$T/lr/out.txt" --resume &&
+    has "$out" "ok: 6 of 6 tensors done (5 by an earlier run), 0 failed, 0 not run; 1 outputs written" &&
+    for o in o1/a o2/b o1/c o2/d o1/e o2/f; do
+      [[ -s $T/lr/$o.npy ]] || { echo "    no $o.npy"; return 1; }
+    done
+}
+stdout_only_after_success() { # per tensor into $TMPDIR; stdout gets it only when all is done
+  local tmp="$T/stdout_tmp"
+  mkdir -p "$tmp" && TMPDIR="$tmp" GR_FAULT=arena:1 "$bin" run --graph "$examples/seed.graph" \
+    --input - --output - <"$T/a.npy" >"$T/pipe_f.npy" 2>"$err"
+  [[ $? == 1 && ! -s $T/pipe_f.npy && -z $(ls -A "$tmp") ]] &&
+    has "$err" "tensor 0 (stdin) failed" && has "$err" "nothing written to stdout" || return 1
+  TMPDIR="$tmp" "$bin" run --graph "$examples/seed.graph" --input - --output - --manifest \
+    "$T/pipe.manifest.json" <"$T/a.npy" >"$T/pipe_m.npy" 2>"$err" &&
+    np check-seed "$T/pipe_m.npy" "$T/a.npy" && [[ -z $(ls -A "$tmp") ]] && "$py" -c '
+import json, sys
+f = json.load(open(sys.argv[1]))["files"][0]
+assert f["status"] == "done" and f["outputs"] == ["-"] and f["inputs"][0]["path"] == "-", f' \
+      "$T/pipe.manifest.json"
+}
+directory_skips_what_is_not_a_tensor() { # only .npy; the rest named on stderr and in --json
+  mkdir -p "$T/sk_in/sub" && cp "$T/in_dir"/t1.npy "$T/in_dir"/t2.npy "$T/sk_in/" &&
+    printf 'notes' >"$T/sk_in/notes.txt" && touch "$T/sk_in/sub/t3.npy" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/sk_in" --output "$T/sk_out" --json &&
+    has "$err" "warning: skipped 2 entries of the input directories that are not tensors: $T/sk_in/notes.txt, $T/sk_in/sub/" &&
+    "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["tensors"] == 2, d
+assert d["skipped"] == [sys.argv[2] + "/notes.txt", sys.argv[2] + "/sub/"], d["skipped"]' \
+      "$out" "$T/sk_in" && [[ $(ls "$T/sk_out") == $'t1.npy\nt2.npy' ]] &&
+    np check-seed "$T/sk_out/t1.npy" "$T/in_dir/t1.npy" || return 1
+  # --raw: every file is a tensor (notes.txt is 5 bytes, not a whole float32: refused).
+  run 2 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/sk_out2" --raw &&
+    has "$err" "t1.npy: a .npy file, whose header gives its type and shape, but --raw is for raw files: drop --raw" &&
+    absent "$T/sk_out2" && mkdir -p "$T/raw_dir" && np make "$T/raw_dir/a" 8 70 --raw &&
+    np make "$T/raw_dir/b.bin" 8 71 --raw && run 0 run --graph "$examples/seed.graph" \
+      --input "$T/raw_dir" --output "$T/raw_out" --dtype float32 &&
+    np check-raw-seed "$T/raw_out/a" "$T/raw_dir/a" 8 &&
+    np check-raw-seed "$T/raw_out/b.bin" "$T/raw_dir/b.bin" 8
+}
+directories_must_match() { # a name in one input directory only: refused, both ways, named
+  mkdir -p "$T/mm_a" "$T/mm_b" && np make "$T/mm_a/x.npy" 100,3 72 &&
+    np make "$T/mm_b/x.npy" 100,3 73 && np make "$T/mm_b/y.npy" 100,3 74 && cd "$T" &&
+    run 2 run --graph "$examples/dag.graph" --input mm_a --input mm_b --output mm_o0 \
+      --output mm_o1 &&
+    has "$err" "input directory mm_b has y.npy, which mm_a lacks (every input directory holds the same tensor names)" &&
+    absent mm_o0 && absent mm_o1 &&
+    run 2 run --graph "$examples/dag.graph" --input mm_b --input mm_a --output mm_o0 \
+      --output mm_o1 && has "$err" "input directory mm_a lacks y.npy, which mm_b has" &&
+    absent mm_o0 && np make mm_a/z.npy 100,3 77 &&
+    run 2 run --graph "$examples/dag.graph" --input mm_a --input mm_b --output mm_o0 \
+      --output mm_o1 &&
+    has "$err" "input directory mm_b lacks z.npy, which mm_a has, and has y.npy, which mm_a lacks" &&
+    rm mm_b/y.npy mm_a/z.npy && run 0 run --graph "$examples/dag.graph" --input mm_a \
+      --input mm_b --output mm_o0 --output mm_o1 &&
+    np check-dag mm_o0/x.npy mm_o1/x.npy mm_a/x.npy mm_b/x.npy
+  local rc=$?
+  cd - >/dev/null
+  return $rc
+}
+directory_output_named_like_a_file() { # was: a directory called single.npy
+  run 2 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/single.npy" &&
+    has "$err" "--output $T/single.npy: the inputs are directories, so each output is a directory of one file per tensor, and $T/single.npy is named like a file" &&
+    absent "$T/single.npy" && touch "$T/afile" &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/afile" &&
+    has "$err" "and $T/afile is a file" && [[ -f $T/afile && ! -s $T/afile ]]
+}
+input_lists() { # @LIST: blanks and '#' skipped, relative to the list's own directory
+  mkdir -p "$T/lists/sub" && np make "$T/lists/sub/p.npy" 40 75 && np make "$T/lq.npy" 50 76 &&
+    printf '# tensors\n\n  sub/p.npy  \r\n%s\n' "$T/lq.npy" >"$T/lists/in.txt" &&
+    (cd / && run 0 run --graph "$examples/seed.graph" --input "@$T/lists/in.txt" \
+      --output "$T/lo_dir") && np check-seed "$T/lo_dir/p.npy" "$T/lists/sub/p.npy" &&
+    np check-seed "$T/lo_dir/lq.npy" "$T/lq.npy" &&
+    printf 'one.npy\nout/two.npy\n' >"$T/lists/out.txt" && mkdir -p "$T/lists/out" &&
+    run 0 run --graph "$examples/seed.graph" --input "@$T/lists/in.txt" \
+      --output "@$T/lists/out.txt" && np check-seed "$T/lists/one.npy" "$T/lists/sub/p.npy" &&
+    np check-seed "$T/lists/out/two.npy" "$T/lq.npy" || return 1
+  printf 'a.npy\n' >"$T/lists/short.txt" &&
+    run 2 run --graph "$examples/seed.graph" --input "@$T/lists/in.txt" \
+      --output "@$T/lists/short.txt" &&
+    has "$err" "lists 1 paths but the inputs are 2 tensors" && absent "$T/lists/a.npy" &&
+    printf '# nothing\n\n' >"$T/lists/empty.txt" &&
+    run 2 run --graph "$examples/seed.graph" --input "@$T/lists/empty.txt" --output "$T/le" &&
+    has "$err" "holds no paths" && absent "$T/le" &&
+    printf '%s\n%s\n' "$T/in_dir/t1.npy" "$T/lists/sub/../../in_dir/t1.npy" >"$T/lists/dup.txt" &&
+    run 2 run --graph "$examples/seed.graph" --input "@$T/lists/dup.txt" --output "$T/ld" &&
+    has "$err" "names two files called t1.npy" && absent "$T/ld" &&
+    run 2 run --graph "$examples/seed.graph" --input "@$T/lists/in.txt" --output "$T/l.npy" &&
+    has "$err" "named like a file" && absent "$T/l.npy"
+}
+stdin_and_stdout() { # one tensor through a pipe, .npy or raw; the report on stderr then
+  "$bin" run --graph "$examples/seed.graph" --input - --output - <"$T/a.npy" >"$T/pipe.npy" \
+    2>"$err" && np check-seed "$T/pipe.npy" "$T/a.npy" && has "$err" "ok: 1 of 1 tensors done" &&
+    ! ls "${TMPDIR:-/tmp}" | grep -q "graphrun-stdout" || return 1
+  "$bin" run --graph "$examples/seed.graph" --input - --output "$T/pipe_raw.bin" --dtype float32 \
+    --shape 4,6 <"$T/r.bin" >"$out" 2>"$err" &&
+    np check-raw-seed "$T/pipe_raw.bin" "$T/r.bin" 4,6 &&
+    "$bin" run --graph "$examples/seed.graph" --input "$T/r.bin" --output - >"$T/pipe2.npy" \
+      2>"$err" && "$py" -c '
+import numpy as np, sys
+assert np.load(sys.argv[1]).shape == (24,)' "$T/pipe2.npy" || return 1
+  "$bin" run --graph "$examples/seed.graph" --input - --output "$T/pipe3.npy" <"$T/r.bin" \
+    >"$out" 2>"$err"; [[ $? == 2 ]] &&
+    has "$err" "stdin does not start with a .npy header; raw data on stdin needs --dtype" &&
+    absent "$T/pipe3.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+      --output - --json && has "$err" "--json prints on stdout, which --output - takes" &&
+    [[ ! -s $out ]] && run 2 run --graph "$examples/seed.graph" --input "$T/in_dir" \
+      --output - && has "$err" "--output - (stdout) takes one tensor; the inputs are directories"
+}
+flags_that_do_not_apply() { # refused in the flag's terms (exit 2); warned when auto chose
+  run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/na1.npy" \
+    --shape 3,5,7 && has "$err" "a.npy: a .npy file, whose header gives its type and shape, but --shape is for raw files: drop --shape" &&
+    absent "$T/na1.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+      --output "$T/na1.npy" --dtype float32 && has "$err" "but --dtype is for raw files" &&
+    absent "$T/na1.npy" && run 2 run --graph "$examples/seed.graph" --graph "$examples/dag.graph" \
+      --input "$T/a.npy" --output "$T/na1.npy" &&
+    has "$err" "graphrun run: --graph given twice: give it once" && absent "$T/na1.npy" &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/na1.npy" \
+      --contexts private &&
+    has "$err" "--contexts private does not apply to the host backend" &&
+    ! grep -q context_mode "$err" && absent "$T/na1.npy" &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/na1.npy" \
+      --ceilings && has "$err" "--ceilings does not apply to the host backend" &&
+    absent "$T/na1.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+      --output "$T/na1.npy" --mpi-timeout 5 &&
+    has "$err" "--mpi-timeout applies to --mpi runs only" &&
+    absent "$T/na1.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+      --output "$T/na1.npy" --budget 1M --budget 2M && has "$err" "--budget given twice" &&
+    absent "$T/na1.npy" || return 1
+  # Auto: on the host backend (no GPU here) both are warned about, and the run goes on.
+  GR_BACKEND=auto run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" \
+    --output "$T/na2.npy" --contexts private --ceilings && np check-seed "$T/na2.npy" "$T/a.npy" &&
+    { ! grep -q "auto chose the host" "$err" ||
+      { has "$err" "warning: --contexts private does not apply" &&
+        has "$err" "warning: --ceilings does not apply"; }; } || return 1
+  for cmd in demo stress; do
+    run 2 "$cmd" --workers 1 --workers 2 && has "$err" "graphrun $cmd: --workers given twice" ||
+      return 1
+  done
+  run 2 demo --contexts private --count 1 --elems 16 &&
+    has "$err" "--contexts private does not apply to the host backend"
+}
+check_is_a_dry_run() { # footprints, the least budget, the cuts; nothing created or run
+  mkdir -p "$T/ck_in" && np make "$T/ck_in/big.npy" 30000 80 && np make "$T/ck_in/s1.npy" 10 81 &&
+    np make "$T/ck_in/s2.npy" 12 82 && printf 'x' >"$T/ck_in/readme" &&
+    run 0 check --graph "$examples/seed.graph" --input "$T/ck_in" --budget 16K \
+      --output "$T/ck_out" --json && absent "$T/ck_out" && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["tensors"] == 3 and d["budget_bytes"] == 16384, d
+assert d["splittable"] and d["least_budget_bytes"] == 256, d
+f = {t["name"]: t for t in d["files"]}
+assert f["big.npy"]["cut"] == "chunked" and f["big.npy"]["pieces"] > 1, f["big.npy"]
+assert f["big.npy"]["footprint_bytes"] == 120064 and f["big.npy"]["shape"] == [30000], f
+assert f["s1.npy"]["cut"] == "batched" and f["s1.npy"]["batch"] == 2, f["s1.npy"]
+assert d["units"] == f["big.npy"]["pieces"] + 1, d["units"]
+assert d["bytes_in"] == d["bytes_out"] == 4 * 30022, d
+assert d["skipped"] == [sys.argv[2] + "/readme"], d["skipped"]' "$out" "$T/ck_in" &&
+    run 0 check --graph "$examples/seed.graph" --input "$T/ck_in" --budget 16K &&
+    has "$out" "big.npy: shape (30000), 30000 elements, footprint 117.25 KiB: chunked into" &&
+    has "$out" "s1.npy: shape (10), 10 elements, footprint 256 B: batched, 2 tensors to a unit" &&
+    has "$out" "ok: 3 tensors" && has "$err" "warning: skipped 1 entry" || return 1
+  # A graph that cannot be cut: refused as run refuses it, with the least budget it needs.
+  run 2 check --graph "$examples/softmax.graph" --input "$T/ck_in" --budget 16K --json &&
+    "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "refused" and d["exit"] == 2 and not d["splittable"], d
+assert d["least_budget_bytes"] == 240128 and "cannot be split" in d["error"], d' "$out" &&
+    run 2 run --graph "$examples/softmax.graph" --input "$T/ck_in" --budget 16K \
+      --output "$T/ck_out" && has "$err" "cannot be split" &&
+    [[ -z $(ls -A "$T/ck_out" 2>/dev/null) ]] &&
+    run 0 check --graph "$examples/softmax.graph" --input "$T/ck_in" --budget 240128 &&
+    run 0 run --graph "$examples/softmax.graph" --input "$T/ck_in" --budget 240128 \
+      --output "$T/ck_out" && np check-softmax "$T/ck_out/big.npy" "$T/ck_in/big.npy" || return 1
+  # Refusals as run's, in --json too; stdin; -h.
+  run 2 check --graph "$T/nope.graph" --input "$T/a.npy" --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "refused" and d["exit"] == 2 and "nope.graph" in d["error"], d' "$out" &&
+    run 2 check --graph "$examples/seed.graph" --input "$T/f8.npy" &&
+    has "$err" "holds float64 but the graph's in0 is float32" &&
+    run 2 check --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/a.npy" &&
+    has "$err" "exists (use --force" && "$bin" check --graph "$examples/seed.graph" --input - \
+      <"$T/a.npy" >"$out" 2>"$err" && has "$out" "stdin: shape (3,5,7), 105 elements" &&
+    run 0 check -h && has "$out" "usage: graphrun check"
 }
 
 case_ npy_round_trip npy_round_trip
@@ -645,4 +880,13 @@ case_ typed_outputs typed_outputs
 case_ bfloat16_output bfloat16_output
 case_ two_input_types two_input_types
 case_ refuses_other_types refuses_other_types
+case_ directory_skips_what_is_not_a_tensor directory_skips_what_is_not_a_tensor
+case_ directories_must_match directories_must_match
+case_ directory_output_named_like_a_file directory_output_named_like_a_file
+case_ input_lists input_lists
+case_ stdin_and_stdout stdin_and_stdout
+case_ lists_per_tensor_and_resume lists_per_tensor_and_resume
+case_ stdout_only_after_success stdout_only_after_success
+case_ flags_that_do_not_apply flags_that_do_not_apply
+case_ check_is_a_dry_run check_is_a_dry_run
 exit $failed

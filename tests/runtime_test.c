@@ -89,6 +89,15 @@ static void config_refusals(void)
         old->struct_size = v1;
         ASSERT_STATUS(gr_runtime_create(old, &rt, &err), GR_OK);
         ASSERT_EQ_U64(RT(rt)->cfg.pipeline_bytes, 128ull << 20);
+        ASSERT_EQ_U64(RT(rt)->cfg.host_cache_bytes, 0);
+        gr_runtime_destroy(rt);
+        /* 0.2's ends at pipeline_bytes: the registration cache stays off for it. */
+        memset(old, 0xff, sizeof(*old));
+        memcpy(old, &cfg, offsetof(gr_config, host_cache_bytes));
+        old->struct_size = (uint32_t)offsetof(gr_config, host_cache_bytes);
+        ASSERT_STATUS(gr_runtime_create(old, &rt, &err), GR_OK);
+        ASSERT_EQ_U64(RT(rt)->cfg.pipeline_bytes, cfg.pipeline_bytes);
+        ASSERT_EQ_U64(RT(rt)->cfg.host_cache_bytes, 0);
         gr_runtime_destroy(rt);
         old->struct_size = (uint32_t)offsetof(gr_config, device_count);
         ASSERT_STATUS(gr_runtime_create(old, &rt, &err), GR_ERR_INVALID_ARGUMENT);

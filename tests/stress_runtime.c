@@ -3,15 +3,20 @@
  * 32+ submitters, 16 workers on two devices, random sizes, a budget of three tensors, a
  * small ring, random cancellations, deadlines, detached and released jobs. What is checked,
  * and how, is in tools/graphrun/stress.c; this binary fails unless every breach count is 0.
+ * `stress_runtime_faults` does the same with graphrun stress --fault-rate's plan armed for
+ * the whole run (one in 50 calls of each transient site: on the host backend the arena's
+ * placements), pinned, pageable and registered tensors mixed: faults land amid the jobs in
+ * flight, and every promise still holds.
  *
  *   stress_runtime [--threads N] [--duration SECONDS] [--seed X]
  */
+#include "runtime/fault.h"
 #include "tests/testing.h"
 #include "tools/graphrun/stress.h"
 
 static gr_stress_opts opt = {32, 1.0, 1};
 
-static void stress(void)
+static void run(const char *faults)
 {
     gr_config cfg = GR_CONFIG_INIT;
     gr_stress_config c;
@@ -29,6 +34,8 @@ static void stress(void)
     c.seed = opt.seed;
     c.budget_tensors = 3;
     c.memory = GR_MEM_PAGEABLE;
+    c.mixed_memory = faults != NULL;
+    c.faults = faults;
     if (gr_stress_run(&c, &r, &err) != GR_OK)
         GR_TEST_FAIL("cannot start: %s", err.message);
     gr_stress_print(&c, &r);
@@ -45,14 +52,35 @@ static void stress(void)
         ASSERT_GT(r.user_jobs, r.jobs / 16);
         ASSERT_GT(r.half_jobs, r.jobs / 16);
     }
-    ASSERT_LT(r.user_jobs + r.half_jobs, r.jobs);
+    ASSERT_LT(r.user_jobs + r.half_jobs + r.expr_jobs, r.jobs);
+    ASSERT_GT(r.expr_jobs, 0);
     ASSERT_EQ_U64(gr_stress_breaches(&r), 0);
+    if (faults != NULL) {
+        ASSERT_GT(r.injected[GR_FAULT_ARENA], 0);
+        ASSERT_GT(r.fault_failed, 0);
+        for (int k = 0; k < 3; k++)
+            ASSERT_GT(r.memory_jobs[k], 0);
+    }
+}
+
+static void stress(void)
+{
+    run(NULL);
+}
+
+static void stress_faults(void)
+{
+    char plan[256];
+
+    gr_stress_fault_plan(50, opt.seed, plan, sizeof(plan));
+    run(plan);
 }
 
 int main(int argc, char **argv)
 {
-    static const gr_test_case cases[] = {{"stress_runtime", stress}};
+    static const gr_test_case cases[] = {{"stress_runtime", stress},
+                                         {"stress_runtime_faults", stress_faults}};
 
     gr_stress_parse(argc, argv, &opt);
-    return gr_test_run(cases, 1, 1, argv, gr_stress_timeout_s(&opt));
+    return gr_test_run(cases, 2, 1, argv, gr_stress_timeout_s(&opt));
 }

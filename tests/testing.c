@@ -332,7 +332,8 @@ static void print_line(const outcome *o, const char *name)
 
 static _Noreturn void usage(const char *argv0, const char *why)
 {
-    fprintf(stderr, "%s: %s\nusage: %s [--only NAME] [--timeout SECONDS] [--no-fork]\n",
+    fprintf(stderr,
+            "%s: %s\nusage: %s [--only NAME] [--timeout SECONDS] [--no-fork] [--list]\n",
             argv0, why, argv0);
     exit(2);
 }
@@ -375,7 +376,11 @@ int gr_test_run(const gr_test_case *cases, size_t n, int argc, char **argv,
             timeout_s = parse_timeout(argv[0], "--timeout", argv[i] + 10);
         else if (strcmp(argv[i], "--no-fork") == 0)
             fork_cases = false;
-        else
+        else if (strcmp(argv[i], "--list") == 0) {
+            for (size_t k = 0; k < n; k++)
+                printf("%s\n", cases[k].name);
+            return 0;
+        } else
             usage(argv[0], "unknown or incomplete option");
     }
     if (only != NULL) {

@@ -18,6 +18,8 @@
  *                      including this file)
  *   --no-fork          run the cases in this process, with no time limit, stopping at the
  *                      first failure (for a debugger: break on gr__test_fail)
+ *   --list             print the cases' names, one a line, in order, and exit 0 (for
+ *                      tools/gpu_suite sanitize, which runs each under each tool)
  *
  * What the runner keeps to, so that cases may do what they like: its own process stays
  * single-threaded and never calls the runtime or CUDA (each child is a fresh process for

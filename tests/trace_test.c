@@ -5,8 +5,10 @@
  * here, without a GPU, gr__trace_all_backends turns them on for the host backend, so the
  * same worker code is checked: one range per unit named by job and index (payload: the
  * index), phases nested inside it, pushes and pops balanced on every thread, and nothing
- * at all while no tool is attached. (The CUDA backend's own phases, "graph update",
- * "launch" and "wait", run only on a GPU.)
+ * at all while no tool is attached. The CUDA backend's own phases, "graph update",
+ * "launch" and "wait", run only on a GPU: `cuda_ranges` checks them there, with the ranges
+ * on by themselves (no test switch), whole tensors, batches and chunks; it SKIPs without a
+ * GPU (tools/gpu_suite nvtx runs it, with GR_NVTX_RECORDER naming the recorder).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -27,8 +29,12 @@ static char *record;
 
 static const char *recorder_path(void)
 {
-    const char *root = getenv("TEST_SRCDIR");
+    const char *root = getenv("TEST_SRCDIR"), *given = getenv("GR_NVTX_RECORDER");
 
+    if (given != NULL && *given != '\0') { /* outside Bazel: tools/gpu_suite nvtx */
+        snprintf(recorder, sizeof(recorder), "%s", given);
+        return recorder;
+    }
     snprintf(recorder, sizeof(recorder), "%s/graphrun/tests/libnvtx_recorder.so",
              root ? root : ".");
     return recorder;
@@ -96,6 +102,7 @@ typedef struct tally {
     int units;          /* top-level ranges */
     int budget_waits;   /* "budget wait" ranges inside them */
     int other_phases;   /* gather, scatter */
+    int cuda_phases[3]; /* graph update, launch, wait */
     uint64_t seen[64];  /* bit per index of job 1, for whole tensors */
     uint64_t covered;   /* indices covered by batch ranges */
     int chunks;
@@ -169,6 +176,10 @@ static tally check_record(const char *text, uint64_t job)
             t.budget_waits++;
         } else if (strcmp(name, "gather") == 0 || strcmp(name, "scatter") == 0) {
             t.other_phases++;
+        } else if (strcmp(name, "graph update") == 0 || strcmp(name, "launch") == 0 ||
+                   strcmp(name, "wait") == 0) {
+            ASSERT_STR_EQ(payload, "none");
+            t.cuda_phases[name[0] == 'g' ? 0 : name[0] == 'l' ? 1 : 2]++;
         } else {
             GR_TEST_FAIL("unexpected range inside a unit: %s", line);
         }
@@ -226,4 +237,65 @@ static void ranges_by_job_and_index(void)
     gr__trace_all_backends = false;
 }
 
-GR_TEST_MAIN(GR_TEST(no_tool_no_ranges), GR_TEST(ranges_by_job_and_index))
+/* The same on the CUDA backend, whose ranges need no test switch: every unit has its
+ * budget wait, graph update, launch and wait, one each, nested in it. */
+static void cuda_ranges(void)
+{
+    const uint64_t MiB = 1 << 20;
+    gr_runtime *rt;
+    const char *text;
+    size_t before;
+    tally t;
+
+    REQUIRE_GPU();
+    setenv("NVTX_INJECTION64_PATH", recorder_path(), 1);
+    gr__trace_all_backends = false;
+    rt = gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 3,
+                                         .budget = 64 * MiB, .whole_tensors = true});
+    ASSERT_TRUE(RT(rt)->env.trace);
+    run(rt, 40, 1000);
+    gr_runtime_destroy(rt);
+    text = record_text();
+    if (text == NULL)
+        GR_TEST_FAIL("NVTX did not load the recorder from %s", recorder_path());
+    t = check_record(text, 1);
+    printf("    whole tensors: %d units, phases: %d budget waits, %d graph updates, %d launches, "
+           "%d waits\n", t.units, t.budget_waits, t.cuda_phases[0], t.cuda_phases[1],
+           t.cuda_phases[2]);
+    ASSERT_EQ(t.units, 40);
+    ASSERT_EQ_U64(t.seen[0], (1ull << 40) - 1);
+    ASSERT_EQ(t.budget_waits, 40);
+    for (int k = 0; k < 3; k++)
+        ASSERT_EQ(t.cuda_phases[k], 40);
+    before = strlen(text);
+
+    /* Batches of small tensors, gathered through staging (pageable memory). */
+    rt = gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 2,
+                                         .budget = 2 * MiB});
+    run(rt, 300, 50);
+    gr_runtime_destroy(rt);
+    text = record_text();
+    t = check_record(text + before, 1);
+    printf("    batches: %d units over 300 tensors, %d gathers and scatters\n", t.units,
+           t.other_phases);
+    ASSERT_EQ_U64(t.covered, 300);
+    ASSERT_LT(t.units, 300);
+    ASSERT_EQ(t.budget_waits, t.units);
+    for (int k = 0; k < 3; k++)
+        ASSERT_EQ(t.cuda_phases[k], t.units);
+    before = strlen(text);
+
+    /* Chunks of tensors over a worker's share of the budget. */
+    rt = gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 2,
+                                         .budget = 2 * MiB});
+    run(rt, 2, 1000000); /* 4 MB each, over the 2 MiB budget */
+    gr_runtime_destroy(rt);
+    t = check_record(record_text() + before, 1);
+    printf("    chunks: %d units over 2 tensors\n", t.chunks);
+    ASSERT_GE(t.chunks, 4);
+    ASSERT_EQ(t.units, t.chunks);
+    for (int k = 0; k < 3; k++)
+        ASSERT_EQ(t.cuda_phases[k], t.units);
+}
+
+GR_TEST_MAIN(GR_TEST(no_tool_no_ranges), GR_TEST(ranges_by_job_and_index), GR_TEST(cuda_ranges))

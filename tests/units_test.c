@@ -7,17 +7,21 @@
 #include "runtime/units.h"
 #include "tests/testing.h"
 
-static bool always_ready(const void *p)
+static bool yes(const gr_backend_env *env, const void *p, uint64_t bytes)
 {
-    (void)p;
+    (void)env, (void)p, (void)bytes;
     return true;
 }
 
-static bool never_ready(const void *p)
+static bool no(const gr_backend_env *env, const void *p, uint64_t bytes)
 {
-    (void)p;
+    (void)env, (void)p, (void)bytes;
     return false;
 }
+
+/* What the planner is told of host memory: all of it page-locked, or none. */
+static const gr_backend_env always = {.host_ready = yes}, never = {.host_ready = no};
+static const gr_backend_env *const always_ready = &always, *const never_ready = &never;
 
 static float dummy[1];
 

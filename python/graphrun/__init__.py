@@ -460,7 +460,7 @@ class Runtime:
     def __init__(self, budget="2GiB", workers=3, backend="auto", devices=None, *,
                  host_devices=1, ring_capacity=4096, copy_threads=0, staging="64MiB",
                  batch_below="1MiB", pipeline="128MiB", split_tensors=True,
-                 contexts="primary", fault_plan=None, log_level=None):
+                 contexts="primary", fault_plan=None, log_level=None, host_cache=0):
         self._handle = None
         if backend not in _BACKENDS:
             raise ValueError(f"unknown backend {backend!r}: auto, host or cuda")
@@ -477,6 +477,7 @@ class Runtime:
         cfg.staging_bytes = parse_size(staging)
         cfg.batch_below_bytes = parse_size(batch_below)
         cfg.pipeline_bytes = parse_size(pipeline)
+        cfg.host_cache_bytes = parse_size(host_cache)
         cfg.split_tensors = 1 if split_tensors else 0
         self._fault_plan = fault_plan.encode() if fault_plan is not None else None
         cfg.fault_plan = self._fault_plan
@@ -584,6 +585,21 @@ class Runtime:
                            i.workers_per_device, int(i.budget_bytes),
                            i.backend_note.decode(errors="replace"), tuple(ords))
 
+    def forget(self, array):
+        """With host_cache: unregister what the registration cache holds of `array`'s memory
+        (gr_host_forget), so that it may be freed. Call it before dropping the last
+        reference to an array a job of this runtime used, when the cache is on. Raises
+        InvalidUsage while a job that has not ended uses the memory."""
+        try:
+            b = _arrays.as_buf(array, "forget")
+        except _arrays._Refusal as e:
+            raise TypeError(f"forget: {e}") from None
+        if b.nbytes == 0:
+            return
+        st = lib.gr_host_forget(self._h(), b.ptr, b.nbytes)
+        if st != 0:
+            _raise(st)
+
     def stats(self):
         """A snapshot of the statistics (gr_runtime_stats_get): a dict of the runtime-wide
         counters, with "devices", a list of one dict per device (tensors, iterations, bytes,
@@ -603,7 +619,9 @@ class Runtime:
                 out = {k: int(getattr(s, k)) for k in (
                     "device_count", "devices_lost", "jobs_submitted", "jobs_completed",
                     "jobs_failed", "nodevice_failed", "nodevice_canceled",
-                    "staging_pageable")}
+                    "staging_pageable", "host_cache_bytes", "host_cache_registrations",
+                    "host_cache_evictions", "host_cache_failures", "host_cache_hits",
+                    "host_cache_register_ns")}
             dev = {k: int(getattr(s, k)) for k in (
                 "device", "lost", "workers", "workers_retired", "tensors_done",
                 "tensors_failed", "tensors_canceled", "iterations_done", "iterations_failed",

@@ -68,6 +68,7 @@ class Config(ctypes.Structure):
         ("devices", ctypes.POINTER(ctypes.c_int)),
         ("device_count", ctypes.c_uint32),
         ("pipeline_bytes", ctypes.c_uint64),
+        ("host_cache_bytes", ctypes.c_uint64),
     ]
 
 
@@ -89,6 +90,7 @@ def config_init():
     c.log_level = 1  # GR_LOG_INFO
     c.device_count = 0
     c.pipeline_bytes = 128 << 20
+    c.host_cache_bytes = 0
     return c
 
 
@@ -143,6 +145,12 @@ class Stats(ctypes.Structure):
         ("units_direct", ctypes.c_uint64),
         ("units_staged", ctypes.c_uint64),
         ("units_scattered", ctypes.c_uint64),
+        ("host_cache_bytes", ctypes.c_uint64),
+        ("host_cache_registrations", ctypes.c_uint64),
+        ("host_cache_evictions", ctypes.c_uint64),
+        ("host_cache_failures", ctypes.c_uint64),
+        ("host_cache_hits", ctypes.c_uint64),
+        ("host_cache_register_ns", ctypes.c_uint64),
     ]
 
 
@@ -274,6 +282,7 @@ _FUNCTIONS = {
     "gr_runtime_stats_prometheus": (ctypes.c_size_t, [_P, ctypes.c_char_p, ctypes.c_size_t]),
     "gr_host_alloc": (c_enum, [ctypes.c_uint64, _PP]),
     "gr_host_free": (None, [_P]),
+    "gr_host_forget": (c_enum, [_P, _P, ctypes.c_uint64]),
     "gr_dtype_name": (ctypes.c_char_p, [c_enum]),
     "gr_dtype_size": (ctypes.c_uint32, [c_enum]),
     "gr_graph_destroy": (None, [_P]),

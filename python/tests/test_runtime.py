@@ -4,6 +4,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -107,6 +108,41 @@ def test_stats_count_the_work(new_runtime, backend):
     assert 'graphrun_jobs_completed_total 1' in text or 'graphrun_jobs_completed 1' in text, \
         text[:2000]
     assert f'backend="{backend}"' in text
+
+
+def test_host_cache_registers_pageable_arrays_used_again(new_runtime, backend):
+    """The registration cache (gr_config.host_cache_bytes): on CUDA the second job over the
+    same pageable arrays finds them registered; on the host backend there is no pinned
+    memory and the cache stays empty. forget unregisters, and refuses what is not an
+    array."""
+    rt = new_runtime(backend=backend, host_cache="256MiB")
+    xs = [rand(1_000_000, seed=i) for i in range(4)]  # 4 MB each: cached sizes
+    ref = [seed_ref(x) for x in xs]
+    rt.run(graphrun.seed(), xs)
+    if backend == "cuda":
+        for _ in range(1000):  # registered between jobs, in the background
+            if rt.stats()["host_cache_registrations"] == 4:
+                break
+            time.sleep(0.01)
+    before = rt.stats()
+    for i, x in enumerate(xs):  # the same memory, fresh inputs
+        x[:] = rand(1_000_000, seed=i)
+    rt.run(graphrun.seed(), xs)
+    for x, r in zip(xs, ref):
+        assert np.array_equal(x.view(np.uint32), r.view(np.uint32))
+    s = rt.stats()
+    if backend == "cuda":
+        assert before["host_cache_registrations"] == 4
+        assert s["host_cache_hits"] == 4
+        assert s["host_cache_bytes"] >= 4 * 4_000_000
+    else:
+        assert s["host_cache_registrations"] == s["host_cache_hits"] == 0
+        assert s["host_cache_bytes"] == 0
+    for x in xs:
+        rt.forget(x)
+    assert rt.stats()["host_cache_bytes"] == 0
+    with pytest.raises(TypeError):
+        rt.forget(object())
 
 
 def test_log_lines_reach_python_logging(caplog):

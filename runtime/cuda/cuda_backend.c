@@ -507,7 +507,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
 {
     cuda_device *cd = w->dev->backend_state;
     gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture};
-    uint32_t kinds = gr_cuda_host_kinds(it);
+    uint32_t kinds = gr_cuda_host_kinds(w->env, it);
     gr_cuda_graph *victim = &cw->cache[0];
     gr_status st;
 

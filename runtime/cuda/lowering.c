@@ -227,7 +227,7 @@ static enum cudaMemcpyKind copy_kind(const gr_node *node)
     return node->kind == GR_NODE_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
 }
 
-uint32_t gr_cuda_host_kinds(const gr_iteration *it)
+uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it)
 {
     const gr_graph *g = it->graph;
     uint32_t kinds = 0;
@@ -236,13 +236,12 @@ uint32_t gr_cuda_host_kinds(const gr_iteration *it)
         return GR_CUDA_DEVICE_ONLY;
 
     for (uint32_t p = 0; p < g->n_inputs + g->n_outputs; p++) {
-        const void *ptr = p < g->n_inputs ? it->tensor->in[p] : it->tensor->out[p - g->n_inputs];
-        struct cudaPointerAttributes a;
+        bool out = p >= g->n_inputs;
+        uint32_t port = out ? p - g->n_inputs : p;
+        const void *ptr = out ? it->tensor->out[port] : it->tensor->in[port];
 
-        if (cudaPointerGetAttributes(&a, ptr) == cudaSuccess && a.type == cudaMemoryTypeHost)
-            kinds |= 1u << (p < g->n_inputs ? p : GR_MAX_PORTS + p - g->n_inputs);
-        else
-            cudaGetLastError(); /* unregistered memory is not an error for us */
+        if (env->host_ready(env, ptr, gr_graph_port_bytes(g, out, port, it->tensor->elems)))
+            kinds |= 1u << (out ? GR_MAX_PORTS + port : port);
     }
     return kinds;
 }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "graph/graph.h"
+#include "runtime/backend.h"
 
 /* How a kernel node is put into the graph, by its kernel's CUDA implementation. */
 typedef enum gr_cuda_node_how {
@@ -94,10 +95,10 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
 void gr_cuda_graph_release(gr_cuda_graph *cg);
 
 /* Bit p (inputs) and bit GR_MAX_PORTS + p (outputs) set for each host operand of `it` that
- * is page-locked (cudaHostAlloc or cudaHostRegister); or, for an iteration whose copies the
+ * is page-locked (cudaHostAlloc or cudaHostRegister, all of it: env->host_ready); or, for an iteration whose copies the
  * backend does itself (gr_iteration.h2d), GR_CUDA_DEVICE_ONLY alone: the graph is lowered
  * without its copy nodes. */
 #define GR_CUDA_DEVICE_ONLY (1u << 31)
-uint32_t gr_cuda_host_kinds(const gr_iteration *it);
+uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it);
 
 #endif /* GR_CUDA_LOWERING_H */

@@ -189,11 +189,14 @@ typedef struct gr_config {
      * is stopped. Default 1. */
     uint32_t split_tensors;
     /* Testing only: a fault-injection plan. "SITE:N" makes the Nth call of a site fail,
-     * "SITE:N+" that call and every later one; rules are separated by commas. Sites: alloc,
-     * pin, thread, arena, device_alloc, register, stream, event, graph_instantiate,
-     * graph_update, graph_launch (docs/RELIABILITY.md says what each covers). NULL: the
-     * GR_FAULT environment variable's plan, if it is set. The plan is process-wide while
-     * this runtime lives. Default NULL. */
+     * "SITE:N+" that call and every later one, "SITE:~N" a random one in every N calls for
+     * as long as the runtime lives, seeded by a "seed=S" rule (else the GR_FAULT_SEED
+     * environment variable, else 0): the same seed fails the same call numbers, though
+     * which job makes a given call varies with the threads' timing. Rules are separated by
+     * commas. Sites: alloc, pin, thread, arena, device_alloc, register, stream, event,
+     * graph_instantiate, graph_update, graph_launch (docs/RELIABILITY.md says what each
+     * covers). NULL: the GR_FAULT environment variable's plan, if it is set. The plan is
+     * process-wide while this runtime lives. Default NULL. */
     const char *fault_plan;
     /* Logging (see "Logging" above): messages at log_level and above go to log_callback
      * (default NULL: none), with log_user passed through. Default level GR_LOG_INFO. */
@@ -214,6 +217,20 @@ typedef struct gr_config {
      * each other's instead of the first copy in and the last copy out of a job running
      * alone for a whole tensor's time. Default 128 MiB; 0: cut only what does not fit. */
     uint64_t pipeline_bytes;
+    /* Appended in 0.3. The registration cache: at most this many bytes of pageable host
+     * memory that jobs use (port buffers of 1 MiB or more) are page-locked in place, in the
+     * background, and kept, so that later jobs over the same memory copy it by DMA at the
+     * link's speed instead of staging it through the CPU (the first job over a range runs
+     * staged, as without the cache, while the range is registered beside it; ranges no live
+     * job uses are evicted least recently used first). Only on a backend with pinned
+     * memory (CUDA). Default 0: off.
+     * The promise it needs from the caller: memory a job used stays allocated and mapped
+     * until gr_host_forget has returned for it (or the runtime is destroyed). Freeing it
+     * earlier leaves a registration of pages the memory no longer has, and later jobs over
+     * memory reallocated there would copy the old pages. Off by default for that reason:
+     * a library cannot see its caller free memory. One runtime per process should use it:
+     * a registration is the whole process's. */
+    uint64_t host_cache_bytes;
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
@@ -221,7 +238,7 @@ typedef struct gr_config {
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
             GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, NULL, GR_LOG_INFO, \
-            NULL, 0, 128ull << 20                                                           \
+            NULL, 0, 128ull << 20, 0                                                        \
     }
 
 /*
@@ -347,6 +364,13 @@ typedef struct gr_stats {
      * back), through a staging buffer (gathered and scattered by the CPU), or tensor by
      * tensor where each lies, many in one batched copy (CUDA's cudaMemcpyBatchAsync). */
     uint64_t units_direct, units_staged, units_scattered;
+    /* Appended in 0.3: the whole runtime again. The registration cache
+     * (gr_config.host_cache_bytes): bytes it holds page-locked now; ranges it registered,
+     * evicted, and failed to register (the system refused: RLIMIT_MEMLOCK, say); holds of
+     * a job on a range found registered (a job's range copied by DMA thanks to the cache);
+     * and the time registering took, so that its cost per byte can be read off. */
+    uint64_t host_cache_bytes, host_cache_registrations, host_cache_evictions;
+    uint64_t host_cache_failures, host_cache_hits, host_cache_register_ns;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */
@@ -397,6 +421,14 @@ void gr_host_free(void *p);
  * allocated until gr_host_unregister. Any thread. */
 gr_status gr_host_register(void *p, uint64_t bytes);
 gr_status gr_host_unregister(void *p);
+
+/* With the registration cache (gr_config.host_cache_bytes): unregister whatever the cache
+ * of `rt` registered within [p, p + bytes) and forget it, so that the memory may be freed.
+ * Call it before freeing memory that a job of this runtime used. Waits for a registration
+ * of that memory in progress; GR_ERR_INVALID_USAGE (nothing forgotten) while a job that has
+ * not ended uses the memory. GR_OK also when the cache is off or holds none of it. Any
+ * thread. */
+gr_status gr_host_forget(gr_runtime *rt, const void *p, uint64_t bytes);
 
 /* ---------------------------------------------------------------------------------------
  * Element types. Every buffer, host port and kernel argument has one (float32 unless said).
@@ -544,6 +576,47 @@ gr_status gr_graph_port_get(const gr_graph *g, int output, uint32_t port, gr_por
  * GR_ERR_INVALID_ARGUMENT on overflow or a graph that is not finalized. Any thread.
  */
 gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes);
+
+/*
+ * How a runtime made from `cfg` would cut a job of `count` tensors, of elems[i] elements
+ * each, into units of work (one iteration each), without creating the runtime: for a dry
+ * run (`graphrun check`). It is the runtime's own planner on the runtime's own terms: cfg is
+ * checked as gr_runtime_create checks it, an AUTO backend is chosen as it would be (by
+ * probing), the budget is rounded down to that backend's granule, and split_tensors,
+ * workers_per_device, staging_bytes, batch_below_bytes and pipeline_bytes apply. What it
+ * cannot see is the tensors' memory: they are taken to be separate allocations (none right
+ * after another), all DMA-ready (pinned or registered, for CUDA) when `dma_ready` is nonzero;
+ * host backend memory always is.
+ *
+ * On GR_OK, *out holds the totals and cut[i] (when cut is not NULL: count entries) how tensor
+ * i would run. GR_ERR_OVER_BUDGET when gr_job_submit would refuse the job (a tensor whose
+ * iteration does not fit and cannot be cut: err names the index), with *out's backend,
+ * arena_bytes, splittable and least_budget filled, cut untouched. GR_ERR_INVALID_ARGUMENT for
+ * NULL, a graph not finalized, a config gr_runtime_create refuses, a tensor of 0 elements or
+ * one too large; the probe's status when the backend is not there; GR_ERR_OUT_OF_MEMORY.
+ * Creates nothing and allocates no device memory. Any thread.
+ */
+typedef struct gr_unit_cut {
+    uint64_t pieces;  /* units that cover the tensor: 1 whole or in a batch, more: chunks */
+    uint64_t batch;   /* tensors in its unit: 1 alone (whole or chunked), more: a batch */
+    uint64_t largest; /* elements of its largest unit's share of it (its largest chunk) */
+    int staged;       /* its units go through a worker's pinned staging buffer */
+} gr_unit_cut;
+
+typedef struct gr_units_plan_info {
+    gr_backend backend;    /* the backend planned for (AUTO resolved) */
+    uint64_t arena_bytes;  /* each device's arena: the budget rounded down to its granule */
+    uint64_t units;        /* units the job would run */
+    /* The smallest budget_bytes with which gr_job_submit takes these tensors on this
+     * backend (a multiple of its granule): the largest iteration for a graph that cannot be
+     * cut, one unit of the smallest size for one that can. */
+    uint64_t least_budget;
+    int splittable;        /* the graph can be cut (elementwise kernels, tensor-sized buffers) */
+} gr_units_plan_info;
+
+gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uint64_t *elems,
+                              uint64_t count, int dma_ready, gr_unit_cut *cut,
+                              gr_units_plan_info *out, gr_error_info *err);
 
 /*
  * The seed pipeline (H2D -> `seed` kernel in place -> D2H, one input and one output port),

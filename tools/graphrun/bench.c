@@ -40,6 +40,7 @@
 #define DEFAULT_BUDGET (2ull << 30)
 #define DEFAULT_REPS 12
 #define MAX_CEILING_COPY 400000000ull
+#define MAX_PASSES 16
 
 static void usage(FILE *f)
 {
@@ -57,6 +58,11 @@ static void usage(FILE *f)
             "                   workers (the table of docs/PERFORMANCE.md)\n"
             "  --reps N         copies per direction per trial when measuring ceilings\n"
             "                   (default %d)\n"
+            "  --passes N       run the job N times (at most %d) over the same tensors, one\n"
+            "                   runtime, inputs refilled between passes (untimed); one report\n"
+            "                   per pass (default 1)\n"
+            "  --host-cache SIZE  the registration cache (gr_config.host_cache_bytes) for\n"
+            "                   pageable tensors used again, e.g. 8GiB (default 0: off)\n"
             "  --json           print JSON (one object per run) instead of text\n"
             "  --help           this text\n"
             "\n"
@@ -66,7 +72,7 @@ static void usage(FILE *f)
             "Defaults: %d tensors of 100000000 elements, pinned, budget 2 GiB.\n"
             "Exit status: 0 all outputs verified, 1 wrong outputs or failed tensors,\n"
             "2 bad command line, 3 no usable GPU or the runtime could not start.\n",
-            DEFAULT_REPS, DEFAULT_COUNT);
+            DEFAULT_REPS, MAX_PASSES, DEFAULT_COUNT);
 }
 
 typedef struct run_result {
@@ -81,6 +87,11 @@ typedef struct run_result {
     uint64_t mem_baseline, mem_peak, mem_total;
     uint64_t rss_before, rss_peak; /* bytes */
     gr_device_stats stats;
+    /* Per pass (--passes): its time, its wrong outputs, the statistics after it. */
+    uint32_t passes;
+    double pass_s[MAX_PASSES];
+    uint64_t pass_wrong[MAX_PASSES];
+    gr_stats pass_stats[MAX_PASSES];
     gr_job_progress prog;
     gr_status result;
     gr_error_info error;
@@ -131,15 +142,30 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
         goto out;
     gr_runtime_info_get(rt, &info);
     r->budget = info.budget_bytes;
-    t0 = gr_now_ns();
-    if ((st = gr_job_submit(rt, g, set->tensors, set->count, NULL, &job, &r->error)) != GR_OK)
-        goto out;
-    while (gr_job_wait(job, 5000000, &r->result) == GR_ERR_TIMEOUT) {
-        uint64_t rss = rss_bytes();
-        if (rss > r->rss_peak)
-            r->rss_peak = rss;
+    for (uint32_t k = 0; k < r->passes; k++) {
+        if (k > 0) { /* untimed: the next pass starts from fresh inputs, checked after */
+            gr_job_destroy(job);
+            job = NULL;
+            gr_tensor_set_fill(set);
+        }
+        t0 = gr_now_ns();
+        if ((st = gr_job_submit(rt, g, set->tensors, set->count, NULL, &job, &r->error)) !=
+            GR_OK)
+            goto out;
+        while (gr_job_wait(job, 5000000, &r->result) == GR_ERR_TIMEOUT) {
+            uint64_t rss = rss_bytes();
+            if (rss > r->rss_peak)
+                r->rss_peak = rss;
+        }
+        r->pass_s[k] = (double)(gr_now_ns() - t0) / 1e9;
+        r->pass_stats[k] = (gr_stats)GR_STATS_INIT;
+        gr_runtime_stats_get(rt, 0, &r->pass_stats[k]);
+        if (r->result != GR_OK)
+            break;
+        if (o->verify)
+            r->pass_wrong[k] = gr_tensor_set_check(set, NULL);
     }
-    r->seconds = (double)(gr_now_ns() - t0) / 1e9;
+    r->seconds = r->pass_s[0];
     if (rss_bytes() > r->rss_peak)
         r->rss_peak = rss_bytes();
     gr_job_progress_get(job, &r->prog);
@@ -172,8 +198,8 @@ out:
             r->mem_total = total;
         }
     }
-    if (st == GR_OK && r->result == GR_OK && o->verify)
-        r->wrong = gr_tensor_set_check(set, NULL);
+    for (uint32_t k = 0; st == GR_OK && r->result == GR_OK && k < r->passes; k++)
+        r->wrong += r->pass_wrong[k];
     return st;
 }
 
@@ -380,10 +406,23 @@ static double run_bidir(const report *rep, const run_result *r)
     return r->n_devices > 1 ? rep->at_once.bidir_gbs : rep->ceil.bidir_gbs;
 }
 
-static void print_text_run(const report *rep, const gr_seed_opts *o, const run_result *r)
+/* The iterations of pass k (its statistics less the previous pass's) by copy path. */
+static void pass_units(const run_result *r, uint32_t k, uint64_t *direct, uint64_t *staged,
+                       uint64_t *scattered)
+{
+    const gr_stats *a = &r->pass_stats[k], *b = k ? &r->pass_stats[k - 1] : NULL;
+
+    *direct = a->units_direct - (b ? b->units_direct : 0);
+    *staged = a->units_staged - (b ? b->units_staged : 0);
+    *scattered = a->units_scattered - (b ? b->units_scattered : 0);
+}
+
+static void print_text_run(const report *rep, const gr_seed_opts *o, const run_result *r,
+                           uint32_t k)
 {
     char b1[32], b2[32], b3[32];
-    double per_ms = r->seconds * 1e3 / (double)o->count;
+    double per_ms = r->pass_s[k] * 1e3 / (double)o->count;
+    uint64_t direct, staged, scattered;
     double floor = floor_ms_at(run_bidir(rep, r), o);
     uint64_t above = r->mem_peak - r->mem_baseline;
     uint64_t rss_added = r->rss_peak > r->rss_before ? r->rss_peak - r->rss_before : 0;
@@ -394,11 +433,13 @@ static void print_text_run(const report *rep, const gr_seed_opts *o, const run_r
             printf("%s%d", d ? "," : "", r->ordinals[d]);
         printf("), ");
     }
+    if (r->passes > 1)
+        printf("pass %u of %u: ", k + 1, r->passes);
     printf("budget %s, %u workers: %.3f s, %.3f ms per tensor, %.0f tensors/s, ratio %.3f; "
            "device memory peak %s above baseline; runtime host memory %s; graphs %llu "
            "instantiated, %llu updated; start %.1f ms; %s\n",
-           gr_cli_bytes(r->budget, b1, sizeof(b1)), r->workers, r->seconds, per_ms,
-           (double)o->count / r->seconds, floor / per_ms,
+           gr_cli_bytes(r->budget, b1, sizeof(b1)), r->workers, r->pass_s[k], per_ms,
+           (double)o->count / r->pass_s[k], floor / per_ms,
            gr_cli_bytes(above, b2, sizeof(b2)), gr_cli_bytes(rss_added, b3, sizeof(b3)),
            (unsigned long long)r->stats.graph_instantiations,
            (unsigned long long)r->stats.graph_updates, r->start_ms,
@@ -406,6 +447,22 @@ static void print_text_run(const report *rep, const gr_seed_opts *o, const run_r
            : !o->verify      ? "not verified"
            : r->wrong        ? "WRONG OUTPUTS"
                              : "all outputs verified");
+    pass_units(r, k, &direct, &staged, &scattered);
+    printf("  units: %llu direct, %llu staged, %llu scattered", (unsigned long long)direct,
+           (unsigned long long)staged, (unsigned long long)scattered);
+    if (r->pass_stats[k].host_cache_registrations || r->pass_stats[k].host_cache_failures)
+        printf("; registration cache: %s registered (%llu ranges, %.1f GB/s), %llu hits, "
+               "%llu evicted, %llu refused",
+               gr_cli_bytes(r->pass_stats[k].host_cache_bytes, b1, sizeof(b1)),
+               (unsigned long long)r->pass_stats[k].host_cache_registrations,
+               r->pass_stats[k].host_cache_register_ns
+                   ? (double)r->pass_stats[k].host_cache_bytes /
+                         (double)r->pass_stats[k].host_cache_register_ns
+                   : 0.0,
+               (unsigned long long)r->pass_stats[k].host_cache_hits,
+               (unsigned long long)r->pass_stats[k].host_cache_evictions,
+               (unsigned long long)r->pass_stats[k].host_cache_failures);
+    printf("\n");
     if (r->n_devices > 1)
         for (uint32_t d = 0; d < r->n_devices; d++)
             printf("  device %d: %llu iterations, device memory peak %s above baseline\n",
@@ -418,9 +475,12 @@ static void print_text_run(const report *rep, const gr_seed_opts *o, const run_r
                gr_status_str(r->error.status), r->error.message);
 }
 
-static void print_json_run(const report *rep, const gr_seed_opts *o, const run_result *r)
+static void print_json_run(const report *rep, const gr_seed_opts *o, const run_result *r,
+                           uint32_t k)
 {
-    double per_ms = r->seconds * 1e3 / (double)o->count;
+    double per_ms = r->pass_s[k] * 1e3 / (double)o->count;
+    const gr_stats *ps = &r->pass_stats[k];
+    uint64_t direct, staged, scattered;
     const gr_ceilings *ceil = r->n_devices > 1 ? &rep->at_once : &rep->ceil;
     json_t *root = json_object(), *devices = json_array(), *iters = json_array(),
            *above = json_array();
@@ -449,9 +509,23 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
     json_object_set_new(root, "devices", devices);
     json_object_set_new(root, "iterations_per_device", iters);
     json_object_set_new(root, "device_memory_above_baseline_per_device", above);
-    json_object_set_new(root, "seconds", json_real(r->seconds));
+    json_object_set_new(root, "pass", json_integer(k + 1));
+    json_object_set_new(root, "passes", json_integer(r->passes));
+    pass_units(r, k, &direct, &staged, &scattered);
+    json_object_set_new(root, "units",
+                        json_pack("{s:I,s:I,s:I}", "direct", (json_int_t)direct, "staged",
+                                  (json_int_t)staged, "scattered", (json_int_t)scattered));
+    json_object_set_new(root, "host_cache",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "bytes",
+                                  (json_int_t)ps->host_cache_bytes, "registrations",
+                                  (json_int_t)ps->host_cache_registrations, "hits",
+                                  (json_int_t)ps->host_cache_hits, "evictions",
+                                  (json_int_t)ps->host_cache_evictions, "failures",
+                                  (json_int_t)ps->host_cache_failures, "register_ns",
+                                  (json_int_t)ps->host_cache_register_ns));
+    json_object_set_new(root, "seconds", json_real(r->pass_s[k]));
     json_object_set_new(root, "ms_per_tensor", json_real(per_ms));
-    json_object_set_new(root, "tensors_per_s", json_real((double)o->count / r->seconds));
+    json_object_set_new(root, "tensors_per_s", json_real((double)o->count / r->pass_s[k]));
     json_object_set_new(root, "floor_ms", json_real(floor_ms_at(ceil->bidir_gbs, o)));
     json_object_set_new(root, "ratio", json_real(floor_ms_at(ceil->bidir_gbs, o) / per_ms));
     json_object_set_new(root, "device_memory",
@@ -473,7 +547,7 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
     json_object_set_new(root, "canceled", json_integer((json_int_t)r->prog.canceled));
     json_object_set_new(root, "status", json_string(gr_status_str(r->result)));
     json_object_set_new(root, "verified", json_boolean(o->verify));
-    json_object_set_new(root, "wrong_tensors", json_integer((json_int_t)r->wrong));
+    json_object_set_new(root, "wrong_tensors", json_integer((json_int_t)r->pass_wrong[k]));
     json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
     fputc('\n', stdout);
     json_decref(root);
@@ -486,6 +560,8 @@ int gr_cmd_bench(int argc, char **argv)
         {"layout", required_argument, NULL, 'L'},
         {"sweep", no_argument, NULL, 'W'},
         {"reps", required_argument, NULL, 'r'},
+        {"passes", required_argument, NULL, 'P'},
+        {"host-cache", required_argument, NULL, 'H'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -494,7 +570,7 @@ int gr_cmd_bench(int argc, char **argv)
     gr_seed_opts o;
     report rep = {.layout = "separate"};
     bool json = false, sweep = false, contiguous = false, all_ok = true;
-    uint64_t reps = DEFAULT_REPS, footprint, copy_bytes;
+    uint64_t reps = DEFAULT_REPS, passes = 1, host_cache = 0, footprint, copy_bytes;
     gr_tensor_set set = {0};
     gr_graph *graph = NULL;
     gr_error_info err;
@@ -503,12 +579,15 @@ int gr_cmd_bench(int argc, char **argv)
     run_result *runs = NULL;
     size_t n_runs = 0, n_planned;
     int rc = GR_EXIT_FAILED, opt, v;
+    uint32_t seen = 0;
 
     if (!gr_seed_opts_init(&o, "bench", DEFAULT_COUNT))
         return GR_EXIT_USAGE;
     o.rt.cfg.backend = GR_BACKEND_CUDA;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (!gr_cli_once(&seen, opt, "Lr", "graphrun bench", longopts))
+            return GR_EXIT_USAGE;
         if (opt == 'h') {
             usage(stdout);
             return GR_EXIT_OK;
@@ -527,6 +606,18 @@ int gr_cmd_bench(int argc, char **argv)
         } else if (opt == 'r') {
             if (!gr_cli_parse_u64(optarg, &reps) || reps == 0 || reps > 1000) {
                 fprintf(stderr, "graphrun bench: invalid value '%s' for --reps\n", optarg);
+                return GR_EXIT_USAGE;
+            }
+        } else if (opt == 'P') {
+            if (!gr_cli_parse_u64(optarg, &passes) || passes == 0 || passes > MAX_PASSES) {
+                fprintf(stderr, "graphrun bench: invalid value '%s' for --passes (1..%d)\n",
+                        optarg, MAX_PASSES);
+                return GR_EXIT_USAGE;
+            }
+        } else if (opt == 'H') {
+            if (!gr_cli_parse_size(optarg, &host_cache)) {
+                fprintf(stderr, "graphrun bench: invalid value '%s' for --host-cache %s\n",
+                        optarg, GR_CLI_SIZE_FORMS);
                 return GR_EXIT_USAGE;
             }
         } else if ((v = gr_seed_opt("bench", opt, optarg, &o)) <= 0) {
@@ -605,6 +696,8 @@ int gr_cmd_bench(int argc, char **argv)
         }
         if (rep.n_devices > 1 && k == 0)
             cfg.device_count = 1;
+        cfg.host_cache_bytes = host_cache;
+        r->passes = (uint32_t)passes;
         if ((st = run_once(&o, cfg, graph, &set, r)) != GR_OK) {
             fprintf(stderr, "graphrun bench: cannot run: %s: %s\n", gr_status_str(st),
                     r->error.message);
@@ -621,12 +714,13 @@ int gr_cmd_bench(int argc, char **argv)
     }
     if (!json)
         print_text_header(&rep, &o);
-    for (size_t i = 0; i < n_runs; i++) {
-        if (json)
-            print_json_run(&rep, &o, &runs[i]);
-        else
-            print_text_run(&rep, &o, &runs[i]);
-    }
+    for (size_t i = 0; i < n_runs; i++)
+        for (uint32_t k = 0; k < runs[i].passes && (k == 0 || runs[i].pass_s[k] > 0); k++) {
+            if (json)
+                print_json_run(&rep, &o, &runs[i], k);
+            else
+                print_text_run(&rep, &o, &runs[i], k);
+        }
     if (rep.n_devices > 1)
         print_scaling(&rep, &o, &runs[0], &runs[1], json);
     rc = all_ok ? GR_EXIT_OK : GR_EXIT_FAILED;

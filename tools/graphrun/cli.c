@@ -96,6 +96,30 @@ mode_t gr_cli_file_mode(void)
     return mode;
 }
 
+bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *who,
+                 const struct option *longopts)
+{
+    const char *at = opt > 0 ? strchr(letters, opt) : NULL;
+    uint32_t bit;
+
+    if (at == NULL || at - letters >= 32)
+        return true;
+    bit = 1u << (at - letters);
+    if ((*seen & bit) == 0) {
+        *seen |= bit;
+        return true;
+    }
+    for (const struct option *o = longopts; o->name != NULL; o++)
+        if (o->flag == NULL && o->val == opt) {
+            fprintf(stderr, "%s: --%s given twice: give it once (the second would replace "
+                            "the first)\n",
+                    who, o->name);
+            return false;
+        }
+    fprintf(stderr, "%s: an option given twice: give it once\n", who);
+    return false;
+}
+
 void gr_cli_try_help(const char *cmd)
 {
     fprintf(stderr, "graphrun %s: see 'graphrun %s --help' for the options\n", cmd, cmd);

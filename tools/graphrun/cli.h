@@ -5,6 +5,7 @@
 #ifndef GR_CLI_H
 #define GR_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,13 @@ bool gr_cli_parse_size(const char *s, uint64_t *out);
  * (mkstemp's temporary files are 0600 whatever the umask). Read once; call it first from
  * the main thread. */
 mode_t gr_cli_file_mode(void);
+
+/* Whether option `opt`, when it is one of `letters` (flags that take one value), is given for
+ * the first time (recorded in *seen, a bit per letter, at most 32); false after printing
+ * "WHO: --graph given twice: give it once" (WHO: "graphrun run", say), its name from
+ * `longopts`: a second value would silently replace the first. */
+bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *who,
+                 const struct option *longopts);
 
 /* After an unknown option (getopt has named it): where the options are listed. */
 void gr_cli_try_help(const char *cmd);

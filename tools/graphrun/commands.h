@@ -8,6 +8,7 @@
 int gr_cmd_demo(int argc, char **argv);
 int gr_cmd_bench(int argc, char **argv);
 int gr_cmd_run(int argc, char **argv);
+int gr_cmd_check(int argc, char **argv);
 int gr_cmd_info(int argc, char **argv);
 int gr_cmd_stress(int argc, char **argv);
 

@@ -13,7 +13,7 @@
  * ".NAME.graphrun-tmp.XXXXXX", which the next run over the same outputs removes
  * (gr_io_clean_leftovers).
  */
-#define _GNU_SOURCE /* strdup, the dirent types */
+#define _GNU_SOURCE /* strdup, strndup, the dirent types */
 #include "tools/graphrun/io.h"
 
 #include <dirent.h>
@@ -30,6 +30,7 @@
 
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/hostbuf.h"
+#include "tools/graphrun/inputs.h"
 
 #define HEADER_PROBE 65536 /* bytes read to parse a .npy header */
 
@@ -61,6 +62,11 @@ static char *join(const char *dir, const char *name)
     if (p)
         snprintf(p, n, "%s/%s", dir, name);
     return p;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static void shape_str(const gr_io_shape *s, char *buf, size_t len)
@@ -134,9 +140,12 @@ static bool shape_elems(const gr_io_shape *s, uint32_t size, uint64_t *elems)
 
 /* Everything about the file of input port `port`, checked against its size and the port's
  * type. `raw` is --dtype's type, or the port's own without --dtype. */
-static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
+static gr_status describe(const gr_io_plan *plan, uint32_t port, gr_dtype raw,
                           const char *path, gr_io_file *f, char *why, size_t len)
 {
+    const gr_io_options *opt = &plan->opt;
+    bool from_stdin = gr_inputs_is_stdin(&plan->src, path);
+    const char *label = from_stdin ? "stdin" : path;
     char buf[HEADER_PROBE], shape[256], hwhy[512], name[32];
     gr_dtype type = opt->in_dtype[port];
     uint32_t size = gr_dtype_size(type);
@@ -149,24 +158,31 @@ static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
     memset(f, 0, sizeof(*f));
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(why, len, "%s: cannot open: %s", path, strerror(errno));
+        return fail(why, len, "%s: cannot open: %s", label, strerror(errno));
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return fail(why, len, "%s: not a regular file", path);
+        return fail(why, len, "%s: not a regular file", label);
     }
     f->path = strdup(path);
-    f->npy = ends_with(path, ".npy");
+    f->npy = from_stdin ? plan->src.stdin_npy : ends_with(path, ".npy");
+    if (f->npy && opt->raw_flag != NULL) {
+        close(fd);
+        return fail(why, len,
+                    "%s: a .npy file, whose header gives its type and shape, but %s is for raw "
+                    "files: drop %s",
+                    label, opt->raw_flag, opt->raw_flag);
+    }
     if (f->npy) {
         gr_npy_header h;
 
         got = pread(fd, buf, sizeof(buf), 0);
         close(fd);
         if (got < 0)
-            return fail(why, len, "%s: cannot read: %s", path, strerror(errno));
+            return fail(why, len, "%s: cannot read: %s", label, strerror(errno));
         if (gr_npy_parse_header(buf, (size_t)got, &h, hwhy, sizeof(hwhy)) != GR_OK)
-            return fail(why, len, "%s: %s", path, hwhy);
+            return fail(why, len, "%s: %s", label, hwhy);
         /* Before the size: a file of another type is that, not a wrong size. */
-        if (gr_npy_check_dtype(&h, type, path, name, why, len) != GR_OK)
+        if (gr_npy_check_dtype(&h, type, label, name, why, len) != GR_OK)
             return GR_ERR_INVALID_ARGUMENT;
         f->shape.ndim = h.ndim;
         memcpy(f->shape.dims, h.shape, sizeof(h.shape[0]) * h.ndim);
@@ -179,7 +195,7 @@ static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
             return fail(why, len,
                         "%s: the header says shape %s (%llu bytes of %s data after a "
                         "%llu-byte header) but the file has %llu bytes: %s",
-                        path, shape, (unsigned long long)(h.elems * size), gr_dtype_name(type),
+                        label, shape, (unsigned long long)(h.elems * size), gr_dtype_name(type),
                         (unsigned long long)h.data_offset, (unsigned long long)sb.st_size,
                         (uint64_t)sb.st_size < need ? "truncated" : "trailing bytes");
         }
@@ -190,11 +206,11 @@ static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
                         "%s: --dtype %s, but %s is %s: a raw file holds its port's type; "
                         "convert the file (a.astype(...).tofile(path)), drop --dtype, or "
                         "change the spec's buffer type",
-                        path, gr_dtype_name(raw), name, gr_dtype_name(type));
+                        label, gr_dtype_name(raw), name, gr_dtype_name(type));
         if (opt->raw_shape != NULL) {
             f->shape = *opt->raw_shape;
             if (!shape_elems(&f->shape, size, &f->elems))
-                return fail(why, len, "%s: --shape is too large", path);
+                return fail(why, len, "%s: --shape is too large", label);
         } else {
             f->shape.ndim = 1;
             f->shape.dims[0] = f->elems = (uint64_t)sb.st_size / size;
@@ -203,57 +219,12 @@ static gr_status describe(const gr_io_options *opt, uint32_t port, gr_dtype raw,
             shape_str(&f->shape, shape, sizeof(shape));
             return fail(why, len,
                         "%s: raw %s %s needs %llu bytes, the file has %llu (shape mismatch)",
-                        path, gr_dtype_name(type), opt->raw_shape ? shape : "data",
+                        label, gr_dtype_name(type), opt->raw_shape ? shape : "data",
                         (unsigned long long)(f->elems * size), (unsigned long long)sb.st_size);
         }
     }
     if (f->elems == 0)
-        return fail(why, len, "%s: holds no elements", path);
-    return GR_OK;
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The regular files of a directory (not hidden), sorted by name. */
-static gr_status list_dir(const char *dir, char ***names, uint64_t *count, char *why,
-                          size_t len)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    uint64_t n = 0, cap = 0;
-    char **v = NULL;
-
-    if (d == NULL)
-        return fail(why, len, "%s: cannot open directory: %s", dir, strerror(errno));
-    while ((e = readdir(d)) != NULL) {
-        struct stat sb;
-        char *path;
-
-        if (e->d_name[0] == '.')
-            continue;
-        path = join(dir, e->d_name);
-        if (path == NULL || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-            free(path);
-            continue;
-        }
-        free(path);
-        if (n == cap) {
-            char **nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
-            if (nv == NULL)
-                break;
-            v = nv;
-        }
-        v[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(v, n, sizeof(*v), name_cmp);
-    *names = v;
-    *count = n;
-    if (n == 0)
-        return fail(why, len, "%s: no input files in this directory", dir);
+        return fail(why, len, "%s: holds no elements", label);
     return GR_OK;
 }
 
@@ -277,11 +248,11 @@ static gr_status check_output(const gr_io_options *opt, const char *path, char *
 gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *why,
                             size_t why_len)
 {
-    uint32_t ni = opt->n_inputs, no = opt->n_outputs, dirs = 0;
+    uint32_t ni = opt->n_inputs, no = opt->n_outputs;
     uint32_t shards = opt->shards > 1 ? opt->shards : 1;
     uint32_t lead = gr_io_lead_port(opt); /* the input whose size the tensor's is */
     gr_dtype raw[GR_MAX_PORTS];
-    char **names = NULL;
+    gr_inputs_options in_opt = {0};
     gr_status st = GR_OK;
 
     memset(plan, 0, sizeof(*plan));
@@ -299,26 +270,19 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
         for (uint32_t p = 0; p < ni; p++)
             raw[p] = t;
     }
-    for (uint32_t p = 0; p < ni; p++) {
-        struct stat sb;
-
-        if (stat(opt->inputs[p], &sb) != 0)
-            return fail(why, why_len, "input %s: %s", opt->inputs[p], strerror(errno));
-        dirs += S_ISDIR(sb.st_mode) ? 1 : 0;
-    }
-    if (dirs != 0 && dirs != ni)
-        return fail(why, why_len, "inputs must be all files or all directories");
-    plan->directories = dirs != 0;
-
     if (opt->shard >= shards)
         return fail(why, why_len, "shard %u of %u does not exist", opt->shard, shards);
-    if (plan->directories) {
-        if ((st = list_dir(opt->inputs[0], &names, &plan->total, why, why_len)) != GR_OK)
-            goto out;
-    } else {
-        plan->total = 1;
-    }
-    plan->names = names;
+    in_opt.inputs = opt->inputs;
+    in_opt.n_inputs = ni;
+    in_opt.outputs = opt->outputs;
+    in_opt.n_outputs = no;
+    in_opt.raw = opt->raw_flag != NULL;
+    in_opt.stage_stdout = opt->stage_stdout;
+    if ((st = gr_inputs_resolve(&in_opt, &plan->src, why, why_len)) != GR_OK)
+        return st;
+    plan->directories = plan->src.out_dirs;
+    plan->total = plan->src.total;
+    plan->names = plan->src.names;
     plan->count = plan->total / shards + (opt->shard < plan->total % shards ? 1 : 0);
     /* One element more than needed: calloc(0) may return NULL. */
     plan->index = calloc(plan->count + 1, sizeof(*plan->index));
@@ -335,24 +299,10 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
 
         plan->index[i] = g;
         for (uint32_t p = 0; p < ni; p++) {
-            char *path = plan->directories ? join(opt->inputs[p], names[g])
-                                           : strdup(opt->inputs[p]);
+            const char *path = plan->src.in[g * ni + p];
             gr_io_file *f = &plan->in[i * ni + p];
 
-            if (path == NULL) {
-                st = fail(why, why_len, "out of memory");
-                goto out;
-            }
-            if (plan->directories && access(path, F_OK) != 0) {
-                st = fail(why, why_len,
-                          "%s has no file %s (every input directory needs the same file "
-                          "names as %s)",
-                          opt->inputs[p], names[g], opt->inputs[0]);
-                free(path);
-                goto out;
-            }
-            st = describe(opt, p, raw[p], path, f, why, why_len);
-            free(path);
+            st = describe(plan, p, raw[p], path, f, why, why_len);
             if (st != GR_OK)
                 goto out;
             if (opt->in_fixed[p] != 0 && f->elems != opt->in_fixed[p]) {
@@ -378,8 +328,7 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
             plan->bytes_in += f->elems * gr_dtype_size(opt->in_dtype[p]);
         }
         for (uint32_t p = 0; p < no; p++) {
-            char *path = plan->directories ? join(opt->outputs[p], names[g])
-                                           : strdup(opt->outputs[p]);
+            char *path = strdup(plan->src.out[g * no + p]);
 
             plan->out[i * no + p] = path;
             if (path == NULL) {
@@ -397,25 +346,18 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
         }
     }
 out:
-    if (st != GR_OK) {
-        if (plan->names == NULL) { /* list_dir failed: the list is not the plan's yet */
-            for (uint64_t i = 0; names && i < plan->total; i++)
-                free(names[i]);
-            free(names);
-        }
+    if (st != GR_OK)
         gr_io_plan_free(plan);
-    }
     return st;
 }
 
 #define TMP_INFIX ".graphrun-tmp."
 #define TMP_RANDOM 6 /* mkstemp's XXXXXX */
 
-/* Create output k's temporary file, ".NAME.graphrun-tmp.XXXXXX" beside it: hidden, plainly
- * ours, and never NAME itself. */
-static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_len)
+/* Create the temporary file of output `out`, ".NAME.graphrun-tmp.XXXXXX" beside it:
+ * hidden, plainly ours, and never NAME itself. */
+static gr_status make_tmp(const char *out, char **tmp_out, char *why, size_t why_len)
 {
-    const char *out = plan->out[k];
     const char *slash = strrchr(out, '/');
     size_t dirlen = slash ? (size_t)(slash - out) : 0;
     size_t n = strlen(out) + 32;
@@ -435,13 +377,58 @@ static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_
     }
     fchmod(fd, gr_cli_file_mode()); /* the umask's mode, not mkstemp's 0600 */
     close(fd);
-    plan->tmp[k] = tmp;
+    *tmp_out = tmp;
     return GR_OK;
+}
+
+static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_len)
+{
+    return make_tmp(plan->out[k], &plan->tmp[k], why, why_len);
+}
+
+/* The length of `path`'s directory part, its final slash included (0: none). */
+static size_t dir_part(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+
+    return slash ? (size_t)(slash - path) + 1 : 0;
+}
+
+/* Paths ordered by their directory parts. */
+static int dir_cmp(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    size_t lx = dir_part(x), ly = dir_part(y);
+    int c = memcmp(x, y, lx < ly ? lx : ly);
+
+    return c != 0 ? c : (lx > ly) - (lx < ly);
+}
+
+/* One output of each directory that holds outputs (*n of them; malloc'd, NULL when out of
+ * memory): one per port for directories, but a list's outputs may be anywhere. */
+static const char **one_per_dir(const gr_io_plan *plan, uint64_t *n)
+{
+    uint64_t total = plan->count * plan->opt.n_outputs, kept = 0;
+    const char **v = malloc((total + 1) * sizeof(*v));
+
+    *n = 0;
+    if (v == NULL)
+        return NULL;
+    memcpy(v, plan->out, total * sizeof(*v));
+    qsort(v, total, sizeof(*v), dir_cmp);
+    for (uint64_t k = 0; k < total; k++)
+        if (kept == 0 || dir_cmp(&v[kept - 1], &v[k]) != 0)
+            v[kept++] = v[k];
+    *n = kept;
+    return v;
 }
 
 gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
 {
     uint32_t no = plan->opt.n_outputs;
+    gr_status st = GR_OK;
+    const char **dirs;
+    uint64_t n;
 
     if (plan->directories) {
         for (uint32_t p = 0; p < no; p++) {
@@ -463,18 +450,19 @@ gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
                             strerror(errno));
         }
     }
-    /* Outputs share their directories with the first tensor's (one per port, or the files'
-     * own): one probe per port finds an unwritable one. */
-    for (uint64_t k = 0; k < no && k < plan->count * no; k++) {
-        gr_status st = create_tmp(plan, k, why, why_len);
+    /* One probe per directory that holds outputs finds an unwritable one. */
+    if ((dirs = one_per_dir(plan, &n)) == NULL)
+        return fail(why, why_len, "out of memory");
+    for (uint64_t d = 0; d < n && st == GR_OK; d++) {
+        char *tmp;
 
-        if (st != GR_OK)
-            return st;
-        unlink(plan->tmp[k]);
-        free(plan->tmp[k]);
-        plan->tmp[k] = NULL;
+        if ((st = make_tmp(dirs[d], &tmp, why, why_len)) == GR_OK) {
+            unlink(tmp);
+            free(tmp);
+        }
     }
-    return GR_OK;
+    free(dirs);
+    return st;
 }
 
 /* The tensor's shape from its file's: its leading dimensions folded into one past
@@ -676,37 +664,28 @@ static bool is_leftover(const char *name, size_t *base)
     return true;
 }
 
-/* The length of `path`'s directory part, its final slash included (0: none). */
-static size_t dir_part(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-
-    return slash ? (size_t)(slash - path) + 1 : 0;
-}
-
 uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
 {
-    uint64_t n = plan->count * plan->opt.n_outputs, removed = 0;
+    uint64_t n = plan->count * plan->opt.n_outputs, removed = 0, n_dirs;
     char **sorted = malloc((n + 1) * sizeof(*sorted));
+    const char **dirs = one_per_dir(plan, &n_dirs);
 
-    if (sorted == NULL)
+    if (sorted == NULL || dirs == NULL) {
+        free(sorted);
+        free(dirs);
         return 0;
+    }
     memcpy(sorted, plan->out, n * sizeof(*sorted));
     qsort(sorted, n, sizeof(*sorted), name_cmp);
-    /* Every directory that holds an output is the first tensor's output of some port (one
-     * directory per port, or each single file's own), listed once. */
-    for (uint64_t k = 0; k < n && k < plan->opt.n_outputs; k++) {
-        const char *out = plan->out[k];
+    for (uint64_t k = 0; k < n_dirs; k++) {
+        const char *out = dirs[k];
         size_t len = dir_part(out);
-        bool seen = false;
         struct dirent *e;
         char *dir;
         DIR *d;
 
-        for (uint64_t q = 0; q < k; q++)
-            seen |= dir_part(plan->out[q]) == len && strncmp(plan->out[q], out, len) == 0;
         dir = len == 0 ? strdup(".") : len == 1 ? strdup("/") : strndup(out, len - 1);
-        if (seen || dir == NULL || (d = opendir(dir)) == NULL) {
+        if (dir == NULL || (d = opendir(dir)) == NULL) {
             free(dir);
             continue;
         }
@@ -728,6 +707,7 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
         free(dir);
     }
     free(sorted);
+    free(dirs);
     return removed;
 }
 
@@ -809,9 +789,7 @@ void gr_io_plan_free(gr_io_plan *plan)
         gr_hostbuf_free(plan->in_data[i]);
     for (uint64_t i = 0; plan->out_data && i < plan->count * no; i++)
         gr_hostbuf_free(plan->out_data[i]);
-    for (uint64_t i = 0; plan->names && i < plan->total; i++)
-        free(plan->names[i]);
-    free(plan->names);
+    gr_inputs_free(&plan->src);
     free(plan->index);
     free(plan->in);
     free(plan->out);

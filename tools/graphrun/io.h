@@ -1,7 +1,7 @@
 /*
  * io.h - tensors in files for `graphrun run`: NumPy .npy (C order, of the element type of
  * the graph's port, either byte order) and raw files (the port's type, this host's order),
- * given one file per port or one directory per port, and outputs written so that no run
+ * given one file, directory or list per port (inputs.h), and outputs written so that no run
  * ever leaves a torn or partial output behind.
  *
  * Types: each input file must hold the element type of its port (gr_graph_port_get); a
@@ -24,9 +24,9 @@
  * an output's name; gr_io_clean_leftovers removes what such a process left.
  *
  * Shards: several processes can share one set of inputs. Process `shard` of `shards` plans
- * only the tensors whose index i (in the sorted list of names, or 0 for single files) has
- * i % shards == shard; every process lists the same directory, so the shards are disjoint
- * and together cover every tensor.
+ * only the tensors whose index i (a directory's names sorted, a list's in its order; 0 for
+ * single files) has i % shards == shard; every process lists the same directory (or reads
+ * the same list), so the shards are disjoint and together cover every tensor.
  */
 #ifndef GR_IO_H
 #define GR_IO_H
@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include <graphrun.h>
+#include "tools/graphrun/inputs.h"
 #include "tools/graphrun/npy.h"
 #include "tools/graphrun/tensor_set.h"
 
@@ -51,6 +52,11 @@ typedef struct gr_io_options {
     const char *raw_dtype;   /* --dtype for raw files (gr_dtype_name's names): each raw
                                 input's port must be of that type; NULL: each port's own */
     const gr_io_shape *raw_shape; /* --shape for raw files; NULL: 1-D from the size */
+    /* Raw mode (inputs.h), and the flag that asked for it (--raw, --dtype or --shape): every
+     * file of an input directory is a tensor, and a .npy input is refused, naming the flag.
+     * NULL: a directory's tensors are its .npy files. */
+    const char *raw_flag;
+    bool stage_stdout; /* `-` output: stage its temporary file (inputs.h); not for a check */
     bool force;              /* overwrite existing outputs */
     gr_mem_kind memory;      /* where tensors live in host memory */
     uint32_t shard, shards;  /* this process's share (see above); shards 0 or 1: all */
@@ -77,9 +83,10 @@ typedef struct gr_io_file {
 
 typedef struct gr_io_plan {
     gr_io_options opt;
-    bool directories;
+    gr_inputs src;       /* every tensor's paths (inputs.h) */
+    bool directories;    /* the outputs are directories */
     uint64_t total;      /* tensors in every shard together */
-    char **names;        /* directories: the total file names, sorted; else NULL */
+    char **names;        /* directories and lists: the total names (src.names); else NULL */
     uint64_t *index;     /* count: each planned tensor's index among the total */
     uint64_t count;      /* tensors of this shard */
     gr_io_file *in;      /* count * n_inputs, index-major */

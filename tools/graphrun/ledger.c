@@ -90,6 +90,18 @@ void gr_ledger_failed(gr_ledger *l, uint64_t i, const char *status, const char *
     e->message = message ? strdup(message) : NULL;
 }
 
+/* What the manifest calls input path `path`, output path `out`: `-` for stdin and stdout
+ * (inputs.h: a memfd, and a temporary file of ours, neither worth naming). */
+static const char *in_label(const gr_io_plan *plan, const char *path)
+{
+    return gr_inputs_is_stdin(&plan->src, path) ? "-" : path;
+}
+
+static const char *out_label(const gr_io_plan *plan, const char *out)
+{
+    return plan->src.stdout_file && strcmp(out, plan->src.stdout_file) == 0 ? "-" : out;
+}
+
 static const char *outcome_name(gr_outcome o)
 {
     return o == GR_OUTCOME_DONE ? "done" : o == GR_OUTCOME_FAILED ? "failed" : "not run";
@@ -111,7 +123,7 @@ static json_t *entry_json(const gr_ledger *l, uint64_t i)
     if (e->earlier)
         json_object_set_new(t, "earlier", json_true());
     for (uint32_t p = 0; p < no; p++)
-        json_array_append_new(outs, json_string(plan->out[i * no + p]));
+        json_array_append_new(outs, json_string(out_label(plan, plan->out[i * no + p])));
     json_object_set_new(t, "outputs", outs);
     if (e->outcome == GR_OUTCOME_DONE) {
         sizes = json_array();
@@ -120,8 +132,9 @@ static json_t *entry_json(const gr_ledger *l, uint64_t i)
         json_object_set_new(t, "output_sizes", sizes);
     }
     for (uint32_t p = 0; p < ni; p++)
-        json_array_append_new(ins, json_pack("{s:s,s:I,s:I}", "path", plan->in[i * ni + p].path,
-                                             "size", (json_int_t)e->in_size[p], "mtime_ns",
+        json_array_append_new(ins, json_pack("{s:s,s:I,s:I}", "path",
+                                             in_label(plan, plan->in[i * ni + p].path), "size",
+                                             (json_int_t)e->in_size[p], "mtime_ns",
                                              (json_int_t)e->in_mtime_ns[p]));
     json_object_set_new(t, "inputs", ins);
     if (e->outcome == GR_OUTCOME_FAILED) {

@@ -9,7 +9,9 @@
  * modification time (st_mtim, in nanoseconds) the manifest records, and every output file
  * still exists with the size it records. Size and mtime, not a hash: a hash would read every
  * input again, which is what resuming saves. The graph file is checked the same way, and a
- * changed graph refuses the resume (every output would be stale).
+ * changed graph refuses the resume (every output would be stale). The paths are those the
+ * inputs resolve to (inputs.h: a directory's files, a list's lines), with stdin and stdout
+ * named `-` (the driver refuses --resume with them: they are read and written anew).
  *
  * Owner only: one thread (the driver's main thread) per ledger.
  */

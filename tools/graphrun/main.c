@@ -15,6 +15,7 @@ static const struct {
 } commands[] = {
     {"info", gr_cmd_info, "show backends, devices, versions, kernels (and copy ceilings)"},
     {"run", gr_cmd_run, "stream tensors from .npy or raw files through a graph spec"},
+    {"check", gr_cmd_check, "check a run without running it: inputs, footprints, cuts"},
     {"demo", gr_cmd_demo, "run the seed workload on synthetic tensors and verify it"},
     {"bench", gr_cmd_bench, "measure the seed workload on the GPU against the copy ceilings"},
     {"stress", gr_cmd_stress, "run the runtime under many threads and check every promise"},

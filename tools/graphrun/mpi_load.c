@@ -1,11 +1,14 @@
 /*
  * mpi_load.c - find and load libgraphrun_mpi.so (mpi_ops.h) for `graphrun run --mpi`.
  *
- * The plugin lives beside the graphrun binary (Bazel builds it there; tools/gpu_suite
- * copies both), found through /proc/self/exe so that the binary may be started through a
- * symbolic link (Bazel's runfiles). dlopen resolves the plugin's own needs, libmpi and the
- * rest of Open MPI, from the system's library path; when they are missing, dlerror names
- * the library, and the message says which package brings it.
+ * The plugin lives in PREFIX/lib/graphrun/ for an installed PREFIX/bin/graphrun
+ * (tools/install), or beside the graphrun binary (Bazel builds it there; tools/gpu_suite
+ * copies both): the first of the two that exists is loaded, and when neither does the
+ * message names the one beside the binary. The binary's directory comes from
+ * /proc/self/exe, so that the binary may be started through a symbolic link (Bazel's
+ * runfiles). dlopen resolves the plugin's own needs, libmpi and the rest of Open MPI, from
+ * the system's library path; when they are missing, dlerror names the library, and the
+ * message says which package brings it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -18,7 +21,8 @@
 
 const gr_mpi_ops *gr_mpi_load(char *why, size_t why_len)
 {
-    char exe[PATH_MAX], path[PATH_MAX + sizeof(GR_MPI_PLUGIN)];
+    static const char *const where[] = {"/../lib/graphrun", ""};
+    char exe[PATH_MAX], path[PATH_MAX + sizeof("/../lib/graphrun/" GR_MPI_PLUGIN)];
     const gr_mpi_ops *ops;
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     char *slash;
@@ -30,8 +34,12 @@ const gr_mpi_ops *gr_mpi_load(char *why, size_t why_len)
     }
     exe[n] = '\0';
     slash = strrchr(exe, '/');
-    snprintf(path, sizeof(path), "%.*s/%s", slash ? (int)(slash - exe) : 1,
-             slash ? exe : ".", GR_MPI_PLUGIN);
+    for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++) {
+        snprintf(path, sizeof(path), "%.*s%s/%s", slash ? (int)(slash - exe) : 1,
+                 slash ? exe : ".", where[i], GR_MPI_PLUGIN);
+        if (access(path, F_OK) == 0 || i + 1 == sizeof(where) / sizeof(where[0]))
+            break;
+    }
     /* RTLD_GLOBAL: Open MPI loads its own components (mca_*.so) with dlopen, and they look
      * for libmpi's symbols in the global scope. */
     h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);

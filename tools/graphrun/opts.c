@@ -11,6 +11,7 @@
 
 #define HOST_DEFAULT_ELEMS (1ull << 20) /* 4 MiB tensors on the CPU */
 #define CUDA_DEFAULT_ELEMS 100000000ull /* the seed's 400 MB tensors on a GPU */
+#define CUDA_GRANULE (2ull << 20)       /* the smallest budget CUDA takes (graphrun.h) */
 
 static const struct {
     const char *var;
@@ -34,6 +35,30 @@ static const char *hint(int opt)
            : opt == 'H' ? " (want 1..64)"
            : opt == 'b' ? GR_CLI_SIZE_FORMS "; at least 256 bytes, 2 MiB on CUDA"
                         : "";
+}
+
+/* One bit per flag of these options, for "given twice". */
+static uint32_t flag_bit(int opt)
+{
+    static const char letters[] = "bwkxmVHces";
+    const char *at = opt > 0 && opt < 128 ? strchr(letters, opt) : NULL;
+
+    return at ? 1u << (at - letters) : 0;
+}
+
+/* A flag given a second time would replace the first without a word: refused. */
+static bool twice(const char *cmd, int opt, gr_runtime_opts *o)
+{
+    uint32_t bit = flag_bit(opt);
+
+    if (bit && (o->given & bit)) {
+        fprintf(stderr, "graphrun %s: %s given twice: give it once (the second would replace "
+                        "the first)\n",
+                cmd, flag_name[opt]);
+        return true;
+    }
+    o->given |= bit;
+    return false;
 }
 
 static int bad(const char *cmd, int opt, const char *value)
@@ -141,6 +166,7 @@ bool gr_runtime_opts_init(gr_runtime_opts *o, const char *cmd)
     memset(o, 0, sizeof(*o));
     o->cfg = cfg;
     o->memory = -1;
+    o->cmd = cmd;
     for (size_t i = 0; i < sizeof(env_defaults) / sizeof(env_defaults[0]); i++) {
         const char *v = getenv(env_defaults[i].var);
 
@@ -166,13 +192,18 @@ bool gr_seed_opts_init(gr_seed_opts *o, const char *cmd, uint64_t default_count)
 
 int gr_runtime_opt(const char *cmd, int opt, const char *arg, gr_runtime_opts *o)
 {
-    int r = apply_runtime(opt, arg, o);
+    int r;
 
+    if (flag_bit(opt) && twice(cmd, opt, o))
+        return -1;
+    r = apply_runtime(opt, arg, o);
     return r < 0 ? bad(cmd, opt, arg) : r;
 }
 
 int gr_seed_opt(const char *cmd, int opt, const char *arg, gr_seed_opts *o)
 {
+    if ((opt == 'c' || opt == 'e' || opt == 's') && twice(cmd, opt, &o->rt))
+        return -1;
     switch (opt) {
     case 'c':
         if (!gr_cli_parse_u64(arg, &o->count) || o->count == 0)
@@ -192,6 +223,37 @@ int gr_seed_opt(const char *cmd, int opt, const char *arg, gr_seed_opts *o)
     default:
         return gr_runtime_opt(cmd, opt, arg, &o->rt);
     }
+}
+
+/* A flag given for a backend other than `chosen`: false with err filled when the backend
+ * was named; a warning when auto chose it. */
+static bool flags_apply(gr_runtime_opts *o, gr_backend chosen, gr_error_info *err)
+{
+    const char *flag = NULL, *why = NULL;
+
+    if (chosen == GR_BACKEND_HOST && (o->given & flag_bit('x')) &&
+        o->cfg.context_mode == GR_CONTEXT_PRIVATE) {
+        flag = "--contexts private";
+        why = "CUDA contexts; the host backend has none";
+    } else if (chosen == GR_BACKEND_CUDA && (o->given & flag_bit('H'))) {
+        flag = "--host-devices";
+        why = "the host backend's emulated devices; CUDA uses its GPUs (--devices picks them)";
+    }
+    if (flag == NULL)
+        return true;
+    if (o->cfg.backend == GR_BACKEND_AUTO) {
+        fprintf(stderr, "graphrun %s: warning: %s does not apply: it is about %s (auto chose "
+                        "the %s backend)\n",
+                o->cmd ? o->cmd : "", flag, why, gr_backend_name(chosen));
+        return true;
+    }
+    memset(err, 0, sizeof(*err));
+    err->status = GR_ERR_INVALID_ARGUMENT;
+    err->index = GR_NO_INDEX;
+    snprintf(err->message, sizeof(err->message),
+             "%s does not apply to the %s backend: it is about %s; drop it", flag,
+             gr_backend_name(chosen), why);
+    return false;
 }
 
 gr_status gr_runtime_opts_resolve(gr_runtime_opts *o, gr_backend *chosen, gr_error_info *err)
@@ -219,9 +281,20 @@ gr_status gr_runtime_opts_resolve(gr_runtime_opts *o, gr_backend *chosen, gr_err
                      *chosen == GR_BACKEND_HOST ? "; --host-devices emulates more" : "");
             return GR_ERR_INVALID_ARGUMENT;
         }
+    if (!flags_apply(o, *chosen, err))
+        return GR_ERR_INVALID_ARGUMENT;
     if (o->memory < 0)
         o->memory = *chosen == GR_BACKEND_CUDA ? GR_MEM_PINNED : GR_MEM_PAGEABLE;
     return GR_OK;
+}
+
+uint64_t gr_runtime_opts_budget(const gr_runtime_opts *o, gr_backend chosen, uint64_t footprint)
+{
+    uint64_t b = footprint * GR_OPTS_BUDGET_ITERATIONS;
+
+    if (o->budget)
+        return o->budget;
+    return chosen == GR_BACKEND_CUDA && b < CUDA_GRANULE ? CUDA_GRANULE : b;
 }
 
 gr_status gr_seed_opts_resolve(gr_seed_opts *o, gr_backend *chosen, gr_error_info *err)

@@ -4,8 +4,13 @@
  * Runtime options (every subcommand that starts a runtime): --budget, --workers, --backend,
  * --contexts, --memory, --devices, --host-devices, with environment variables as defaults:
  * GR_BUDGET, GR_WORKERS, GR_BACKEND, GR_CONTEXTS, GR_MEMORY, GR_DEVICES, GR_HOST_DEVICES. A
- * flag beats the variable; a bad value in either is a usage error that names it. Whether
- * each listed device is present is for gr_runtime_create to say.
+ * flag beats the variable; a bad value in either is a usage error that names it, and so is a
+ * flag given twice (the second would silently replace the first). Whether each listed device
+ * is present is a usage error of --devices too (gr_runtime_opts_resolve). A flag that does
+ * not apply to the backend (--contexts private on the host backend, --host-devices on
+ * CUDA) is refused when the backend was named (--backend or GR_BACKEND),
+ * and warned about when auto chose it; the variables are defaults, not asked for, and only
+ * the flags are held to that.
  *
  * Seed-workload options (demo, bench): --count, --elems, --seed, --no-verify.
  */
@@ -27,6 +32,8 @@ typedef struct gr_runtime_opts {
     uint64_t budget; /* 0: the command's default */
     int memory;      /* gr_mem_kind, or -1: pinned on CUDA, pageable on the host backend */
     int devices[GR_OPTS_MAX_DEVICES]; /* --devices; cfg.device_count of them, 0: all */
+    const char *cmd; /* the subcommand, for messages */
+    uint32_t given;  /* the flags given on the command line (not the variables), a bit each */
 } gr_runtime_opts;
 
 typedef struct gr_seed_opts {
@@ -78,13 +85,23 @@ bool gr_runtime_opts_init(gr_runtime_opts *o, const char *cmd);
 bool gr_seed_opts_init(gr_seed_opts *o, const char *cmd, uint64_t default_count);
 
 /* Apply option `opt` with argument `arg`. Returns 1 when it was one of these options and
- * valid, 0 when it is not one of them, -1 after printing "graphrun CMD: invalid value". */
+ * valid, 0 when it is not one of them, -1 after printing "graphrun CMD: invalid value" (or
+ * "--budget given twice"). */
 int gr_runtime_opt(const char *cmd, int opt, const char *arg, gr_runtime_opts *o);
 int gr_seed_opt(const char *cmd, int opt, const char *arg, gr_seed_opts *o);
 
 /* Probe the backend (AUTO resolves to what it would choose) and fill the defaults that
- * depend on it (memory kind). GR_OK, or the probe's failure with `err` filled. */
+ * depend on it (memory kind). GR_OK, or the probe's failure with `err` filled;
+ * GR_ERR_INVALID_ARGUMENT, in the flag's terms, for a device that is not there or a flag that
+ * does not apply to the backend named (see above: under auto, a warning on stderr). */
 gr_status gr_runtime_opts_resolve(gr_runtime_opts *o, gr_backend *chosen, gr_error_info *err);
+
+/* The budget `graphrun run` and `graphrun check` use on backend `chosen` when the largest
+ * tensor's iteration takes `footprint` device bytes: --budget (GR_BUDGET), else room for
+ * GR_OPTS_BUDGET_ITERATIONS such iterations, and on CUDA at least its 2 MiB allocation
+ * granule (the runtime refuses less; a budget the user gave is theirs to fix). */
+#define GR_OPTS_BUDGET_ITERATIONS 3
+uint64_t gr_runtime_opts_budget(const gr_runtime_opts *o, gr_backend chosen, uint64_t footprint);
 
 /* gr_runtime_opts_resolve, then the seed defaults (elements per tensor). */
 gr_status gr_seed_opts_resolve(gr_seed_opts *o, gr_backend *chosen, gr_error_info *err);

@@ -28,6 +28,7 @@
  * reads only its own inputs, and on equal devices equal shards finish together; within a
  * rank, the runtime already shares the work dynamically among its devices.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/commands.h"
 #include "tools/graphrun/cuda_measure.h"
+#include "tools/graphrun/inputs.h"
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/ledger.h"
 #include "tools/graphrun/opts.h"
@@ -47,9 +49,6 @@
 #include "tools/graphrun/ranks.h"
 #include "tools/graphrun/run_report.h"
 
-/* CUDA's allocation granule: the smallest budget the CUDA backend takes (graphrun.h). */
-#define CUDA_GRANULE (2ull << 20)
-#define DEFAULT_BUDGET_ITERATIONS 3
 #define DEFAULT_MPI_TIMEOUT_S 600
 #define POLL_NS (50 * 1000000ll) /* how soon a done tensor's outputs are written */
 /* The manifest is replaced at most every MANIFEST_MIN_NS, and never more often than every
@@ -81,27 +80,37 @@ static void usage(FILE *f)
             "                   is read (repeatable; a spec can name such files itself)\n"
             "  --input PATH     input port 0, 1, ... in order: a .npy file (C order, of the\n"
             "                   port's element type: see below), a raw file (the port's type,\n"
-            "                   this machine's byte order), or a directory of them (one\n"
-            "                   tensor per file; every input directory holds the same names)\n"
+            "                   this machine's byte order), - for stdin (one .npy; raw with\n"
+            "                   --dtype), a directory (one tensor per .npy file; with --raw,\n"
+            "                   --dtype or --shape, per file; anything else is skipped and\n"
+            "                   named; every input directory holds the same names), or @LIST:\n"
+            "                   a file of paths, one a line (blank lines and lines starting\n"
+            "                   with # skipped; relative paths from the list's directory)\n"
             "  --output PATH    output port 0, 1, ... in order: a file (.npy when the name\n"
-            "                   ends in .npy, else raw), of the port's type, or a directory\n"
-            "                   when the inputs are directories (files named as in the first)\n"
+            "                   ends in .npy, else raw), of the port's type, - for stdout (a\n"
+            "                   .npy; the report then goes to stderr), a directory when the\n"
+            "                   inputs are directories or lists (files named as in the\n"
+            "                   first), or @LIST with a path per input tensor\n"
             "  --dtype T        element type of raw input files: float32, float16, bfloat16,\n"
             "                   float64, int32 or uint8 (default: each port's); a raw input\n"
-            "                   whose port is of another type is refused\n"
-            "  --shape D0,D1..  shape of raw input files (default: 1-D, from the size)\n"
+            "                   whose port is of another type is refused, and so is a .npy\n"
+            "  --shape D0,D1..  shape of raw input files (default: 1-D, from the size); a .npy\n"
+            "                   input is refused with it (its header gives the shape)\n"
+            "  --raw            input directories hold raw files: every file is a tensor\n"
             "  --force          overwrite existing outputs\n"
             "  --ceilings       CUDA: measure the copy ceilings first and report the ratio\n"
-            "  --json           print a JSON summary on stdout\n"
+            "                   (refused on the host backend; a warning when auto chose it)\n"
+            "  --json           print a JSON summary on stdout (not with --output -)\n"
             "  --progress WHEN  auto (on a terminal), always or never (default auto)\n"
             "  --manifest FILE  the run's JSON manifest: every tensor done (with its outputs),\n"
             "                   failed (status, node, message) or not run, replaced whole as\n"
-            "                   the run goes (default with directories or --mpi:\n"
+            "                   the run goes (default with directories, lists or --mpi:\n"
             "                   OUTPUT.manifest.json beside the first --output)\n"
             "  --resume         skip the tensors the manifest records as done whose inputs\n"
             "                   have the size and mtime it records and whose outputs are still\n"
             "                   there with their recorded size; run the others (replacing\n"
-            "                   outputs the manifest lists, without --force)\n"
+            "                   outputs the manifest lists, without --force; not with - for\n"
+            "                   stdin or stdout)\n"
             "  --keep-going     go on past failed tensors (default: the first failure stops\n"
             "                   the run: no new tensor starts, those done stay written)\n"
             "  --all-or-nothing write the outputs only when every tensor is done (a failed or\n"
@@ -114,6 +123,11 @@ static void usage(FILE *f)
             "  --mpi-timeout S  --mpi: the longest a rank waits for the others at a step before\n"
             "                   it aborts the job (default %d; 0: no limit)\n"
             "  --help           this text\n" GR_RUNTIME_OPTIONS_HELP
+            "\n"
+            "A flag that takes one value is given once; one that does not apply is refused\n"
+            "(--contexts private on the host backend, --host-devices on CUDA; a warning when\n"
+            "auto chose the backend). 'graphrun check' tries the same command line without\n"
+            "running it.\n"
             "\n"
             "Element types: each port has its buffer's type (the spec's `buffer x uint8`;\n"
             "float32 without one), and each input must hold exactly that type, else it is\n"
@@ -129,12 +143,15 @@ static void usage(FILE *f)
             "\n"
             "Outputs: each one appears, complete (a temporary .NAME.graphrun-tmp.XXXXXX file\n"
             "beside it, renamed), as soon as its tensor is done; a failed or interrupted run\n"
-            "keeps what is done and says how to go on (--resume). A refused run creates\n"
-            "nothing. Exit status: 0 every tensor done, 1 some tensors failed (the done ones\n"
-            "written, unless --all-or-nothing), 2 bad command line, graph or input, 3 the\n"
-            "runtime could not start, 130 interrupted (Ctrl-C or SIGTERM; in-flight tensors\n"
-            "finish and are written). With --mpi every rank exits with the highest status of\n"
-            "any rank. --json prints one JSON object for every outcome, refusals included.\n",
+            "keeps what is done and says how to go on (--resume). With --output - the\n"
+            "tensor's file is in $TMPDIR, copied to stdout only once the run has succeeded\n"
+            "(nothing on stdout otherwise). A refused run creates nothing. Exit status: 0\n"
+            "every tensor done, 1 some tensors failed (the done ones written, unless\n"
+            "--all-or-nothing), 2 bad command line, graph or input, 3 the runtime could not\n"
+            "start, 130 interrupted (Ctrl-C or SIGTERM; in-flight tensors finish and are\n"
+            "written). With --mpi every rank exits with the highest status of any rank.\n"
+            "--json prints one JSON object for every outcome, refusals included (not with\n"
+            "--output -: stdout then holds the tensor or nothing).\n",
             DEFAULT_MPI_TIMEOUT_S);
 }
 
@@ -148,7 +165,9 @@ typedef struct run_args {
     uint32_t n_inputs, n_outputs;
     const char *dtype;
     gr_io_shape shape;
-    bool have_shape, force, json, ceilings, mpi, resume, keep_going, all_or_nothing;
+    bool have_shape, force, json, ceilings, mpi, raw, have_timeout;
+    bool resume, keep_going, all_or_nothing;
+    bool to_stdout; /* an --output is `-` */
     int progress;
     double mpi_timeout;
     const char *manifest;
@@ -175,15 +194,19 @@ static int parse_args(int argc, char **argv, run_args *a)
         {"resume", no_argument, NULL, 'r'},
         {"keep-going", no_argument, NULL, 'G'},
         {"all-or-nothing", no_argument, NULL, 'A'},
+        {"raw", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    uint32_t seen = 0;
     int opt, r;
     char *end;
 
     optind = 1;
     a->mpi_timeout = DEFAULT_MPI_TIMEOUT_S;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (!gr_cli_once(&seen, opt, "gdSPMT", "graphrun run", longopts))
+            return GR_EXIT_USAGE;
         switch (opt) {
         case 'g':
             a->graph = optarg;
@@ -259,6 +282,10 @@ static int parse_args(int argc, char **argv, run_args *a)
                         optarg);
                 return GR_EXIT_USAGE;
             }
+            a->have_timeout = true;
+            break;
+        case 'R':
+            a->raw = true;
             break;
         case 'h':
             usage(stdout);
@@ -278,7 +305,7 @@ static int parse_args(int argc, char **argv, run_args *a)
     }
     if (a->graph == NULL || a->n_inputs == 0 || a->n_outputs == 0) {
         fprintf(stderr, "graphrun run: --graph, --input and --output are required\n");
-        usage(stderr);
+        gr_cli_try_help("run");
         return GR_EXIT_USAGE;
     }
     if (a->all_or_nothing && (a->resume || a->keep_going)) {
@@ -286,6 +313,35 @@ static int parse_args(int argc, char **argv, run_args *a)
                         "is done: not with %s\n",
                 a->resume ? "--resume" : "--keep-going");
         return GR_EXIT_USAGE;
+    }
+    for (uint32_t p = 0; p < a->n_outputs; p++)
+        a->to_stdout |= strcmp(a->outputs[p], "-") == 0;
+    if (a->have_timeout && !a->mpi) {
+        fprintf(stderr, "graphrun run: --mpi-timeout applies to --mpi runs only: drop it or add "
+                        "--mpi\n");
+        return GR_EXIT_USAGE;
+    }
+    if (a->to_stdout && a->json) {
+        fprintf(stderr, "graphrun run: --json prints on stdout, which --output - takes for the "
+                        "tensor: drop --json, or write the tensor to a file (the report goes "
+                        "to stderr with --output -)\n");
+        return GR_EXIT_USAGE;
+    }
+    for (uint32_t p = 0; a->resume && p < a->n_inputs; p++)
+        if (strcmp(a->inputs[p], "-") == 0 || a->to_stdout) {
+            fprintf(stderr, "graphrun run: --resume does not apply to --input - or --output - "
+                            "(stdin and stdout are read and written anew by every run): drop "
+                            "it\n");
+            return GR_EXIT_USAGE;
+        }
+    if (a->mpi) {
+        for (uint32_t p = 0; p < a->n_inputs || p < a->n_outputs; p++)
+            if ((p < a->n_inputs && strcmp(a->inputs[p], "-") == 0) ||
+                (p < a->n_outputs && strcmp(a->outputs[p], "-") == 0)) {
+                fprintf(stderr, "graphrun run: --input - and --output - (stdin, stdout) hold "
+                                "one tensor of one process, not of --mpi ranks\n");
+                return GR_EXIT_USAGE;
+            }
     }
     return -1; /* go on */
 too_many:
@@ -411,22 +467,34 @@ static int check_setup(run_state *s)
     }
     s->report.backend = s->chosen;
     s->report.ordinal = a->rt.cfg.device_count ? a->rt.devices[0] : 0;
+    if (a->ceilings && s->chosen != GR_BACKEND_CUDA) {
+        if (a->rt.cfg.backend != GR_BACKEND_AUTO) {
+            snprintf(s->why, sizeof(s->why), "--ceilings does not apply to the %s backend: it "
+                     "measures CUDA's copies; drop it", gr_backend_name(s->chosen));
+            return GR_EXIT_USAGE;
+        }
+        if (s->ranks.world.rank == 0)
+            fprintf(stderr, "graphrun run: warning: --ceilings does not apply: it measures "
+                            "CUDA's copies (auto chose the %s backend)\n",
+                    gr_backend_name(s->chosen));
+    }
     return GR_EXIT_OK;
 }
 
-/* The manifest's path: --manifest, or with directories or --mpi OUTPUT.manifest.json
- * beside the first output (a file, or a directory: never inside it, where it would pass
- * for a tensor). */
+/* The manifest's path: --manifest, or with directories, lists or --mpi
+ * OUTPUT.manifest.json beside the first output (a file, or a directory: never inside it,
+ * where it would pass for a tensor; for an output list @FILE, FILE.manifest.json). */
 static char *manifest_path(const run_args *a, bool multi)
 {
-    const char *out = a->outputs[0];
+    const char *out = a->outputs[0][0] == '@' ? a->outputs[0] + 1 : a->outputs[0];
     size_t n = strlen(out);
     struct stat sb;
     char *p;
 
     if (a->manifest)
         return strdup(a->manifest);
-    if (!multi && !(stat(a->inputs[0], &sb) == 0 && S_ISDIR(sb.st_mode)))
+    if (!multi && a->inputs[0][0] != '@' &&
+        !(stat(a->inputs[0], &sb) == 0 && S_ISDIR(sb.st_mode)))
         return NULL;
     while (n > 1 && out[n - 1] == '/')
         n--;
@@ -449,7 +517,8 @@ static int read_earlier(run_state *s)
     if (s->manifest_path == NULL) {
         snprintf(s->why, sizeof(s->why),
                  "--resume needs the manifest of the run to resume: give its --manifest "
-                 "FILE (only runs over directories, or with --mpi, write one by default)");
+                 "FILE (only runs over directories or lists, or with --mpi, write one by "
+                 "default)");
         return GR_EXIT_USAGE;
     }
     for (int k = 0; k < 2; k++) {
@@ -518,6 +587,8 @@ static int load_inputs(run_state *s)
     io.n_outputs = a->n_outputs;
     io.raw_dtype = a->dtype;
     io.raw_shape = a->have_shape ? &a->shape : NULL;
+    io.raw_flag = a->raw ? "--raw" : a->dtype ? "--dtype" : a->have_shape ? "--shape" : NULL;
+    io.stage_stdout = true;
     io.force = a->force;
     io.memory = (gr_mem_kind)a->rt.memory;
     io.shard = (uint32_t)s->ranks.world.rank;
@@ -542,6 +613,8 @@ static int load_inputs(run_state *s)
     if (gr_io_plan_create(&io, &s->plan, s->why, sizeof(s->why)) != GR_OK ||
         gr_io_stage(&s->plan, s->why, sizeof(s->why)) != GR_OK)
         return GR_EXIT_USAGE;
+    if (s->ranks.world.rank == 0)
+        gr_inputs_warn_skipped(&s->plan.src, "run");
     gr_io_clean_leftovers(&s->plan);
     if (s->ranks.world.rank == 0 && s->manifest_path)
         gr_io_remove_leftovers_of(s->manifest_path);
@@ -597,11 +670,7 @@ static int start_runtime(run_state *s)
             copy = bytes; /* the ceilings are measured at the largest input's size */
     }
     gr_graph_footprint(s->g, largest, &footprint);
-    a->rt.cfg.budget_bytes = a->rt.budget ? a->rt.budget : footprint * DEFAULT_BUDGET_ITERATIONS;
-    /* The default for small tensors is below what CUDA allocates at the least, which the
-     * runtime refuses as a budget (a budget the user gave is theirs to fix). */
-    if (!a->rt.budget && s->chosen == GR_BACKEND_CUDA && a->rt.cfg.budget_bytes < CUDA_GRANULE)
-        a->rt.cfg.budget_bytes = CUDA_GRANULE;
+    a->rt.cfg.budget_bytes = gr_runtime_opts_budget(&a->rt, s->chosen, footprint);
     if (s->chosen == GR_BACKEND_CUDA && a->ceilings) {
         s->report.have_ceilings =
             gr_measure_ceilings((int)s->report.ordinal, copy, 8, &ceil, &err) == GR_OK;
@@ -699,6 +768,14 @@ static gr_status write_live_manifest(run_state *s, const char *status, bool now)
     return st;
 }
 
+/* Planned tensor i's first input, as messages name it ("stdin" for `-`, as io.c does). */
+static const char *input_name(const gr_io_plan *plan, uint64_t i)
+{
+    const char *path = plan->in[i * plan->opt.n_inputs].path;
+
+    return gr_inputs_is_stdin(&plan->src, path) ? "stdin" : path;
+}
+
 static void say_failure(run_state *s, uint64_t i, const char *status, const char *node,
                         const char *message)
 {
@@ -716,7 +793,7 @@ static void say_failure(run_state *s, uint64_t i, const char *status, const char
         snprintf(rank, sizeof(rank), "rank %d: ", s->ranks.world.rank);
     fprintf(stderr, "graphrun run: %stensor %llu (%s) failed%s%s: %s%s%s\n", rank,
             (unsigned long long)plan->index[i],
-            plan->in[i * plan->opt.n_inputs].path, node && node[0] ? ", node " : "",
+            input_name(plan, i), node && node[0] ? ", node " : "",
             node ? node : "", status, message ? ": " : "", message ? message : "");
 }
 
@@ -855,7 +932,7 @@ static int run_job(run_state *s)
             snprintf(s->why, sizeof(s->why), "refused: %s: tensor %llu (%s): %s",
                      gr_status_str(st),
                      (unsigned long long)s->plan.index[s->job_index[err.index]],
-                     s->plan.in[s->job_index[err.index] * a->n_inputs].path, err.message);
+                     input_name(&s->plan, s->job_index[err.index]), err.message);
         else
             snprintf(s->why, sizeof(s->why), "refused: %s: %s", gr_status_str(st),
                      err.message);
@@ -1005,13 +1082,8 @@ static json_t *merged_files(const run_state *s, int ranks, bool all_done)
             if (name)
                 json_object_set_new(t, "name", json_string(name));
             json_object_set_new(t, "status", json_string(all_done ? "done" : "not run"));
-            for (uint32_t p = 0; p < a->n_outputs; p++) {
-                char path[4096];
-
-                snprintf(path, sizeof(path), "%s%s%s", a->outputs[p], name ? "/" : "",
-                         name ? name : "");
-                json_array_append_new(outs, json_string(path));
-            }
+            for (uint32_t p = 0; p < a->n_outputs; p++)
+                json_array_append_new(outs, json_string(s->plan.src.out[i * a->n_outputs + p]));
             json_object_set_new(t, "outputs", outs);
         }
         json_array_append_new(files, t);
@@ -1040,6 +1112,19 @@ static json_t *manifest_json(const run_state *s, const gr_run_report *all,
     return doc;
 }
 
+/* What the input directories held that is not a tensor (inputs.h), when there is any. */
+static void add_skipped(json_t *doc, const gr_inputs *in)
+{
+    json_t *v;
+
+    if (in->n_skipped == 0)
+        return;
+    v = json_array();
+    for (uint64_t i = 0; i < in->n_skipped; i++)
+        json_array_append_new(v, json_string(in->skipped[i]));
+    json_object_set_new(doc, "skipped", v);
+}
+
 /* --json, one process: every failed tensor (the manifest has them all). */
 static void add_failures(const run_state *s, json_t *doc)
 {
@@ -1053,7 +1138,7 @@ static void add_failures(const run_state *s, json_t *doc)
         if (e->outcome != GR_OUTCOME_FAILED)
             continue;
         t = json_pack("{s:I,s:s,s:s}", "index", (json_int_t)s->plan.index[i], "input",
-                      s->plan.in[i * s->plan.opt.n_inputs].path, "status", e->status);
+                      input_name(&s->plan, i), "status", e->status);
         if (e->node[0])
             json_object_set_new(t, "node", json_string(e->node));
         if (e->message)
@@ -1071,6 +1156,7 @@ static void print_summary(run_state *s, const gr_run_report *all, const gr_run_f
 
         if (!f->mpi)
             add_failures(s, doc);
+        add_skipped(doc, &s->plan.src);
         json_dumpf(doc, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
         fputc('\n', stdout);
         json_decref(doc);
@@ -1098,6 +1184,9 @@ static void say_kept(const run_state *s, const gr_run_report *all, int ranks, in
     fprintf(stderr, "graphrun run: %s: %lld of %lld done, written%s; %lld not run%s\n",
             status_name(rc), (long long)done, (long long)tensors, more, (long long)not_run,
             s->manifest_path ? "; rerun with --resume" : "");
+    if (s->plan.src.stdout_file)
+        fprintf(stderr, "graphrun run: --output -: nothing written to stdout (only a run that "
+                        "succeeds writes its tensor there)\n");
 }
 
 /* Step 4's end and step 5, per tensor: this rank's manifest, the agreement, the run's
@@ -1229,23 +1318,33 @@ static int finish_all_or_nothing(run_state *s, int rc)
 }
 
 /* --json asked for anywhere on the command line (before a "--"): then even a mistake in
- * the command line is answered in JSON. */
+ * the command line is answered in JSON; but not with --output -, where stdout holds the
+ * tensor alone or nothing (--json is refused then, on stderr only). */
 static bool wants_json(int argc, char **argv)
 {
-    for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++)
-        if (strcmp(argv[k], "--json") == 0)
-            return true;
-    return false;
+    bool json = false;
+
+    for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++) {
+        if ((strcmp(argv[k], "--output") == 0 && k + 1 < argc && strcmp(argv[k + 1], "-") == 0) ||
+            strcmp(argv[k], "--output=-") == 0)
+            return false;
+        json |= strcmp(argv[k], "--json") == 0;
+    }
+    return json;
 }
 
 /* --json's object for a run that ended before its job ran (the reason: the last line
- * printed for it). */
-static void print_refusal(int rc, const char *why)
+ * printed for it), with what the input directories held that is not a tensor once they
+ * were listed (src: NULL before). */
+static void print_refusal(int rc, const char *why, const gr_inputs *src)
 {
     const char *status = rc == GR_EXIT_USAGE      ? "refused"
                          : rc == GR_EXIT_CANCELED ? "interrupted"
                                                   : "error";
     json_t *doc = gr_run_refusal_json(status, rc, why);
+
+    if (src)
+        add_skipped(doc, src);
 
     json_dumpf(doc, stdout, JSON_COMPACT);
     fputc('\n', stdout);
@@ -1289,7 +1388,7 @@ int gr_cmd_run(int argc, char **argv)
     const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS], *var = NULL;
     run_state *s = calloc(1, sizeof(*s));
     struct sigaction sa;
-    int launched, rc;
+    int launched, rc, tensor_fd = -1;
 
     if (s == NULL) {
         fprintf(stderr, "graphrun run: out of memory\n");
@@ -1304,8 +1403,19 @@ int gr_cmd_run(int argc, char **argv)
     if ((rc = parse_args_kept(argc, argv, &s->a, wants_json(argc, argv), s->why,
                               sizeof(s->why))) >= 0) {
         if (rc != GR_EXIT_OK && wants_json(argc, argv))
-            print_refusal(rc, s->why);
+            print_refusal(rc, s->why, NULL);
         goto out_free;
+    }
+    if (s->a.to_stdout) {
+        /* stdout is the tensor's: every report, this command's and the runtime's, goes to
+         * stderr, and the tensor to the real stdout once the run has succeeded. */
+        fflush(stdout);
+        if ((tensor_fd = dup(STDOUT_FILENO)) < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            fprintf(stderr, "graphrun run: --output -: cannot set stdout aside: %s\n",
+                    strerror(errno));
+            rc = GR_EXIT_RUNTIME;
+            goto out_free;
+        }
     }
     launched = gr_ranks_launched(&var);
     if (!s->a.mpi && launched > 1) {
@@ -1369,9 +1479,10 @@ int gr_cmd_run(int argc, char **argv)
     if ((rc = gr_ranks_agree(&s->ranks, "loading inputs", rc, s->why)) != 0)
         goto out;
     if (gr_ranks_multi(&s->ranks)) {
-        /* Every rank must see the same tensors (a file system shared by every node). */
-        uint64_t h = hash_strings(s->plan.total, (const char *const *)s->plan.names,
-                                  s->plan.names ? s->plan.total : 0);
+        /* Every rank must see the same tensors (a file system shared by every node): the
+         * same paths, from a directory's listing or a list's lines. */
+        uint64_t h = hash_strings(s->plan.total, (const char *const *)s->plan.src.in,
+                                  s->plan.total * s->a.n_inputs);
 
         if (!same_everywhere(&s->ranks, "listing inputs", (int64_t)h)) {
             if (s->ranks.world.rank == 0)
@@ -1388,9 +1499,15 @@ int gr_cmd_run(int argc, char **argv)
     rc = run_job(s);
     if (!s->refused)
         rc = s->a.all_or_nothing ? finish_all_or_nothing(s, rc) : finish_per_tensor(s, rc);
+    if (rc == GR_EXIT_OK && tensor_fd >= 0 &&
+        gr_inputs_emit_stdout(&s->plan.src, tensor_fd, s->why, sizeof(s->why)) != GR_OK) {
+        fprintf(stderr, "graphrun run: %s\n", s->why);
+        rc = GR_EXIT_FAILED;
+    }
 out:
     if (!s->reported && s->a.json && s->ranks.world.rank == 0 && rc != GR_EXIT_OK)
-        print_refusal(rc, s->why[0] ? s->why : "a rank failed: see the messages on stderr");
+        print_refusal(rc, s->why[0] ? s->why : "a rank failed: see the messages on stderr",
+                      &s->plan.src);
     remove_temporaries(s);
     gr_io_unstage(&s->plan); /* a run that wrote nothing leaves no directory either */
     gr_runtime_destroy(s->rt);
@@ -1414,6 +1531,8 @@ out:
     free(s->claimed);
     gr_graph_destroy(s->g);
 out_free:
+    if (tensor_fd >= 0)
+        close(tensor_fd);
     free(s);
     return rc;
 }

@@ -6,9 +6,11 @@
  * a quarter of the time through a graph of a kernel registered as a user would
  * ("stress_affine": x * 0.5 + 0.25, a C function on the host backend, CUDA C source through
  * NVRTC on the GPU; where it cannot run, those jobs are the seed's and the report says why),
- * and a quarter of the time through a float16 graph (mul then add, each rounding to
+ * a quarter of the time through a float16 graph (mul then add, each rounding to
  * float16: two-byte elements through the same chunks and batches, checked against the
- * compiler's own _Float16).
+ * compiler's own _Float16), and a quarter of the time through the seed written as an
+ * expression kernel (graph/examples/seed_expr.graph: NVRTC on the GPU, the expression
+ * evaluator on the host; bit for bit the seed's reference).
  * Jobs are randomly:
  * waited for, canceled after a random delay, given a short deadline, detached (no handle),
  * or released right after submission. Every job's completion callback records each index's
@@ -16,22 +18,44 @@
  * once (final state, counts add up, the runtime's own double-end counter is 0); every done
  * output equals the seed reference bit for bit (an index run twice in place is caught); an
  * index that did not finish was never written. A monitor samples the budget in use, which
- * must never exceed the budget; at the end nothing is held.
+ * must never exceed the budget, and the resident set; at the end nothing is held, and on the
+ * host backend the process has no more threads than before create.
+ *
+ * With a fault plan (c->faults) the runtime arms it at create and it stays armed to the
+ * end: a failed index must then have failed with a status the faulty sites produce
+ * (GR_ERR_OUT_OF_MEMORY: an arena placement or an allocation; GR_ERR_CUDA: a graph
+ * instantiate, launch or event), or with GR_ERR_TIMEOUT in a job given a deadline; every
+ * other check holds as without faults. Without a plan a failed index is a deadline's.
  */
 #include "tools/graphrun/stress.h"
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "runtime/fault.h"
 #include "runtime/job.h"
 #include "tools/graphrun/workload.h"
 
 #define MAX_TENSORS 16
+
+/* ThreadSanitizer starts threads of its own while the process runs (seen: one more after
+ * destroy than before create, none of graphrun's): the thread count is not compared there. */
+#if defined(__SANITIZE_THREAD__)
+#define GR_STRESS_COUNT_THREADS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GR_STRESS_COUNT_THREADS 0
+#endif
+#endif
+#ifndef GR_STRESS_COUNT_THREADS
+#define GR_STRESS_COUNT_THREADS 1
+#endif
 #define HANG_SLACK_S 60
 
 typedef struct record {
@@ -40,6 +64,7 @@ typedef struct record {
     atomic_int calls;
     uint64_t count;
     uint8_t state[MAX_TENSORS];
+    gr_status status[MAX_TENSORS];
     gr_job_progress progress;
     uint64_t anomalies;
 } record;
@@ -51,6 +76,7 @@ typedef struct shared {
     gr_graph *g;
     gr_graph *user; /* the user kernel's graph, or NULL when it cannot run here */
     gr_graph *half; /* the float16 graph */
+    gr_graph *expr; /* the seed as an expression kernel */
     uint64_t max_elems;
     pthread_barrier_t start;
     int64_t stop_at, hang_at;
@@ -167,6 +193,13 @@ static const char half_spec[] = "buffer x float16\nh2d l: in0 -> x\nkernel m: mu
                                 "kernel a: add(x, 0.25) -> x\nd2h s: x -> out0\n"
                                 "l -> m -> a -> s\n";
 
+/* graph/examples/seed_expr.graph: ten rounds of sqrt(x * 1.01 + 1.01), nested. */
+static const char expr_spec[] =
+    "buffer x\nh2d l: in0 -> x\nkernel e: expr(x, \"sqrt(sqrt(sqrt(sqrt(sqrt(sqrt(sqrt(sqrt("
+    "sqrt(sqrt(x * 1.01 + 1.01) * 1.01 + 1.01) * 1.01 + 1.01) * 1.01 + 1.01) * 1.01 + 1.01) "
+    "* 1.01 + 1.01) * 1.01 + 1.01) * 1.01 + 1.01) * 1.01 + 1.01) * 1.01 + 1.01)\") -> x\n"
+    "d2h s: x -> out0\n";
+
 static uint16_t half_bits(_Float16 h)
 {
     uint16_t u;
@@ -249,7 +282,7 @@ static void on_complete(gr_job *job, gr_status st, void *user)
     (void)st;
     for (uint64_t i = 0; i < r->count; i++) {
         gr_index_state state;
-        gr_job_index_get(job, i, &state, NULL);
+        gr_job_index_get(job, i, &state, &r->status[i]);
         r->state[i] = (uint8_t)state;
     }
     gr_job_progress_get(job, &r->progress);
@@ -291,9 +324,10 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     gr_stress_report *rep = s->r;
     uint64_t count = 1 + below(&w->rng, MAX_TENSORS);
     uint64_t kind = below(&w->rng, 10), which = below(&w->rng, 4);
-    bool user = s->user != NULL && which == 0, half = which == 1;
-    gr_graph *g = user ? s->user : half ? s->half : s->g;
-    uint64_t done = 0, failed = 0, canceled = 0;
+    bool user = s->user != NULL && which == 0, half = which == 1, expr = which == 2;
+    gr_graph *g = user ? s->user : half ? s->half : expr ? s->expr : s->g;
+    uint64_t done = 0, failed = 0, canceled = 0, fault_failed = 0;
+    bool faults = s->c->faults != NULL;
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_error_info err;
     gr_job *job = NULL;
@@ -318,6 +352,12 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     if (kind == 7)
         o.deadline_ns = gr_now_ns() + (int64_t)below(&w->rng, 3000000);
     if (gr_job_submit(s->rt, g, t, count, &o, kind == 8 ? NULL : &job, &err) != GR_OK) {
+        if (faults && err.status == GR_ERR_OUT_OF_MEMORY) { /* an injected "alloc" */
+            pthread_mutex_lock(&s->mu);
+            rep->fault_refused++;
+            pthread_mutex_unlock(&s->mu);
+            goto out;
+        }
         breach(s, &rep->submit_errors, "job %llu: submit refused: %s", (unsigned long long)id,
                err.message);
         goto out;
@@ -350,15 +390,6 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
     if (r.anomalies != 0)
         breach(s, &rep->anomalies, "job %llu: %llu indices ended twice", (unsigned long long)id,
                (unsigned long long)r.anomalies);
-    if (r.progress.total != count ||
-        r.progress.done + r.progress.failed + r.progress.canceled != count ||
-        r.progress.queued + r.progress.in_flight != 0 ||
-        ((kind < 6 || kind == 8 || kind == 9) && r.progress.done != count))
-        breach(s, &rep->count_errors, "job %llu: progress %llu done %llu failed %llu canceled "
-                                      "of %llu",
-               (unsigned long long)id, (unsigned long long)r.progress.done,
-               (unsigned long long)r.progress.failed, (unsigned long long)r.progress.canceled,
-               (unsigned long long)count);
     for (uint64_t i = 0; i < count; i++) {
         uint64_t where, bad;
 
@@ -374,9 +405,18 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
                        (unsigned long long)where);
             continue;
         }
-        if (r.state[i] == GR_INDEX_FAILED)
+        if (r.state[i] == GR_INDEX_FAILED) {
+            gr_status why = r.status[i];
+
             failed++;
-        else if (r.state[i] == GR_INDEX_CANCELED)
+            if (faults && (why == GR_ERR_OUT_OF_MEMORY || why == GR_ERR_CUDA))
+                fault_failed++;
+            else if (!(kind == 7 && why == GR_ERR_TIMEOUT))
+                breach(s, &rep->wrong_status, "job %llu index %llu failed with %s (%s)",
+                       (unsigned long long)id, (unsigned long long)i, gr_status_str(why),
+                       kind == 7 ? "a deadline job" : faults ? "not an injected status"
+                                                          : "no deadline, no fault plan");
+        } else if (r.state[i] == GR_INDEX_CANCELED)
             canceled++;
         else
             breach(s, &rep->count_errors, "job %llu index %llu: state %d is not final",
@@ -393,8 +433,19 @@ static void one_job(submitter *w, float **data, gr_tensor *t, uint64_t *elems, u
                    (unsigned long long)id, (unsigned long long)i, r.state[i],
                    (unsigned long long)bad, (unsigned long long)where);
     }
+    if (r.progress.total != count ||
+        r.progress.done + r.progress.failed + r.progress.canceled != count ||
+        r.progress.queued + r.progress.in_flight != 0 ||
+        ((kind < 6 || kind == 8 || kind == 9) && r.progress.done + fault_failed != count))
+        breach(s, &rep->count_errors, "job %llu: progress %llu done %llu failed %llu canceled "
+                                      "of %llu",
+               (unsigned long long)id, (unsigned long long)r.progress.done,
+               (unsigned long long)r.progress.failed, (unsigned long long)r.progress.canceled,
+               (unsigned long long)count);
     pthread_mutex_lock(&s->mu);
     rep->jobs++;
+    rep->expr_jobs += expr;
+    rep->fault_failed += fault_failed;
     rep->user_jobs += user;
     rep->half_jobs += half;
     rep->done += done;
@@ -413,11 +464,14 @@ static void *submit_main(void *p)
     float *data[MAX_TENSORS];
     gr_tensor t[MAX_TENSORS];
     uint64_t elems[MAX_TENSORS];
+    static const gr_mem_kind kinds[3] = {GR_MEM_PINNED, GR_MEM_PAGEABLE, GR_MEM_REGISTERED};
+    gr_mem_kind kind = s->c->mixed_memory ? kinds[w->id % 3] : s->c->memory;
     gr_tensor_set set;
+    uint64_t jobs = 0;
     bool ok;
 
     memset(t, 0, sizeof(t));
-    ok = gr_tensor_set_alloc(&set, MAX_TENSORS, s->max_elems, s->c->memory, 0) == GR_OK;
+    ok = gr_tensor_set_alloc(&set, MAX_TENSORS, s->max_elems, kind, 0) == GR_OK;
     for (int i = 0; ok && i < MAX_TENSORS; i++)
         data[i] = set.data[i];
     pthread_barrier_wait(&s->start);
@@ -425,10 +479,43 @@ static void *submit_main(void *p)
         breach(s, &s->r->submit_errors, "submitter %u: no host memory for its tensors", w->id);
         return NULL;
     }
-    for (uint64_t n = 0; gr_now_ns() < s->stop_at; n++)
+    for (uint64_t n = 0; gr_now_ns() < s->stop_at; n++, jobs++)
         one_job(w, data, t, elems, ((uint64_t)w->id << 32) | n);
+    pthread_mutex_lock(&s->mu);
+    s->r->memory_jobs[(unsigned)kind % 3] += jobs;
+    pthread_mutex_unlock(&s->mu);
     gr_tensor_set_free(&set);
     return NULL;
+}
+
+/* The process's resident set, in bytes (0 where /proc cannot say). */
+static uint64_t rss_bytes(void)
+{
+    unsigned long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The process's threads (0 where /proc cannot say). */
+static long thread_count(void)
+{
+    char line[128];
+    long n = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "Threads: %ld", &n) == 1)
+            break;
+    fclose(f);
+    return n;
 }
 
 static void *monitor_main(void *p)
@@ -436,9 +523,23 @@ static void *monitor_main(void *p)
     shared *s = p;
     gr_runtime_info info;
     gr_device_stats st;
+    int64_t next_rss = 0, quarter = s->stop_at - (int64_t)(s->c->duration_s * 0.75e9);
 
     gr_runtime_info_get(s->rt, &info);
     while (!atomic_load(&s->monitor_stop)) {
+        int64_t now = gr_now_ns();
+
+        if (now >= next_rss) { /* every 50 ms: reading /proc is not free */
+            uint64_t rss = rss_bytes();
+
+            pthread_mutex_lock(&s->mu);
+            if (rss > s->r->rss_peak)
+                s->r->rss_peak = rss;
+            if (s->r->rss_quarter == 0 && now >= quarter)
+                s->r->rss_quarter = rss;
+            pthread_mutex_unlock(&s->mu);
+            next_rss = now + 50000000;
+        }
         for (uint32_t d = 0; d < info.device_count; d++) {
             gr_runtime_device_stats(s->rt, d, &st);
             if (st.budget_in_use > st.budget_bytes)
@@ -458,7 +559,7 @@ uint64_t gr_stress_breaches(const gr_stress_report *r)
 {
     return r->budget_violations + r->wrong_outputs + r->written_unfinished +
            r->callback_errors + r->count_errors + r->anomalies + r->submit_errors +
-           r->leftover;
+           r->leftover + r->wrong_status + r->threads_left + r->rss_growth;
 }
 
 gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error_info *err)
@@ -475,6 +576,9 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
 
     memset(r, 0, sizeof(*r));
     memset(&s, 0, sizeof(s));
+    if (c->faults != NULL)
+        cfg.fault_plan = c->faults;
+    r->threads_before = thread_count();
     s.c = c;
     s.r = r;
     pthread_mutex_init(&s.mu, NULL);
@@ -497,22 +601,34 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
     r->budget_bytes = info.budget_bytes;
     s.user = user_graph(s.rt, r->user_skipped, sizeof(r->user_skipped));
     if ((st = gr_graph_parse(half_spec, strlen(half_spec), "stress_half", &s.half, err)) !=
-        GR_OK)
+            GR_OK ||
+        (st = gr_graph_parse(expr_spec, strlen(expr_spec), "stress_expr", &s.expr, err)) !=
+            GR_OK)
         goto out;
     pthread_barrier_init(&s.start, NULL, n + 1);
+    r->rss_start = r->rss_peak = rss_bytes();
     for (unsigned i = 0; i < n; i++) {
         w[i] = (submitter){&s, i, c->seed * 104729 + i};
         pthread_create(&th[i], NULL, submit_main, &w[i]);
     }
-    pthread_create(&mon, NULL, monitor_main, &s);
     s.stop_at = gr_now_ns() + (int64_t)(c->duration_s * 1e9);
     s.hang_at = s.stop_at + HANG_SLACK_S * 1000000000ll;
+    pthread_create(&mon, NULL, monitor_main, &s);
     pthread_barrier_wait(&s.start);
     for (unsigned i = 0; i < n; i++)
         pthread_join(th[i], NULL);
     atomic_store(&s.monitor_stop, true);
     pthread_join(mon, NULL);
     pthread_barrier_destroy(&s.start);
+    r->rss_end = rss_bytes();
+    if (r->rss_end > r->rss_peak)
+        r->rss_peak = r->rss_end;
+    if (c->duration_s >= 60 && r->rss_quarter > 0 &&
+        r->rss_end > r->rss_quarter +
+                         (r->rss_quarter / 4 > (64u << 20) ? r->rss_quarter / 4 : 64u << 20))
+        breach(&s, &r->rss_growth, "host memory grew from %llu bytes at a quarter of the run "
+                                   "to %llu at the end",
+               (unsigned long long)r->rss_quarter, (unsigned long long)r->rss_end);
     for (uint32_t d = 0; d < info.device_count; d++) {
         gr_device_stats ds;
 
@@ -526,12 +642,22 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
         if (ds.budget_peak > r->peak_budget)
             r->peak_budget = ds.budget_peak;
     }
+    for (int i = 0; i < GR_FAULT_SITE_COUNT && i < 16; i++)
+        r->injected[i] = gr__fault_injected((gr_fault_site)i);
     st = GR_OK;
 out:
     gr_runtime_destroy(s.rt);
+    r->threads_after = thread_count();
+    /* The CUDA driver starts threads of its own that outlive a runtime; the host backend
+     * starts none but graphrun's, and destroy joins every one (tsan aside, above). */
+    if (GR_STRESS_COUNT_THREADS && st == GR_OK && cfg.backend == GR_BACKEND_HOST &&
+        r->threads_after > r->threads_before)
+        breach(&s, &r->threads_left, "%ld threads after destroy, %ld before create",
+               r->threads_after, r->threads_before);
     gr_graph_destroy(s.g);
     gr_graph_destroy(s.user);
     gr_graph_destroy(s.half);
+    gr_graph_destroy(s.expr);
     pthread_mutex_destroy(&s.mu);
     free(w);
     free(th);
@@ -553,13 +679,51 @@ void gr_stress_print(const gr_stress_config *c, const gr_stress_report *r)
     else
         printf("user kernel: %llu of the %llu jobs ran the registered stress_affine kernel\n",
                (unsigned long long)r->user_jobs, (unsigned long long)r->jobs);
-    printf("float16: %llu of the %llu jobs ran the float16 graph\n",
-           (unsigned long long)r->half_jobs, (unsigned long long)r->jobs);
+    printf("float16: %llu of the %llu jobs ran the float16 graph; expression: %llu ran the seed "
+           "as an expression kernel\n",
+           (unsigned long long)r->half_jobs, (unsigned long long)r->jobs,
+           (unsigned long long)r->expr_jobs);
+    printf("memory: %llu jobs on pinned, %llu on pageable, %llu on registered tensors\n",
+           (unsigned long long)r->memory_jobs[GR_MEM_PINNED],
+           (unsigned long long)r->memory_jobs[GR_MEM_PAGEABLE],
+           (unsigned long long)r->memory_jobs[GR_MEM_REGISTERED]);
+    if (c->faults != NULL) {
+        uint64_t total = 0;
+
+        printf("faults: plan %s; injected:", c->faults);
+        for (int i = 0; i < GR_FAULT_SITE_COUNT && i < 16; i++) {
+            total += r->injected[i];
+            if (r->injected[i] != 0)
+                printf(" %s %llu", gr__fault_site_name((gr_fault_site)i),
+                       (unsigned long long)r->injected[i]);
+        }
+        printf("%s (%llu in all); %llu indices failed with an injected status, %llu submits "
+               "refused for one\n",
+               total == 0 ? " none" : "", (unsigned long long)total,
+               (unsigned long long)r->fault_failed, (unsigned long long)r->fault_refused);
+    }
+    printf("host memory: resident %.1f MiB after create, %.1f MiB at a quarter of the run, "
+           "peak %.1f MiB, %.1f MiB at the end; threads %ld before create, %ld after "
+           "destroy\n",
+           (double)r->rss_start / 1048576, (double)r->rss_quarter / 1048576,
+           (double)r->rss_peak / 1048576, (double)r->rss_end / 1048576, r->threads_before,
+           r->threads_after);
     printf("breaches: %llu budget, %llu wrong outputs, %llu written though unfinished, %llu "
-           "callback, %llu counts, %llu double ends, %llu refused submits, %llu left in use%s%s\n",
+           "callback, %llu counts, %llu double ends, %llu refused submits, %llu left in use, "
+           "%llu wrong statuses, %llu threads left, %llu host memory growth%s%s\n",
            (unsigned long long)r->budget_violations, (unsigned long long)r->wrong_outputs,
            (unsigned long long)r->written_unfinished, (unsigned long long)r->callback_errors,
            (unsigned long long)r->count_errors, (unsigned long long)r->anomalies,
            (unsigned long long)r->submit_errors, (unsigned long long)r->leftover,
-           r->first_breach[0] ? "; first: " : "", r->first_breach);
+           (unsigned long long)r->wrong_status, (unsigned long long)r->threads_left,
+           (unsigned long long)r->rss_growth, r->first_breach[0] ? "; first: " : "",
+           r->first_breach);
+}
+
+void gr_stress_fault_plan(uint64_t one_in, uint64_t seed, char *plan, size_t size)
+{
+    snprintf(plan, size, "seed=%llu,arena:~%llu,graph_instantiate:~%llu,graph_update:~%llu,"
+             "graph_launch:~%llu",
+             (unsigned long long)seed, (unsigned long long)one_in, (unsigned long long)one_in,
+             (unsigned long long)one_in, (unsigned long long)one_in);
 }

@@ -2,13 +2,18 @@
  * stress.h - the runtime under many submitting threads, for `graphrun stress` and
  * tests/stress_runtime: random tensor sizes, a budget of a few tensors, a small ring, and
  * jobs that are waited for, canceled, given short deadlines, detached or released early;
- * half of them through the built-in seed kernel, half through a kernel registered as a user
- * would (a C function for the host backend, CUDA C compiled by NVRTC for the GPU).
- * Every promise is checked and every breach counted (see gr_stress_report).
+ * through the built-in seed kernel, the same as an expression kernel, a kernel registered
+ * as a user would (a C function for the host backend, CUDA C compiled by NVRTC for the
+ * GPU) and a float16 graph. Optionally with a fault plan armed for the whole run (random
+ * rules, runtime/fault.h): faults then land amid the jobs in flight, and a failed index
+ * must have failed with a status the plan's sites produce. Every promise is checked and
+ * every breach counted (see gr_stress_report).
  */
 #ifndef GR_STRESS_H
 #define GR_STRESS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <graphrun.h>
@@ -22,7 +27,17 @@ typedef struct gr_stress_config {
     uint64_t max_elems;      /* 0: 16384 on the host backend, 1M on CUDA */
     unsigned budget_tensors; /* budget = this many largest iterations (default 3) */
     gr_mem_kind memory;
+    bool mixed_memory;       /* submitters take pinned, pageable, registered in turn */
+    /* A fault plan armed for the whole run (cfg.fault_plan is set from it), or NULL. */
+    const char *faults;
 } gr_stress_config;
+
+/* The plan `graphrun stress --fault-rate N` arms: a random one in every N calls of each
+ * transient site the run reaches after create (arena placement, graph instantiate, update
+ * and launch), seeded by `seed`. Sites that create also calls (alloc, thread, event,
+ * stream, device_alloc, pin, register) are left out: a fault there would fail create or
+ * be recovered before any job runs. Writes at most `size` bytes to `plan`. */
+void gr_stress_fault_plan(uint64_t one_in, uint64_t seed, char *plan, size_t size);
 
 typedef struct gr_stress_report {
     uint64_t jobs, done, failed, canceled; /* indices by final state */
@@ -30,6 +45,17 @@ typedef struct gr_stress_report {
     uint64_t user_jobs;
     char user_skipped[256];
     uint64_t half_jobs; /* jobs of the float16 graph */
+    uint64_t expr_jobs; /* jobs of the seed as an expression kernel */
+    uint64_t memory_jobs[3]; /* jobs by memory kind asked for: pageable, pinned, registered */
+    /* Faults: injected by the plan, per site (runtime/fault.h's order); indices failed
+     * with a status the plan's sites produce; submissions refused for an injected fault. */
+    uint64_t injected[16];
+    uint64_t fault_failed, fault_refused;
+    /* Host memory (resident set) after create, its peak, at a quarter of the run (after
+     * the warm-up) and at the end before destroy; process threads before create and after
+     * destroy. */
+    uint64_t rss_start, rss_peak, rss_quarter, rss_end;
+    long threads_before, threads_after;
     uint64_t budget_bytes, peak_budget, budget_samples;
     /* Breaches: every one must be 0. */
     uint64_t budget_violations; /* budget in use above the budget, at a sample */
@@ -41,6 +67,11 @@ typedef struct gr_stress_report {
     uint64_t anomalies;         /* the runtime's own count of indices ended twice */
     uint64_t submit_errors;     /* submissions refused for no reason */
     uint64_t leftover;          /* budget still in use at the end */
+    uint64_t wrong_status;      /* a failed index whose status nothing in the run explains */
+    uint64_t threads_left;      /* host backend (not under tsan): more threads after destroy
+                                   than before create */
+    uint64_t rss_growth;        /* runs of 60 s or more: the resident set grew from the
+                                   quarter to the end by over max(64 MiB, a quarter) */
     char first_breach[256];
 } gr_stress_report;
 

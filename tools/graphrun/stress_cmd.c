@@ -9,6 +9,7 @@
 #include <graphrun.h>
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/commands.h"
+#include "tools/graphrun/cuda_measure.h"
 #include "tools/graphrun/opts.h"
 #include "tools/graphrun/stress.h"
 
@@ -26,6 +27,12 @@ static void usage(FILE *f)
             "  --seed X             seed of the random choices (default 1)\n"
             "  --max-elems N        largest tensor (default 16384 on the host, 1M on CUDA)\n"
             "  --budget-tensors N   budget in largest iterations (default 3)\n"
+            "  --fault-rate N       fail a random one in every N calls of each transient\n"
+            "                       site (arena, graph_instantiate, graph_update,\n"
+            "                       graph_launch) for the whole run, seeded by --seed\n"
+            "  --faults PLAN        arm this fault plan instead (docs/RELIABILITY.md)\n"
+            "  --mixed-memory       submitters take pinned, pageable, registered tensors in\n"
+            "                       turn (else --memory's kind for all)\n"
             "  --help               this text\n" GR_RUNTIME_OPTIONS_HELP
             "(--workers defaults to 8 here, --host-devices to 2; --budget is ignored: see\n"
             "--budget-tensors)\n"
@@ -43,6 +50,9 @@ int gr_cmd_stress(int argc, char **argv)
         {"seed", required_argument, NULL, 's'},
         {"max-elems", required_argument, NULL, 'E'},
         {"budget-tensors", required_argument, NULL, 'T'},
+        {"fault-rate", required_argument, NULL, 'F'},
+        {"faults", required_argument, NULL, 'P'},
+        {"mixed-memory", no_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -51,9 +61,14 @@ int gr_cmd_stress(int argc, char **argv)
     gr_runtime_opts rt;
     gr_error_info err;
     gr_backend chosen;
-    uint64_t threads = 32, budget_tensors = 3;
+    uint64_t threads = 32, budget_tensors = 3, fault_rate = 0;
+    const char *faults = NULL;
+    char plan[256];
+    gr_devmem_sampler *sampler = NULL;
+    uint64_t base = 0, peak = 0, total = 0;
     double duration = 10;
     int opt, res;
+    uint32_t seen = 0;
     char *end;
 
     memset(&c, 0, sizeof(c));
@@ -65,6 +80,8 @@ int gr_cmd_stress(int argc, char **argv)
         rt.cfg.host_devices = 2;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (!gr_cli_once(&seen, opt, "tDsET", "graphrun stress", longopts))
+            return GR_EXIT_USAGE;
         switch (opt) {
         case 't':
             if (!gr_cli_parse_u64(optarg, &threads) || threads == 0 || threads > 4096)
@@ -87,6 +104,16 @@ int gr_cmd_stress(int argc, char **argv)
             if (!gr_cli_parse_u64(optarg, &budget_tensors) || budget_tensors == 0 ||
                 budget_tensors > 1000)
                 goto bad;
+            break;
+        case 'F':
+            if (!gr_cli_parse_u64(optarg, &fault_rate) || fault_rate == 0)
+                goto bad;
+            break;
+        case 'P':
+            faults = optarg;
+            break;
+        case 'M':
+            c.mixed_memory = true;
             break;
         case 'h':
             usage(stdout);
@@ -120,11 +147,47 @@ int gr_cmd_stress(int argc, char **argv)
     c.duration_s = duration;
     c.budget_tensors = (unsigned)budget_tensors;
     c.memory = (gr_mem_kind)rt.memory;
+    if (fault_rate != 0 && faults != NULL) {
+        fprintf(stderr, "graphrun stress: --fault-rate and --faults: give one\n");
+        return GR_EXIT_USAGE;
+    }
+    if (fault_rate != 0) {
+        gr_stress_fault_plan(fault_rate, c.seed, plan, sizeof(plan));
+        faults = plan;
+    }
+    c.faults = faults;
+    /* Device memory as the device reports it, on the first device: the baseline (with the
+     * primary context up) before create, the peak while the stress runs. */
+    if (chosen == GR_BACKEND_CUDA &&
+        gr_devmem_start(c.cfg.device_count ? c.cfg.devices[0] : 0, 1000, &sampler, &err) !=
+            GR_OK) {
+        fprintf(stderr, "graphrun stress: cannot sample device memory: %s\n", err.message);
+        sampler = NULL;
+    }
     if (gr_stress_run(&c, &r, &err) != GR_OK) {
+        if (sampler != NULL)
+            gr_devmem_stop(sampler, &base, &peak, &total);
         fprintf(stderr, "graphrun stress: cannot start: %s\n", err.message);
-        return GR_EXIT_RUNTIME;
+        /* A plan the runtime refuses is a command-line mistake. */
+        return faults != NULL && err.status == GR_ERR_INVALID_ARGUMENT &&
+                       strstr(err.message, "fault plan") != NULL
+                   ? GR_EXIT_USAGE
+                   : GR_EXIT_RUNTIME;
     }
     gr_stress_print(&c, &r);
+    if (sampler != NULL) {
+        uint64_t above, over;
+
+        gr_devmem_stop(sampler, &base, &peak, &total);
+        above = peak - base;
+        over = above > r.budget_bytes ? above - r.budget_bytes : 0;
+        /* docs/API.md: the CUDA backend's fixed overhead above the budget, 32 MiB. */
+        printf("device memory: baseline %.1f MiB, peak %.1f MiB above it, budget %.1f MiB, "
+               "%.1f MiB above the budget (stated bound 32 MiB: %s), device total %.0f MiB\n",
+               (double)base / 1048576, (double)above / 1048576,
+               (double)r.budget_bytes / 1048576, (double)over / 1048576,
+               over <= (32u << 20) ? "within" : "OVER", (double)total / 1048576);
+    }
     return gr_stress_breaches(&r) == 0 ? GR_EXIT_OK : GR_EXIT_FAILED;
 
 bad:

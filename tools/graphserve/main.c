@@ -121,13 +121,16 @@ int main(int argc, char **argv)
     sigset_t stop;
     char why[512], budget[32];
     uint64_t v, canceled;
+    uint32_t seen = 0;
     int opt, sig, idx = 0;
 
     cfg.budget_bytes = 256ull << 20;
     cfg.log_callback = log_line;
-    while ((opt = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
         bool ok = true;
 
+        if (!gr_cli_once(&seen, opt, "pagkbwmictTdl", "graphserve", longopts))
+            return EXIT_USAGE;
         switch (opt) {
         case 'p':
             ok = gr_cli_parse_u64(optarg, &v) && v <= 65535;
@@ -150,7 +153,14 @@ int main(int argc, char **argv)
                 ok = false;
             break;
         case 'b':
-            ok = gr_cli_parse_size(optarg, &cfg.budget_bytes) && cfg.budget_bytes > 0;
+            /* The runtime's floor, said here in the flag's terms. */
+            if (!gr_cli_parse_size(optarg, &cfg.budget_bytes) ||
+                cfg.budget_bytes < GR_BUFFER_ALIGN) {
+                fprintf(stderr, "graphserve: invalid value \"%s\" for --budget%s; at least "
+                                "256 bytes, 2 MiB on CUDA\n",
+                        optarg, GR_CLI_SIZE_FORMS);
+                return EXIT_USAGE;
+            }
             break;
         case 'w':
             ok = gr_cli_parse_u64(optarg, &v) && v >= 1 && v <= 1024;
@@ -185,8 +195,8 @@ int main(int argc, char **argv)
         case 'h':
             fputs(usage, stdout);
             return 0;
-        default:
-            fputs(usage, stderr);
+        default: /* getopt has named the option */
+            fprintf(stderr, "graphserve: see 'graphserve --help' for the options\n");
             return EXIT_USAGE;
         }
         if (!ok) {

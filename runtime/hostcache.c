@@ -1,0 +1,521 @@
+/*
+ * hostcache.c - the registration cache (see hostcache.h).
+ *
+ * An entry's life: IDLE (known, not to be registered: no room) or QUEUED -> REGISTERING (the
+ * thread is pinning it, outside the lock) -> REGISTERED, or FAILED (pin refused: not tried
+ * again while a job holds it). A QUEUED entry waits for a moment with no live job, unless
+ * it is urgent (a second job held it while queued; hostcache.h says why). Entries no job holds are dropped when IDLE or FAILED, and, when
+ * REGISTERED, kept until evicted (least recently held first) or forgotten. The thread does
+ * every pin and every eviction's unpin; gr_host_forget unpins on its caller's thread.
+ */
+#include "runtime/hostcache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/fault.h"
+#include "runtime/sync.h"
+
+typedef enum entry_state {
+    ENTRY_IDLE,
+    ENTRY_QUEUED,
+    ENTRY_REGISTERING,
+    ENTRY_REGISTERED,
+    ENTRY_FAILED,
+} entry_state;
+
+typedef struct gr_host_entry {
+    uintptr_t base, end; /* page-rounded */
+    entry_state state;
+    uint32_t holds;     /* live jobs holding it */
+    uint64_t last_hold; /* c->clock at its latest hold: the LRU order */
+    bool dropped;       /* out of the array; freed when the thread or forget is done */
+    bool urgent;        /* QUEUED, and to be registered even while jobs are live */
+} gr_host_entry;
+
+struct gr_host_cache {
+    const gr_host_cache_ops *ops;
+    uint64_t capacity;
+    uintptr_t page;
+
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t work; /* the thread: something is queued, or close */
+    pthread_cond_t idle; /* a registration ended (forget and settle wait for it) */
+    gr_host_entry **v;   /* sorted by base, disjoint */
+    uint64_t n, cap;
+    uint64_t reserved; /* bytes of entries REGISTERING or REGISTERED */
+    uint64_t queued;   /* entries QUEUED */
+    uint64_t urgent;   /* of those, the urgent ones */
+    uint64_t live_jobs; /* holds not yet released: jobs that may be copying */
+    bool busy;         /* the thread is pinning or unpinning, outside the lock */
+    uint64_t clock;
+    bool closed, thread_started;
+    pthread_t thread;
+    gr_host_cache_stats stats;
+};
+
+gr_status gr__host_cache_create(uint64_t capacity, const gr_host_cache_ops *ops,
+                                gr_host_cache **out)
+{
+    gr_host_cache *c = gr__calloc(1, sizeof(*c));
+    long page = sysconf(_SC_PAGESIZE);
+
+    *out = NULL;
+    if (c == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    c->ops = ops;
+    c->capacity = capacity;
+    c->page = page > 0 ? (uintptr_t)page : 4096;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    if (gr_cond_init(&c->work) != 0 || gr_cond_init(&c->idle) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    *out = c;
+    return GR_OK;
+}
+
+/* The index of the first entry whose end is above `addr` (under mu). */
+static uint64_t first_ending_above(const gr_host_cache *c, uintptr_t addr)
+{
+    uint64_t lo = 0, hi = c->n;
+
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+
+        if (c->v[mid]->end <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void remove_at(gr_host_cache *c, uint64_t i)
+{
+    c->v[i]->dropped = true;
+    memmove(&c->v[i], &c->v[i + 1], (c->n - i - 1) * sizeof(c->v[0]));
+    c->n--;
+}
+
+static void drop(gr_host_cache *c, gr_host_entry *e)
+{
+    uint64_t i = first_ending_above(c, e->base);
+
+    if (i < c->n && c->v[i] == e)
+        remove_at(c, i);
+}
+
+/* Make room for `bytes` more pinned bytes: take registered entries nobody holds out of the
+ * array, least recently held first, into *victims (the caller unpins and frees them outside
+ * the lock). Returns false, taking nothing, when even all of them would not make room. */
+static bool make_room(gr_host_cache *c, uint64_t bytes, gr_host_entry ***victims, uint64_t *nv)
+{
+    uint64_t evictable = 0;
+
+    *nv = 0;
+    *victims = NULL;
+    if (c->reserved + bytes <= c->capacity)
+        return true;
+    for (uint64_t i = 0; i < c->n; i++)
+        if (c->v[i]->state == ENTRY_REGISTERED && c->v[i]->holds == 0)
+            evictable += c->v[i]->end - c->v[i]->base;
+    if (bytes > c->capacity || c->reserved - evictable + bytes > c->capacity)
+        return false;
+    if ((*victims = gr__malloc(c->n * sizeof(**victims))) == NULL)
+        return false;
+    while (c->reserved + bytes > c->capacity) {
+        gr_host_entry *oldest = NULL;
+
+        for (uint64_t i = 0; i < c->n; i++) {
+            gr_host_entry *e = c->v[i];
+
+            if (e->state == ENTRY_REGISTERED && e->holds == 0 &&
+                (oldest == NULL || e->last_hold < oldest->last_hold))
+                oldest = e;
+        }
+        (*victims)[(*nv)++] = oldest;
+        c->reserved -= oldest->end - oldest->base;
+        drop(c, oldest); /* out of the array now: no lookup finds it half unpinned */
+    }
+    return true;
+}
+
+static void unpin_victims(gr_host_cache *c, gr_host_entry **victims, uint64_t nv)
+{
+    for (uint64_t i = 0; i < nv; i++) {
+        c->ops->unpin((void *)victims[i]->base);
+        free(victims[i]);
+    }
+    free(victims);
+}
+
+/* The thread: registers queued entries one at a time (the driver serialises registration
+ * anyway), evicting first what must go to keep within the capacity. */
+static void *registrar_main(void *arg)
+{
+    gr_host_cache *c = arg;
+
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        gr_host_entry *e = NULL, **victims;
+        uint64_t nv, bytes;
+        int64_t t0;
+        gr_status st;
+
+        while (!c->closed && c->urgent == 0 && (c->queued == 0 || c->live_jobs > 0))
+            pthread_cond_wait(&c->work, &c->mu);
+        if (c->closed)
+            break;
+        for (uint64_t i = 0; i < c->n && e == NULL; i++)
+            if (c->v[i]->state == ENTRY_QUEUED && (c->v[i]->urgent || c->urgent == 0))
+                e = c->v[i];
+        c->queued--;
+        if (e->urgent)
+            c->urgent--;
+        e->urgent = false;
+        bytes = e->end - e->base;
+        if (!make_room(c, bytes, &victims, &nv)) {
+            /* No room while jobs hold what is registered: a later job asks again. */
+            e->state = ENTRY_IDLE;
+            if (e->holds == 0)
+                drop(c, e), free(e);
+            pthread_cond_broadcast(&c->idle);
+            continue;
+        }
+        c->reserved += bytes;
+        e->state = ENTRY_REGISTERING;
+        c->busy = true;
+        pthread_mutex_unlock(&c->mu);
+        unpin_victims(c, victims, nv);
+        t0 = gr_now_ns();
+        st = c->ops->pin((void *)e->base, bytes);
+        pthread_mutex_lock(&c->mu);
+        c->busy = false;
+        c->stats.evictions += nv;
+        if (st == GR_OK) {
+            e->state = ENTRY_REGISTERED;
+            c->stats.registrations++;
+            c->stats.register_ns += (uint64_t)(gr_now_ns() - t0);
+        } else {
+            e->state = ENTRY_FAILED; /* not tried again while it is known */
+            c->reserved -= bytes;
+            c->stats.failures++;
+            if (e->holds == 0)
+                drop(c, e), free(e);
+        }
+        pthread_cond_broadcast(&c->idle);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* The entry [base, end) lies inside, a conflicting one (overlapping, not containing),
+ * or neither (under mu). */
+static gr_host_entry *find(gr_host_cache *c, uintptr_t base, uintptr_t end, uint64_t *at,
+                           bool *conflict)
+{
+    uint64_t i = first_ending_above(c, base);
+
+    *at = i;
+    *conflict = false;
+    if (i == c->n || c->v[i]->base >= end)
+        return NULL; /* nothing overlaps: insert at i */
+    if (c->v[i]->base <= base && end <= c->v[i]->end)
+        return c->v[i];
+    *conflict = true;
+    return NULL;
+}
+
+static bool held_already(const gr_host_hold *h, const gr_host_entry *e)
+{
+    for (uint32_t k = h->n; k-- > 0 && k + 8 >= h->n;) /* in place: in and out are one */
+        if (h->v[k] == e)
+            return true;
+    return false;
+}
+
+/* Hold the entry [p, p + bytes) lies in; for a range of GR_HOST_CACHE_MIN_BYTES or more in
+ * none, create one and queue it (under mu). A small range is only looked up: it may be a
+ * view into a registered entry, which must not go while this job copies from it. */
+static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_host_hold *h)
+{
+    uintptr_t base = (uintptr_t)p & ~(c->page - 1);
+    uintptr_t end = ((uintptr_t)p + bytes + c->page - 1) & ~(c->page - 1);
+    gr_host_entry *e;
+    uint64_t at;
+    bool conflict;
+
+    e = find(c, base, end, &at, &conflict);
+    if (conflict || (e == NULL && (bytes < GR_HOST_CACHE_MIN_BYTES || c->closed)))
+        return GR_OK; /* overlaps an entry it is not inside (staged), or not to be cached */
+    if (e != NULL) {
+        if (held_already(h, e))
+            return GR_OK;
+        if (e->state == ENTRY_REGISTERED)
+            c->stats.hits++;
+        if (e->state == ENTRY_QUEUED && !e->urgent) { /* used again before registered */
+            e->urgent = true;
+            c->urgent++;
+            pthread_cond_signal(&c->work);
+        }
+    } else {
+        /* Memory its owner registered is never the cache's to touch. */
+        if (c->ops->dma_ready(p))
+            return GR_OK;
+        if (c->n == c->cap) {
+            uint64_t cap = c->cap ? 2 * c->cap : 64;
+            gr_host_entry **v = gr__realloc(c->v, cap * sizeof(*v));
+
+            if (v == NULL)
+                return GR_ERR_OUT_OF_MEMORY;
+            c->v = v;
+            c->cap = cap;
+        }
+        if ((e = gr__calloc(1, sizeof(*e))) == NULL)
+            return GR_ERR_OUT_OF_MEMORY;
+        e->base = base;
+        e->end = end;
+        e->state = ENTRY_IDLE;
+        memmove(&c->v[at + 1], &c->v[at], (c->n - at) * sizeof(c->v[0]));
+        c->v[at] = e;
+        c->n++;
+    }
+    e->holds++;
+    e->last_hold = ++c->clock;
+    h->v[h->n++] = e;
+    if (e->state == ENTRY_IDLE && end - base <= c->capacity && !c->closed) {
+        e->state = ENTRY_QUEUED; /* the thread finds room for it, or sets it back */
+        c->queued++;
+        pthread_cond_signal(&c->work);
+    }
+    return GR_OK;
+}
+
+gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tensor *t,
+                              uint64_t count, gr_host_hold *out)
+{
+    uint32_t ports = g->n_inputs + g->n_outputs;
+    gr_status st = GR_OK;
+
+    out->v = NULL;
+    out->n = 0;
+    out->live = false;
+    if (c == NULL)
+        return GR_OK;
+    pthread_mutex_lock(&c->mu);
+    c->live_jobs++;
+    out->live = true;
+    if (!c->thread_started && !c->closed) {
+        if (pthread_create(&c->thread, NULL, registrar_main, c) != 0) {
+            pthread_mutex_unlock(&c->mu);
+            return GR_OK; /* no thread, no registrations: the job runs as without a cache */
+        }
+        c->thread_started = true;
+    }
+    for (uint64_t i = 0; i < count && st == GR_OK; i++) {
+        for (uint32_t p = 0; p < ports && st == GR_OK; p++) {
+            bool is_out = p >= g->n_inputs;
+            uint32_t port = is_out ? p - g->n_inputs : p;
+            const void *ptr = is_out ? t[i].out[port] : t[i].in[port];
+            uint64_t bytes = gr_graph_port_bytes(g, is_out, port, t[i].elems);
+
+            if (bytes < GR_HOST_CACHE_MIN_BYTES && c->n == 0)
+                continue; /* nothing to be a view into */
+            if (out->v == NULL || out->n % 64 == 0) {
+                gr_host_entry **v = gr__realloc(out->v, (out->n + 64) * sizeof(*v));
+
+                if (v == NULL) {
+                    st = GR_ERR_OUT_OF_MEMORY;
+                    break;
+                }
+                out->v = v;
+            }
+            st = hold_range(c, ptr, bytes, out);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (st != GR_OK)
+        gr__host_cache_release(c, out);
+    return st;
+}
+
+void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h)
+{
+    if (c == NULL || !h->live)
+        return;
+    pthread_mutex_lock(&c->mu);
+    h->live = false;
+    if (--c->live_jobs == 0 && c->queued > 0)
+        pthread_cond_signal(&c->work); /* idle: the queued ranges' turn */
+    for (uint32_t k = 0; k < h->n; k++) {
+        gr_host_entry *e = h->v[k];
+
+        /* Dropped by close while held, or known but not registered: its last hold goes. */
+        if (--e->holds == 0 && (e->state == ENTRY_IDLE || e->state == ENTRY_FAILED)) {
+            if (!e->dropped)
+                drop(c, e);
+            free(e);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(h->v);
+    h->v = NULL;
+    h->n = 0;
+}
+
+bool gr__host_cache_ready(gr_host_cache *c, const void *p, uint64_t bytes)
+{
+    uintptr_t a = (uintptr_t)p;
+    uint64_t i;
+    bool ready, inside = false;
+
+    if (c == NULL)
+        return false;
+    pthread_mutex_lock(&c->mu);
+    i = first_ending_above(c, a);
+    if (i < c->n && c->v[i]->base <= a) {
+        inside = true;
+        ready = c->v[i]->state == ENTRY_REGISTERED && a + bytes <= c->v[i]->end;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return inside ? ready : c->ops->dma_ready(p);
+}
+
+gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
+                                gr_error_info *err)
+{
+    uintptr_t lo = (uintptr_t)p, hi = lo + bytes;
+    gr_host_entry **gone = NULL;
+    uint64_t n_gone = 0;
+
+    if (c == NULL)
+        return GR_OK;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        bool registering = false;
+
+        for (uint64_t i = first_ending_above(c, lo); i < c->n && c->v[i]->base < hi; i++) {
+            if (c->v[i]->holds > 0) {
+                uintptr_t b = c->v[i]->base;
+
+                pthread_mutex_unlock(&c->mu);
+                return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
+                                    "gr_host_forget: memory at %p is in use by a job that "
+                                    "has not ended; wait for it first", (void *)b);
+            }
+            registering |= c->v[i]->state == ENTRY_REGISTERING;
+        }
+        if (!registering)
+            break;
+        pthread_cond_wait(&c->idle, &c->mu);
+    }
+    gone = gr__malloc((c->n ? c->n : 1) * sizeof(*gone));
+    if (gone == NULL) {
+        pthread_mutex_unlock(&c->mu);
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                            "gr_host_forget: no memory");
+    }
+    for (uint64_t i = first_ending_above(c, lo); i < c->n && c->v[i]->base < hi;) {
+        gr_host_entry *e = c->v[i];
+
+        if (e->state == ENTRY_QUEUED)
+            c->queued--, c->urgent -= e->urgent;
+        if (e->state == ENTRY_REGISTERED)
+            c->reserved -= e->end - e->base;
+        if (e->state == ENTRY_REGISTERED)
+            gone[n_gone++] = e;
+        else
+            e->dropped = true, free(e);
+        memmove(&c->v[i], &c->v[i + 1], (c->n - i - 1) * sizeof(c->v[0]));
+        c->n--;
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (uint64_t k = 0; k < n_gone; k++) {
+        c->ops->unpin((void *)gone[k]->base);
+        free(gone[k]);
+    }
+    free(gone);
+    return GR_OK;
+}
+
+void gr__host_cache_settle(gr_host_cache *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    while (c->busy || c->urgent > 0 || (c->queued > 0 && c->live_jobs == 0))
+        pthread_cond_wait(&c->idle, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void gr__host_cache_close(gr_host_cache *c)
+{
+    gr_host_entry **v;
+    uint64_t n;
+
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (c->closed) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    c->closed = true;
+    pthread_cond_broadcast(&c->work);
+    pthread_mutex_unlock(&c->mu);
+    if (c->thread_started)
+        pthread_join(c->thread, NULL);
+    /* The thread is gone: nothing is REGISTERING. Take every entry out of the array. */
+    pthread_mutex_lock(&c->mu);
+    v = c->v;
+    n = c->n;
+    c->v = NULL;
+    c->n = c->cap = 0;
+    c->reserved = 0;
+    c->queued = 0;
+    c->urgent = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        gr_host_entry *e = v[i];
+
+        e->dropped = true;
+        if (e->state == ENTRY_REGISTERED)
+            c->ops->unpin((void *)e->base);
+        e->state = ENTRY_IDLE;
+        if (e->holds == 0)
+            free(e); /* else the last release frees it */
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(v);
+}
+
+void gr__host_cache_free(gr_host_cache *c)
+{
+    if (c == NULL)
+        return;
+    gr__host_cache_close(c);
+    pthread_cond_destroy(&c->work);
+    pthread_cond_destroy(&c->idle);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void gr__host_cache_stats_get(gr_host_cache *c, gr_host_cache_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    *out = c->stats;
+    out->registered_bytes = 0;
+    for (uint64_t i = 0; i < c->n; i++)
+        if (c->v[i]->state == ENTRY_REGISTERED)
+            out->registered_bytes += c->v[i]->end - c->v[i]->base;
+    pthread_mutex_unlock(&c->mu);
+}

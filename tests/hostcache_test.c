@@ -1,0 +1,473 @@
+/*
+ * hostcache_test.c - the registration cache (runtime/hostcache.c) with a fake pinner that
+ * records every pin and unpin: ranges registered in the background and then DMA-ready,
+ * whole or as views inside; never a view that runs past a registration; least recently
+ * used eviction within the capacity, never of a range a job holds; forget; failures;
+ * memory its owner registered left alone; close; and many threads at once (run under
+ * tsan too) with a check, inside unpin, that no holder of the range is still using it.
+ * Ranges wait for a moment with no live job, unless a second job uses them while queued.
+ * On the GPU, cuda_test's host_cache_* cases run it against cudaHostRegister.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "runtime/hostcache.h"
+#include "tests/testing.h"
+
+#define MIB (1ull << 20)
+#define RANGES 8
+
+/* The fake machine: RANGES page-aligned regions of 2 MiB; what is pinned; whose owner
+ * pinned it; how many test threads use each region right now. */
+static unsigned char *region[RANGES];
+static atomic_int pinned[RANGES], owner_pinned[RANGES], in_use[RANGES];
+static atomic_int pins, unpins, unpin_while_used, fail_pins;
+
+static int which(const void *p)
+{
+    for (int i = 0; i < RANGES; i++)
+        if ((const unsigned char *)p >= region[i] && (const unsigned char *)p < region[i] + 2 * MIB)
+            return i;
+    return -1;
+}
+
+static gr_status fake_pin(void *p, uint64_t bytes)
+{
+    int i = which(p);
+
+    ASSERT_TRUE(i >= 0 && (unsigned char *)p == region[i] && bytes == 2 * MIB);
+    if (atomic_load(&fail_pins))
+        return GR_ERR_OUT_OF_MEMORY;
+    ASSERT_EQ(atomic_fetch_add(&pinned[i], 1), 0); /* never registered twice */
+    atomic_fetch_add(&pins, 1);
+    return GR_OK;
+}
+
+static gr_status fake_unpin(void *p)
+{
+    int i = which(p);
+
+    ASSERT_TRUE(i >= 0);
+    if (atomic_load(&in_use[i]) > 0)
+        atomic_fetch_add(&unpin_while_used, 1);
+    ASSERT_EQ(atomic_fetch_sub(&pinned[i], 1), 1);
+    atomic_fetch_add(&unpins, 1);
+    return GR_OK;
+}
+
+static bool fake_dma_ready(const void *p)
+{
+    int i = which(p);
+
+    return i >= 0 && atomic_load(&owner_pinned[i]);
+}
+
+static const gr_host_cache_ops ops = {fake_pin, fake_unpin, fake_dma_ready};
+
+static gr_graph *seed;
+
+static void setup(void)
+{
+    for (int i = 0; i < RANGES; i++) {
+        ASSERT_EQ(posix_memalign((void **)&region[i], 2 * MIB, 2 * MIB), 0);
+        atomic_store(&pinned[i], 0);
+        atomic_store(&owner_pinned[i], 0);
+        atomic_store(&in_use[i], 0);
+    }
+    atomic_store(&pins, 0);
+    atomic_store(&unpins, 0);
+    atomic_store(&unpin_while_used, 0);
+    atomic_store(&fail_pins, 0);
+    if (seed == NULL)
+        ASSERT_STATUS(gr_graph_create_seed(&seed), GR_OK);
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < RANGES; i++)
+        free(region[i]);
+}
+
+/* One in-place seed tensor over `bytes` at p. */
+static gr_tensor tensor_at(void *p, uint64_t bytes)
+{
+    gr_tensor t = {{p}, {p}, bytes / sizeof(float), 0, {0}};
+
+    return t;
+}
+
+static void hold_one(gr_host_cache *c, int r, gr_host_hold *h)
+{
+    gr_tensor t = tensor_at(region[r], 2 * MIB);
+
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, h), GR_OK);
+}
+
+static void registered_in_background_then_ready(void)
+{
+    gr_host_cache *c;
+    gr_host_hold h;
+    gr_host_cache_stats s;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB)); /* unknown, pageable */
+    hold_one(c, 0, &h);
+    ASSERT_EQ_U64(h.n, 1); /* in place: input and output are one range */
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0); /* not while the job that saw it runs */
+    gr__host_cache_release(c, &h);
+    gr__host_cache_settle(c); /* no live job: its turn */
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    ASSERT_TRUE(gr__host_cache_ready(c, region[0], 2 * MIB));
+    ASSERT_TRUE(gr__host_cache_ready(c, region[0] + 4096, 16384)); /* a view inside */
+    ASSERT_TRUE(!gr__host_cache_ready(c, region[0] + 4096, 2 * MIB)); /* runs past it */
+    hold_one(c, 0, &h); /* the next job finds it registered */
+    gr__host_cache_stats_get(c, &s);
+    ASSERT_EQ_U64(s.hits, 1);
+    ASSERT_EQ_U64(s.registrations, 1);
+    ASSERT_EQ_U64(s.registered_bytes, 2 * MIB);
+    gr__host_cache_release(c, &h);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&pins), 1);
+    ASSERT_EQ(atomic_load(&unpins), 1); /* closing unregistered it */
+    teardown();
+}
+
+/* Jobs back to back with no idle moment: a second job over a queued range has it
+ * registered at once, beside the live jobs. */
+static void used_again_while_queued_registers_at_once(void)
+{
+    gr_host_cache *c;
+    gr_host_hold a, b;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 0, &a);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0);
+    hold_one(c, 0, &b);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    ASSERT_TRUE(gr__host_cache_ready(c, region[0], 2 * MIB));
+    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &b);
+    gr__host_cache_free(c);
+    teardown();
+}
+
+static void small_ranges_are_not_registered(void)
+{
+    gr_host_cache *c;
+    gr_host_hold h;
+    gr_tensor t;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    t = tensor_at(region[1], MIB / 2);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &h), GR_OK);
+    gr__host_cache_settle(c);
+    ASSERT_EQ_U64(h.n, 0);
+    ASSERT_EQ(atomic_load(&pins), 0);
+    gr__host_cache_release(c, &h);
+    gr__host_cache_free(c);
+    teardown();
+}
+
+/* Capacity for two: the third evicts the least recently held, never one a job holds. */
+static void least_recently_used_goes_never_a_held_one(void)
+{
+    gr_host_cache *c;
+    gr_host_hold a, b, b2, d, d2;
+    gr_host_cache_stats s;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(5 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 0, &a);
+    gr__host_cache_release(c, &a);
+    gr__host_cache_settle(c);
+    hold_one(c, 1, &b);
+    gr__host_cache_release(c, &b);
+    gr__host_cache_settle(c);
+    hold_one(c, 0, &a); /* 0 is now the more recent */
+    gr__host_cache_release(c, &a);
+    hold_one(c, 2, &d);
+    gr__host_cache_release(c, &d);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[1]), 0); /* evicted */
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    ASSERT_EQ(atomic_load(&pinned[2]), 1);
+    ASSERT_TRUE(!gr__host_cache_ready(c, region[1], 2 * MIB));
+
+    /* 0 held: 3 (wanted at once: two jobs use it) can only take 2's place. */
+    hold_one(c, 0, &a);
+    hold_one(c, 3, &d);
+    hold_one(c, 3, &d2);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    ASSERT_EQ(atomic_load(&pinned[2]), 0);
+    ASSERT_EQ(atomic_load(&pinned[3]), 1);
+    /* 0 and 3 held: 4 finds no room and stays pageable (staged), registered by a later job. */
+    hold_one(c, 4, &b);
+    hold_one(c, 4, &b2);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[4]), 0);
+    ASSERT_TRUE(!gr__host_cache_ready(c, region[4], 2 * MIB));
+    gr__host_cache_release(c, &b);
+    gr__host_cache_release(c, &b2);
+    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &d);
+    gr__host_cache_release(c, &d2);
+    hold_one(c, 4, &b);
+    gr__host_cache_release(c, &b);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[4]), 1);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0); /* the least recently held of 0 and 3 */
+    gr__host_cache_stats_get(c, &s);
+    ASSERT_EQ_U64(s.evictions, 3);
+    ASSERT_LE_U64(s.registered_bytes, 5 * MIB);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&pins), atomic_load(&unpins));
+    teardown();
+}
+
+/* A small tensor inside a registered range holds it: no eviction under its copies. */
+static void views_hold_their_range(void)
+{
+    gr_host_cache *c;
+    gr_host_hold a, b, v;
+    gr_tensor t;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(3 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 0, &a);
+    gr__host_cache_release(c, &a);
+    gr__host_cache_settle(c);
+    t = tensor_at(region[0] + 8192, 16384);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &v), GR_OK);
+    ASSERT_EQ_U64(v.n, 1);
+    hold_one(c, 1, &a); /* twice: wanted at once; would evict 0, which the view holds */
+    hold_one(c, 1, &b);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    ASSERT_EQ(atomic_load(&pinned[1]), 0);
+    gr__host_cache_release(c, &v);
+    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &b);
+    gr__host_cache_free(c);
+    teardown();
+}
+
+static void forget_refuses_held_memory_and_unregisters(void)
+{
+    gr_host_cache *c;
+    gr_host_hold h;
+    gr_error_info err;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 0, &h);
+    gr__host_cache_release(c, &h);
+    gr__host_cache_settle(c);
+    hold_one(c, 0, &h); /* a live job uses it */
+    ASSERT_STATUS(gr__host_cache_forget(c, region[0] + 100, 10, &err), GR_ERR_INVALID_USAGE);
+    ASSERT_STR_CONTAINS(err.message, "in use by a job");
+    ASSERT_EQ(atomic_load(&pinned[0]), 1); /* nothing changed */
+    gr__host_cache_release(c, &h);
+    ASSERT_STATUS(gr__host_cache_forget(c, region[0] + 100, 10, &err), GR_OK);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0);
+    ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
+    ASSERT_STATUS(gr__host_cache_forget(c, region[5], 2 * MIB, &err), GR_OK); /* unknown */
+    hold_one(c, 0, &h); /* known afresh, registered again */
+    gr__host_cache_release(c, &h);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&pins), 2);
+    ASSERT_EQ(atomic_load(&unpins), 2);
+    teardown();
+}
+
+static void refused_registration_stays_pageable(void)
+{
+    gr_host_cache *c;
+    gr_host_hold h;
+    gr_host_cache_stats s;
+
+    setup();
+    atomic_store(&fail_pins, 1);
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 0, &h);
+    gr__host_cache_release(c, &h);
+    gr__host_cache_settle(c);
+    ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
+    gr__host_cache_stats_get(c, &s);
+    ASSERT_EQ_U64(s.failures, 1);
+    ASSERT_EQ_U64(s.registered_bytes, 0);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&unpins), 0);
+    teardown();
+}
+
+static void owners_registration_left_alone(void)
+{
+    gr_host_cache *c;
+    gr_host_hold h;
+
+    setup();
+    atomic_store(&owner_pinned[2], 1);
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 2, &h);
+    gr__host_cache_settle(c);
+    ASSERT_EQ_U64(h.n, 0);
+    ASSERT_EQ(atomic_load(&pins), 0);
+    ASSERT_TRUE(gr__host_cache_ready(c, region[2], 2 * MIB)); /* the owner's answer */
+    gr__host_cache_release(c, &h);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&unpins), 0);
+    teardown();
+}
+
+/* A range overlapping an entry without lying inside it is not registered, and a view that
+ * starts inside a registration and runs past it is never DMA-ready. */
+static void overlapping_ranges_stay_pageable(void)
+{
+    gr_host_cache *c;
+    gr_host_hold a, b;
+    gr_tensor t;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 0, &a);
+    gr__host_cache_release(c, &a);
+    gr__host_cache_settle(c);
+    hold_one(c, 0, &a);
+    /* From the middle of region 0 for 2 MiB: overlaps its entry, not inside it. */
+    t = tensor_at(region[0] + MIB, 2 * MIB);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &b), GR_OK);
+    gr__host_cache_settle(c);
+    ASSERT_EQ_U64(b.n, 0);
+    ASSERT_EQ(atomic_load(&pins), 1);
+    ASSERT_TRUE(!gr__host_cache_ready(c, region[0] + MIB, 2 * MIB));
+    gr__host_cache_release(c, &b);
+    gr__host_cache_release(c, &a);
+    gr__host_cache_free(c);
+    teardown();
+}
+
+static void close_unregisters_what_jobs_still_hold(void)
+{
+    gr_host_cache *c;
+    gr_host_hold h;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 0, &h);
+    gr__host_cache_release(c, &h);
+    gr__host_cache_settle(c);
+    hold_one(c, 0, &h);
+    gr__host_cache_close(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0);
+    ASSERT_TRUE(!gr__host_cache_ready(c, region[0], 2 * MIB));
+    gr__host_cache_release(c, &h); /* still valid after close */
+    hold_one(c, 1, &h);             /* and holds after close register nothing */
+    ASSERT_EQ_U64(h.n, 0);
+    gr__host_cache_release(c, &h);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&pins), 1);
+    ASSERT_EQ(atomic_load(&unpins), 1);
+    teardown();
+}
+
+/* Threads holding, checking, releasing and forgetting at random over more ranges than the
+ * capacity holds: no range is ever unregistered while a thread that held it uses it. */
+typedef struct worker_arg {
+    gr_host_cache *c;
+    unsigned seed;
+} worker_arg;
+
+static void *worker(void *arg)
+{
+    worker_arg *w = arg;
+
+    for (int k = 0; k < 400; k++) {
+        int r = (int)(rand_r(&w->seed) % RANGES);
+        gr_host_hold h;
+
+        if (rand_r(&w->seed) % 8 == 0) {
+            gr__host_cache_forget(w->c, region[r], 2 * MIB, NULL);
+            continue;
+        }
+        hold_one(w->c, r, &h);
+        atomic_fetch_add(&in_use[r], 1);
+        (void)gr__host_cache_ready(w->c, region[r], 2 * MIB);
+        atomic_fetch_sub(&in_use[r], 1);
+        gr__host_cache_release(w->c, &h);
+    }
+    return NULL;
+}
+
+static void many_threads_at_once(void)
+{
+    pthread_t t[6];
+    worker_arg a[6];
+    gr_host_cache *c;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(7 * MIB, &ops, &c), GR_OK);
+    for (int i = 0; i < 6; i++) {
+        a[i] = (worker_arg){c, 17u * (unsigned)i + 1};
+        ASSERT_EQ(pthread_create(&t[i], NULL, worker, &a[i]), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        pthread_join(t[i], NULL);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&unpin_while_used), 0);
+    ASSERT_EQ(atomic_load(&pins), atomic_load(&unpins));
+    ASSERT_GT(atomic_load(&pins), 0);
+    for (int i = 0; i < RANGES; i++)
+        ASSERT_EQ(atomic_load(&pinned[i]), 0);
+    teardown();
+}
+
+/* Through the public API on the host backend, which has no pinned memory: the cache is
+ * off whatever the config says, jobs run as ever, and gr_host_forget has nothing to do. */
+static void public_api_without_pinned_memory(void)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_stats st = GR_STATS_INIT;
+    static float x[1 << 19];
+    gr_tensor t = tensor_at(x, sizeof(x));
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+
+    cfg.backend = GR_BACKEND_HOST;
+    cfg.budget_bytes = 8 * MIB;
+    cfg.host_cache_bytes = 64 * MIB;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, NULL), GR_OK);
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, NULL), GR_OK);
+    gr_job_destroy(job);
+    ASSERT_STATUS(gr_host_forget(rt, x, sizeof(x)), GR_OK);
+    ASSERT_STATUS(gr_host_forget(rt, NULL, 1), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_host_forget(rt, x, 0), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
+    ASSERT_EQ_U64(st.host_cache_bytes, 0);
+    ASSERT_EQ_U64(st.host_cache_registrations, 0);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    ASSERT_STATUS(gr_host_forget(rt, x, sizeof(x)), GR_ERR_INVALID_USAGE); /* destroyed */
+}
+
+GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory), GR_TEST(registered_in_background_then_ready),
+             GR_TEST(used_again_while_queued_registers_at_once), GR_TEST(small_ranges_are_not_registered),
+             GR_TEST(least_recently_used_goes_never_a_held_one), GR_TEST(views_hold_their_range),
+             GR_TEST(forget_refuses_held_memory_and_unregisters),
+             GR_TEST(refused_registration_stays_pageable), GR_TEST(owners_registration_left_alone),
+             GR_TEST(overlapping_ranges_stay_pageable),
+             GR_TEST(close_unregisters_what_jobs_still_hold), GR_TEST(many_threads_at_once))

@@ -1,0 +1,410 @@
+/*
+ * check.c - `graphrun check`: a dry run of `graphrun run`. It reads the graph and every
+ * input's header (stdin whole, into memory) exactly as run does, through the same code
+ * (io.h, inputs.h, opts.h), and asks the runtime's own planner how the job would be cut
+ * (gr_graph_plan_units), but loads no tensor, starts no runtime and creates no file: what it
+ * refuses, run refuses with the same message and status, and what it accepts, run accepts
+ * (short of what only running can find: memory, a device lost, a file changed meanwhile).
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <graphrun.h>
+#include "tools/graphrun/cli.h"
+#include "tools/graphrun/commands.h"
+#include "tools/graphrun/io.h"
+#include "tools/graphrun/opts.h"
+
+#define MAX_KERNEL_FILES 16
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: graphrun check --graph FILE --input PATH... [--output PATH...] [options]\n"
+            "\n"
+            "Check a `graphrun run` without running it: the graph, every input (its header,\n"
+            "type and shape), the outputs when given, and the flags, as run would, with the\n"
+            "same refusals; then print each tensor's device footprint, the least budget the\n"
+            "job needs, and how the runtime would cut each tensor: whole, in N chunks, or\n"
+            "batched K to a unit. Nothing is loaded or run, and no file is created.\n"
+            "\n"
+            "  --graph FILE     the graph spec\n"
+            "  --kernels FILE   CUDA C kernels to register first (repeatable), as for run\n"
+            "  --input PATH     input port 0, 1, ... as for run: a file, a directory, @LIST,\n"
+            "                   or - (stdin, read whole)\n"
+            "  --output PATH    output port 0, 1, ...: checked as run would (optional)\n"
+            "  --dtype T        raw inputs' element type, as for run\n"
+            "  --shape D0,D1..  raw inputs' shape, as for run\n"
+            "  --raw            a directory's files are raw tensors, as for run\n"
+            "  --force          existing outputs may be replaced, as for run\n"
+            "  --json           print the check as JSON on stdout (refusals too)\n"
+            "  --help           this text\n" GR_RUNTIME_OPTIONS_HELP
+            "\n"
+            "The budget is --budget, else run's default (three iterations of the largest\n"
+            "tensor). Exit status: 0 run would take the job, 2 it would refuse it (a bad\n"
+            "command line, graph, input, or a budget too small for a graph that cannot be\n"
+            "cut), 3 the backend is not there.\n");
+}
+
+typedef struct check_args {
+    const char *graph;
+    const char *kernels[MAX_KERNEL_FILES];
+    uint32_t n_kernels;
+    const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS];
+    uint32_t n_inputs, n_outputs;
+    const char *dtype;
+    gr_io_shape shape;
+    bool have_shape, raw, force, json;
+    gr_runtime_opts rt;
+} check_args;
+
+static int parse_args(int argc, char **argv, check_args *a)
+{
+    static const struct option longopts[] = {
+        GR_RUNTIME_LONGOPTS,
+        {"graph", required_argument, NULL, 'g'},
+        {"kernels", required_argument, NULL, 'K'},
+        {"input", required_argument, NULL, 'i'},
+        {"output", required_argument, NULL, 'o'},
+        {"dtype", required_argument, NULL, 'd'},
+        {"shape", required_argument, NULL, 'S'},
+        {"raw", no_argument, NULL, 'R'},
+        {"force", no_argument, NULL, 'f'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    uint32_t seen = 0;
+    int opt, r;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (!gr_cli_once(&seen, opt, "gdS", "graphrun check", longopts))
+            return GR_EXIT_USAGE;
+        switch (opt) {
+        case 'g':
+            a->graph = optarg;
+            break;
+        case 'K':
+            if (a->n_kernels == MAX_KERNEL_FILES) {
+                fprintf(stderr, "graphrun check: at most %d --kernels files\n",
+                        MAX_KERNEL_FILES);
+                return GR_EXIT_USAGE;
+            }
+            a->kernels[a->n_kernels++] = optarg;
+            break;
+        case 'i':
+        case 'o':
+            if ((opt == 'i' ? a->n_inputs : a->n_outputs) == GR_MAX_PORTS) {
+                fprintf(stderr, "graphrun check: at most %d inputs and %d outputs\n",
+                        GR_MAX_PORTS, GR_MAX_PORTS);
+                return GR_EXIT_USAGE;
+            }
+            if (opt == 'i')
+                a->inputs[a->n_inputs++] = optarg;
+            else
+                a->outputs[a->n_outputs++] = optarg;
+            break;
+        case 'd':
+            a->dtype = optarg;
+            break;
+        case 'S':
+            if (!gr_io_parse_shape(optarg, &a->shape)) {
+                fprintf(stderr, "graphrun check: invalid value '%s' for --shape (want e.g. "
+                                "3,4)\n",
+                        optarg);
+                return GR_EXIT_USAGE;
+            }
+            a->have_shape = true;
+            break;
+        case 'R':
+            a->raw = true;
+            break;
+        case 'f':
+            a->force = true;
+            break;
+        case 'j':
+            a->json = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return GR_EXIT_OK;
+        default:
+            r = gr_runtime_opt("check", opt, optarg, &a->rt);
+            if (r == 1)
+                break;
+            if (r == 0)
+                gr_cli_try_help("check");
+            return GR_EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "graphrun check: unexpected argument '%s'\n", argv[optind]);
+        return GR_EXIT_USAGE;
+    }
+    if (a->graph == NULL || a->n_inputs == 0) {
+        fprintf(stderr, "graphrun check: --graph and --input are required\n");
+        gr_cli_try_help("check");
+        return GR_EXIT_USAGE;
+    }
+    return -1; /* go on */
+}
+
+/* A refusal: its line on stderr, and with --json its document on stdout. */
+static int refuse(const check_args *a, int rc, const char *why)
+{
+    fprintf(stderr, "graphrun check: %s\n", why);
+    if (a->json) {
+        json_t *doc = json_pack("{s:s, s:i, s:s}", "status", "refused", "exit", rc, "error", why);
+
+        json_dumpf(doc, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+        json_decref(doc);
+    }
+    return rc;
+}
+
+static const char *cut_name(const gr_unit_cut *c)
+{
+    return c->pieces > 1 ? "chunked" : c->batch > 1 ? "batched" : "whole";
+}
+
+/* The report of an accepted (or over-budget) plan. */
+static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *footprint,
+                   const gr_unit_cut *cut, const gr_units_plan_info *info, uint64_t budget,
+                   const char *refused)
+{
+    uint32_t ni = a->n_inputs, lead = gr_io_lead_port(&plan->opt);
+    char b0[32], b1[32], b2[32];
+    json_t *doc = NULL, *tensors = NULL;
+
+    if (a->json) {
+        doc = json_object();
+        tensors = json_array();
+    }
+    for (uint64_t i = 0; i < plan->count; i++) {
+        const gr_io_file *f = &plan->in[i * ni + lead];
+        const char *name = plan->names ? plan->names[i] : f->path;
+        char shape[256] = "";
+        size_t at = 0;
+
+        if (gr_inputs_is_stdin(&plan->src, f->path))
+            name = "stdin";
+        for (uint32_t d = 0; d < f->shape.ndim && at < sizeof(shape); d++)
+            at += (size_t)snprintf(shape + at, sizeof(shape) - at, "%s%llu", d ? "," : "",
+                                   (unsigned long long)f->shape.dims[d]);
+        if (doc) {
+            json_t *t = json_object(), *dims = json_array(), *ins = json_array();
+
+            for (uint32_t d = 0; d < f->shape.ndim; d++)
+                json_array_append_new(dims, json_integer((json_int_t)f->shape.dims[d]));
+            for (uint32_t p = 0; p < ni; p++)
+                json_array_append_new(ins, json_string(gr_inputs_is_stdin(
+                                                           &plan->src, plan->in[i * ni + p].path)
+                                                           ? "-"
+                                                           : plan->in[i * ni + p].path));
+            json_object_set_new(t, "index", json_integer((json_int_t)i));
+            json_object_set_new(t, "name", json_string(name));
+            json_object_set_new(t, "inputs", ins);
+            json_object_set_new(t, "shape", dims);
+            json_object_set_new(t, "elems", json_integer((json_int_t)f->elems));
+            json_object_set_new(t, "footprint_bytes", json_integer((json_int_t)footprint[i]));
+            if (refused == NULL) {
+                json_object_set_new(t, "cut", json_string(cut_name(&cut[i])));
+                json_object_set_new(t, "pieces", json_integer((json_int_t)cut[i].pieces));
+                json_object_set_new(t, "batch", json_integer((json_int_t)cut[i].batch));
+                json_object_set_new(t, "largest_piece_elems",
+                                    json_integer((json_int_t)cut[i].largest));
+                json_object_set_new(t, "staged", json_boolean(cut[i].staged));
+            }
+            json_array_append_new(tensors, t);
+            continue;
+        }
+        printf("%s: shape (%s), %llu elements, footprint %s", name, shape,
+               (unsigned long long)f->elems, gr_cli_bytes(footprint[i], b0, sizeof(b0)));
+        if (refused == NULL && cut[i].pieces > 1)
+            printf(": chunked into %llu pieces of up to %llu elements", (unsigned long long)
+                   cut[i].pieces, (unsigned long long)cut[i].largest);
+        else if (refused == NULL && cut[i].batch > 1)
+            printf(": batched, %llu tensors to a unit", (unsigned long long)cut[i].batch);
+        else if (refused == NULL)
+            printf(": whole");
+        printf("%s\n", refused == NULL && cut[i].staged ? " (through staging)" : "");
+    }
+    if (doc) {
+        json_t *skipped = json_array();
+
+        for (uint64_t i = 0; i < plan->src.n_skipped; i++)
+            json_array_append_new(skipped, json_string(plan->src.skipped[i]));
+        json_object_set_new(doc, "status", json_string(refused ? "refused" : "ok"));
+        if (refused) {
+            json_object_set_new(doc, "exit", json_integer(GR_EXIT_USAGE));
+            json_object_set_new(doc, "error", json_string(refused));
+        }
+        json_object_set_new(doc, "graph", json_string(a->graph));
+        json_object_set_new(doc, "backend", json_string(gr_backend_name(info->backend)));
+        json_object_set_new(doc, "tensors", json_integer((json_int_t)plan->count));
+        json_object_set_new(doc, "bytes_in", json_integer((json_int_t)plan->bytes_in));
+        json_object_set_new(doc, "bytes_out", json_integer((json_int_t)plan->bytes_out));
+        json_object_set_new(doc, "budget_bytes", json_integer((json_int_t)budget));
+        json_object_set_new(doc, "arena_bytes", json_integer((json_int_t)info->arena_bytes));
+        json_object_set_new(doc, "least_budget_bytes",
+                            json_integer((json_int_t)info->least_budget));
+        json_object_set_new(doc, "splittable", json_boolean(info->splittable));
+        if (refused == NULL)
+            json_object_set_new(doc, "units", json_integer((json_int_t)info->units));
+        json_object_set_new(doc, "files", tensors);
+        json_object_set_new(doc, "skipped", skipped);
+        json_dumpf(doc, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+        json_decref(doc);
+        return;
+    }
+    printf("%s: %llu tensor%s, %s in, %s out; backend %s; budget %s%s, least %s%s",
+           refused ? "refused" : "ok", (unsigned long long)plan->count,
+           plan->count == 1 ? "" : "s", gr_cli_bytes(plan->bytes_in, b0, sizeof(b0)),
+           gr_cli_bytes(plan->bytes_out, b1, sizeof(b1)), gr_backend_name(info->backend),
+           gr_cli_bytes(budget, b2, sizeof(b2)), a->rt.budget ? "" : " (the default)",
+           gr_cli_bytes(info->least_budget, b0, sizeof(b0)),
+           info->splittable ? "" : " (the graph cannot be cut)");
+    if (refused == NULL)
+        printf("; %llu unit%s of work\n", (unsigned long long)info->units,
+               info->units == 1 ? "" : "s");
+    else
+        printf("\n");
+}
+
+int gr_cmd_check(int argc, char **argv)
+{
+    check_args *a = calloc(1, sizeof(*a));
+    gr_io_options io = {0};
+    gr_io_plan plan = {0};
+    gr_units_plan_info info = {0};
+    gr_error_info err;
+    gr_backend chosen;
+    gr_graph *g = NULL;
+    uint64_t *elems = NULL, *footprint = NULL, largest = 0, budget;
+    gr_unit_cut *cut = NULL;
+    gr_config cfg;
+    gr_status st;
+    char why[1024];
+    int rc;
+
+    if (a == NULL) {
+        fprintf(stderr, "graphrun check: out of memory\n");
+        return GR_EXIT_RUNTIME;
+    }
+    if (!gr_runtime_opts_init(&a->rt, "check")) {
+        rc = GR_EXIT_USAGE;
+        goto out;
+    }
+    if ((rc = parse_args(argc, argv, a)) >= 0)
+        goto out;
+    for (uint32_t k = 0; k < a->n_kernels; k++)
+        if (gr_kernel_load_file(a->kernels[k], &err) != GR_OK) {
+            snprintf(why, sizeof(why), "--kernels: %s", err.message);
+            rc = refuse(a, GR_EXIT_USAGE, why);
+            goto out;
+        }
+    if (gr_graph_load(a->graph, &g, &err) != GR_OK) {
+        rc = refuse(a, GR_EXIT_USAGE, err.message);
+        goto out;
+    }
+    if (a->n_inputs != gr_graph_input_count(g) ||
+        (a->n_outputs && a->n_outputs != gr_graph_output_count(g))) {
+        snprintf(why, sizeof(why),
+                 "%s takes %u input(s) and %u output(s); got %u --input and %u --output",
+                 a->graph, gr_graph_input_count(g), gr_graph_output_count(g), a->n_inputs,
+                 a->n_outputs);
+        rc = refuse(a, GR_EXIT_USAGE, why);
+        goto out;
+    }
+    if ((st = gr_runtime_opts_resolve(&a->rt, &chosen, &err)) != GR_OK) {
+        if (st == GR_ERR_INVALID_ARGUMENT) {
+            rc = refuse(a, GR_EXIT_USAGE, err.message);
+        } else {
+            snprintf(why, sizeof(why), "backend %s: %s", gr_backend_name(a->rt.cfg.backend),
+                     err.message);
+            rc = refuse(a, GR_EXIT_RUNTIME, why);
+        }
+        goto out;
+    }
+    io.inputs = a->inputs;
+    io.n_inputs = a->n_inputs;
+    io.outputs = a->outputs;
+    io.n_outputs = a->n_outputs;
+    io.raw_dtype = a->dtype;
+    io.raw_shape = a->have_shape ? &a->shape : NULL;
+    io.raw_flag = a->raw ? "--raw" : a->dtype ? "--dtype" : a->have_shape ? "--shape" : NULL;
+    io.force = a->force;
+    io.memory = (gr_mem_kind)a->rt.memory;
+    for (uint32_t p = 0; p < a->n_inputs || p < a->n_outputs; p++) {
+        gr_port_info port;
+
+        if (p < a->n_inputs && gr_graph_port_get(g, 0, p, &port) == GR_OK) {
+            io.in_fixed[p] = port.fixed_elems;
+            io.in_dtype[p] = port.dtype;
+        }
+        if (p < a->n_outputs && gr_graph_port_get(g, 1, p, &port) == GR_OK) {
+            io.out_fixed[p] = port.fixed_elems;
+            io.out_dtype[p] = port.dtype;
+        }
+    }
+    if ((st = gr_io_plan_create(&io, &plan, why, sizeof(why))) != GR_OK) {
+        rc = refuse(a, st == GR_ERR_OUT_OF_MEMORY ? GR_EXIT_RUNTIME : GR_EXIT_USAGE, why);
+        goto out;
+    }
+    gr_inputs_warn_skipped(&plan.src, "check");
+    elems = calloc(plan.count + 1, sizeof(*elems));
+    footprint = calloc(plan.count + 1, sizeof(*footprint));
+    cut = calloc(plan.count + 1, sizeof(*cut));
+    if (elems == NULL || footprint == NULL || cut == NULL) {
+        rc = refuse(a, GR_EXIT_RUNTIME, "out of memory");
+        goto out;
+    }
+    for (uint64_t i = 0; i < plan.count; i++) {
+        elems[i] = plan.in[i * a->n_inputs + gr_io_lead_port(&io)].elems;
+        gr_graph_footprint(g, elems[i], &footprint[i]);
+        if (elems[i] > largest)
+            largest = elems[i];
+    }
+    if (a->n_outputs == 0) /* what run would write, from the graph's output ports */
+        for (uint64_t i = 0; i < plan.count; i++)
+            for (uint32_t p = 0; p < gr_graph_output_count(g); p++) {
+                gr_port_info port = {0};
+
+                gr_graph_port_get(g, 1, p, &port);
+                plan.bytes_out += (port.fixed_elems ? port.fixed_elems : elems[i]) *
+                                  gr_dtype_size(port.dtype);
+            }
+    gr_graph_footprint(g, largest, &budget);
+    budget = gr_runtime_opts_budget(&a->rt, chosen, budget);
+    cfg = a->rt.cfg;
+    cfg.backend = chosen;
+    cfg.budget_bytes = budget;
+    st = gr_graph_plan_units(g, &cfg, elems, plan.count, a->rt.memory != GR_MEM_PAGEABLE, cut,
+                             &info, &err);
+    if (st == GR_OK) {
+        report(a, &plan, footprint, cut, &info, budget, NULL);
+        rc = GR_EXIT_OK;
+    } else if (st == GR_ERR_OVER_BUDGET) {
+        snprintf(why, sizeof(why), "refused: %s: %s (the least budget is %llu bytes)",
+                 gr_status_str(st), err.message, (unsigned long long)info.least_budget);
+        fprintf(stderr, "graphrun check: %s\n", why);
+        report(a, &plan, footprint, cut, &info, budget, why);
+        rc = GR_EXIT_USAGE;
+    } else {
+        snprintf(why, sizeof(why), "%s: %s", gr_status_str(st), err.message);
+        rc = refuse(a, st == GR_ERR_INVALID_ARGUMENT ? GR_EXIT_USAGE : GR_EXIT_RUNTIME, why);
+    }
+out:
+    free(elems);
+    free(footprint);
+    free(cut);
+    gr_io_plan_free(&plan);
+    gr_graph_destroy(g);
+    free(a);
+    return rc;
+}
