@@ -56,13 +56,17 @@ static void check_cover(const gr_unit *u, uint64_t n_units, const gr_tensor *t, 
                 next_offset = 0;
             }
         } else { /* a batch of whole small tensors: direct only when back to back (a
-                  * scattered one is copied tensor by tensor) */
-            uint64_t sum = 0;
+                  * scattered one is copied tensor by tensor); medium ones in a scattered
+                  * batch, or in a staged one when two fit the staging buffer */
+            uint64_t sum = 0, below = lim->batch_below;
+
+            if (u[k].scattered && lim->scatter_below > below)
+                below = lim->scatter_below;
+            if (u[k].staged && lim->stage_elems / 2 + 1 > below)
+                below = lim->stage_elems / 2 + 1;
             for (uint32_t j = 0; j < u[k].tensors; j++) {
                 const gr_tensor *x = &t[u[k].index + j];
-                ASSERT_LT(x->elems, u[k].scattered && lim->scatter_below > lim->batch_below
-                                        ? lim->scatter_below
-                                        : lim->batch_below);
+                ASSERT_LT(x->elems, below);
                 if (!u[k].staged && !u[k].scattered && j > 0)
                     ASSERT_PTR_EQ(x->in[0], (const float *)x[-1].in[0] + x[-1].elems);
                 sum += t[u[k].index + j].elems;
@@ -239,6 +243,38 @@ static void pageable_tensors_are_staged_to_the_staging_limit(void)
     free(t);
 }
 
+/* Medium tensors in pageable memory are gathered together into staged units, as many as
+ * the staging buffer holds, rather than staged one per unit; one that does not fit twice
+ * stays alone (chunked to the staging limit). */
+static void pageable_medium_tensors_share_staged_units(void)
+{
+    const uint64_t elems[] = {500, 500, 500, 500, 500, 1200, 500, 700, 100};
+    enum { N = sizeof(elems) / sizeof(elems[0]) };
+    gr_graph *g = seed_graph();
+    gr_tensor *t = tensors_of(elems, N);
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, never_ready, &u, &n, &pending), GR_OK);
+    /* 4 x 500 | 500 (the 1200 would overflow it) | 1200 alone | 500 + 700 + 100 */
+    ASSERT_EQ_U64(n, 4);
+    ASSERT_EQ_U64(u[0].tensors, 4);
+    ASSERT_EQ_U64(u[1].tensors, 1);
+    ASSERT_EQ_U64(u[1].index, 4);
+    ASSERT_EQ_U64(u[2].tensors, 1);
+    ASSERT_EQ_U64(u[2].elems, 1200);
+    ASSERT_EQ_U64(u[3].tensors, 3);
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(u[k].staged);
+    check_cover(u, n, t, N, pending, &lim);
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+    free(t);
+}
+
 static void small_tensors_are_batched(void)
 {
     enum { N = 10000 };
@@ -321,8 +357,8 @@ static void separate_batches_scattered_where_the_backend_can(void)
 }
 
 /* Medium tensors (batch_below <= n < scatter_below) in DMA-ready memory are batched and
- * scattered; in pageable memory they stay units of their own; tensors under scatter_from
- * apart in DMA-ready memory are staged, not scattered. */
+ * scattered; in pageable memory they are gathered into staged batches; tensors under
+ * scatter_from apart in DMA-ready memory are staged, not scattered. */
 static void medium_tensors_batched_small_ones_staged(void)
 {
     enum { N = 100 };
@@ -344,9 +380,9 @@ static void medium_tensors_batched_small_ones_staged(void)
     free(u);
     free(pending);
     ASSERT_STATUS(gr__units_plan(g, t, N, &lim, never_ready, &u, &n, &pending), GR_OK);
-    ASSERT_EQ_U64(n, N); /* each its own (staged) unit */
-    for (uint64_t k = 0; k < n; k++)
-        ASSERT_TRUE(u[k].tensors == 1 && u[k].staged);
+    check_cover(u, n, t, N, pending, &lim);
+    ASSERT_EQ_U64(n, 1); /* gathered together into one staged unit */
+    ASSERT_TRUE(u[0].tensors == N && u[0].staged);
     free(u);
     free(pending);
     for (int i = 0; i < N; i++)
@@ -433,6 +469,7 @@ GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct), GR_TEST(sta
              GR_TEST(unsplittable_graph_stays_whole), GR_TEST(large_tensors_are_chunked_evenly),
              GR_TEST(pipelined_chunks_of_tensors_that_fit),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
+             GR_TEST(pageable_medium_tensors_share_staged_units),
              GR_TEST(small_tensors_are_batched),
              GR_TEST(separate_batches_scattered_where_the_backend_can),
              GR_TEST(medium_tensors_batched_small_ones_staged),
