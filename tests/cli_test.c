@@ -152,7 +152,8 @@ static void lists(void)
 
 static void directories(void)
 {
-    char a[8192], b[8192], o0[8192], o1[8192], want[8192];
+    char a[8192], b[8192], o0[8192], o1[8192];
+    char want[sizeof(a) + sizeof(b) + 64]; /* names both a and b */
     const char *ins[2] = {a, b}, *outs[2] = {o0, o1};
     gr_inputs_options o = {ins, 1, outs, 1, false, false};
     gr_inputs in;

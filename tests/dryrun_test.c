@@ -54,7 +54,7 @@ static gr_status run_real(gr_graph *g, const gr_config *cfg, const uint64_t *ele
     *units = ds.iterations_done;
     gr_runtime_destroy(rt);
     for (uint64_t i = 0; i < count; i++) {
-        free(t[i].in[0]);
+        free((void *)t[i].in[0]); /* gr_tensor's in[] is const: ours to free */
         free(t[i].out[0]);
     }
     free(t);

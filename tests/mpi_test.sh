@@ -8,7 +8,10 @@
 # other rank has written its outputs, a crash (SIGKILL) while the other rank runs its job,
 # a hang, and check that the whole run fails with a message naming the rank, within a
 # bounded time, and leaves no output, no manifest and no temporary file behind (except the
-# temporary files a rank had already written when it was killed: nothing can remove those).
+# temporary files a rank had already written when it was killed: nothing can remove those)
+# when it failed before the job or with --all-or-nothing; per tensor (the default), every
+# rank keeps what it did, failed tensors are listed per rank in the merged manifest, and
+# --resume runs only the rest.
 #
 # Failures are injected with GR_TEST_RANK_FAULT=RANK:STEP:WHAT (tools/graphrun/ranks.c),
 # which graphrun obeys only under --mpi.
@@ -161,12 +164,66 @@ bad_input_in_one_rank_fails_all() {
     nothing_in "$T/bad_out"
 }
 
-injected_failure_after_writing_removes_everything() {
+injected_failure_after_writing_removes_everything() { # --all-or-nothing
   t0=$SECONDS
-  GR_TEST_RANK_FAULT=1:writing:fail mpi 1 2 run --mpi --graph "$examples/seed.graph" \
-    --input "$T/in7" --output "$T/inj_out" && has "$err" "rank 1 of 2: injected failure" &&
+  GR_TEST_RANK_FAULT=1:writing:fail mpi 1 2 run --mpi --all-or-nothing \
+    --graph "$examples/seed.graph" --input "$T/in7" --output "$T/inj_out" &&
+    has "$err" "rank 1 of 2: injected failure" &&
     has "$err" "failed: no output written" && has "$out" "0 outputs written" &&
     elapsed_below 60 && nothing_in "$T/inj_out"
+}
+
+injected_failure_after_writing_keeps_what_is_done() { # per tensor, the default
+  local i
+  t0=$SECONDS
+  GR_TEST_RANK_FAULT=1:writing:fail mpi 1 2 run --mpi --graph "$examples/seed.graph" \
+    --input "$T/in7" --output "$T/keep_out" && has "$err" "rank 1 of 2: injected failure" &&
+    has "$err" "graphrun run: failed: 7 of 7 done, written; 0 not run; rerun with --resume" &&
+    has "$out" "failed: 7 of 7 tensors done on 2 ranks, 0 failed, 0 not run; 7 outputs written" &&
+    elapsed_below 60 || return 1
+  for i in 0 1 2 3 4 5 6; do np check-seed "$T/keep_out/t$i.npy" "$T/in7/t$i.npy" || return 1; done
+  mpi 0 2 run --mpi --graph "$examples/seed.graph" --input "$T/in7" --output "$T/keep_out" \
+    --resume && has "$out" "ok: 7 of 7 tensors done on 2 ranks (7 by an earlier run)"
+}
+
+failing_tensors_per_rank_and_resume() { # GR_FAULT in every rank: each one's second tensor
+  # (one unit each: 2 MiB, not batched)
+  local i
+  GR_FAULT=arena:2 mpi 1 2 run --mpi --keep-going --workers 1 \
+    --graph "$examples/seed_unfused.graph" --input "$T/slow" --output "$T/fail_out" &&
+    has "$out" "failed: 10 of 12 tensors done on 2 ranks, 2 failed, 0 not run; 10 outputs written" &&
+    has "$err" "graphrun run: rank 0: tensor 2 ($T/slow/t10.npy) failed: out of host memory" &&
+    has "$err" "graphrun run: rank 1: tensor 3 ($T/slow/t11.npy) failed: out of host memory" ||
+    return 1
+  "$py" - "$T/fail_out.manifest.json" <<'PY' || return 1
+import json, os, sys
+m = json.load(open(sys.argv[1]))
+assert m["status"] == "failed" and m["ranks"] == 2 and m["done"] == 10 and m["failed"] == 2, m
+files = m["files"]
+assert [f["index"] for f in files] == list(range(12)), files
+assert [f["rank"] for f in files] == [i % 2 for i in range(12)], files
+st = [f["status"] for f in files]
+assert st == ["failed" if i in (2, 3) else "done" for i in range(12)], st
+assert all("injected fault" in files[i]["error"]["message"] for i in (2, 3)), files
+assert not any(os.path.exists(f"{sys.argv[1]}.rank{k}") for k in range(2)), "rank manifests left"
+PY
+  # Sorted by name, tensors 2 and 3 are t10 and t11.
+  for i in 10 11; do
+    [[ ! -e $T/fail_out/t$i.npy ]] || { echo "    t$i.npy written"; return 1; }
+  done
+  mpi 0 2 run --mpi --resume --graph "$examples/seed_unfused.graph" --input "$T/slow" \
+    --output "$T/fail_out" &&
+    has "$out" "ok: 12 of 12 tensors done on 2 ranks (10 by an earlier run), 0 failed, 0 not run; 2 outputs written" ||
+    return 1
+  "$py" - "$T/fail_out" "$T/slow" "$tool" <<'PY'
+import os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[3]))
+import numpy as np, npy_tool
+assert sorted(os.listdir(sys.argv[1])) == sorted(f"t{i}.npy" for i in range(12))
+for i in range(12):
+    npy_tool.same(np.load(f"{sys.argv[1]}/t{i}.npy"),
+                  npy_tool.seed(np.load(f"{sys.argv[2]}/t{i}.npy")), f"t{i}")
+PY
 }
 
 rank_killed_while_the_other_runs() {
@@ -182,9 +239,9 @@ rank_killed_after_writing_leaves_only_its_temporaries() {
   t0=$SECONDS
   # Killed once its outputs are in temporary files: those stay (odd indices: rank 1's),
   # rank 0 removes its own, nothing is renamed into place.
-  GR_TEST_RANK_FAULT=1:writing:kill mpi nonzero 2 run --mpi --graph "$examples/seed.graph" \
-    --input "$T/in7" --output "$T/killw_out" && elapsed_below 60 &&
-    nothing_in "$T/killw_out" '^\.t[135]\.npy\.graphrun-'
+  GR_TEST_RANK_FAULT=1:writing:kill mpi nonzero 2 run --mpi --all-or-nothing \
+    --graph "$examples/seed.graph" --input "$T/in7" --output "$T/killw_out" &&
+    elapsed_below 60 && nothing_in "$T/killw_out" '^\.t[135]\.npy\.graphrun-tmp\.'
 }
 
 hung_rank_times_out() {
@@ -232,6 +289,8 @@ case_ mpi_three_ranks_dag_json three_ranks_dag_json
 case_ mpi_more_ranks_than_tensors more_ranks_than_tensors
 case_ mpi_bad_input_in_one_rank_fails_all bad_input_in_one_rank_fails_all
 case_ mpi_injected_failure_after_writing_removes_everything injected_failure_after_writing_removes_everything
+case_ mpi_injected_failure_after_writing_keeps_what_is_done injected_failure_after_writing_keeps_what_is_done
+case_ mpi_failing_tensors_per_rank_and_resume failing_tensors_per_rank_and_resume
 case_ mpi_rank_killed_while_the_other_runs rank_killed_while_the_other_runs
 case_ mpi_rank_killed_after_writing_leaves_only_its_temporaries rank_killed_after_writing_leaves_only_its_temporaries
 case_ mpi_hung_rank_times_out hung_rank_times_out

@@ -28,6 +28,17 @@ of `graphrun run` with NumPy itself, so the test does not trust graphrun's own .
                                           reference, relative error under 1e-6)
   npy_tool.py check-sum OUT IN            out is one float32, IN's sum in float64, rounded
   npy_tool.py check-user OUT IN S         out == relu(S * x * x), float32 at each step
+  npy_tool.py check-manifest MANIFEST [--killed]
+                                          a seed run over directories, by its manifest:
+                                          every tensor "done" has its output, of the size
+                                          recorded, == seed(its input); every other one has
+                                          no output; the output directory holds nothing
+                                          else; prints the counts as "done=D failed=F
+                                          not_run=N earlier=E". --killed: the run was
+                                          killed, so the outputs of tensors done after the
+                                          manifest was last written may be there too (the
+                                          caller checks them), and graphrun's hidden
+                                          temporary files
 
 The seed reference is computed in float32 exactly as the kernels do it: ten rounds of
 x = sqrt(x * 1.01 + 1.01), each operation rounded to float32 (NumPy does not fuse).
@@ -245,8 +256,46 @@ def main(argv):
     elif cmd == "check-user":
         x, s = np.load(argv[3]).astype(np.float32), np.float32(float(argv[4]))
         same(np.load(argv[2]), np.maximum((x * x) * s, np.float32(0)), argv[2])
+    elif cmd == "check-manifest":
+        check_manifest(argv[2], "--killed" in argv)
     else:
         sys.exit(f"unknown command {cmd}")
+
+
+def check_manifest(path, killed):
+    import json
+    import os
+    m = json.load(open(path))
+    counts = {"done": 0, "failed": 0, "not run": 0}
+    expected = set()
+    out_dir = m["outputs"][0]
+    for f in m["files"]:
+        (out,), (inp,) = f["outputs"], f["inputs"]
+        counts[f["status"]] += 1
+        if f["status"] != "done":
+            if killed and os.path.exists(out):
+                expected.add(os.path.basename(out))
+            elif os.path.exists(out):
+                sys.exit(f"{out} exists, but its tensor is {f['status']!r}")
+            continue
+        expected.add(os.path.basename(out))
+        if os.path.getsize(out) != f["output_sizes"][0]:
+            sys.exit(f"{out}: {os.path.getsize(out)} bytes, the manifest says "
+                     f"{f['output_sizes'][0]}")
+        if (os.path.getsize(inp["path"]), os.stat(inp["path"]).st_mtime_ns) != \
+                (inp["size"], inp["mtime_ns"]):
+            sys.exit(f"{inp['path']}: size or mtime not as the manifest records")
+        same(np.load(out), seed(np.load(inp["path"])), out)
+    names = set(os.listdir(out_dir))
+    hidden = {n for n in names if n.startswith(".")}
+    if names - hidden != expected:
+        sys.exit(f"{out_dir} holds {sorted(names - hidden - expected)} besides the done "
+                 f"outputs, and lacks {sorted(expected - names)}")
+    if hidden and not (killed and all(".graphrun-tmp." in n for n in hidden)):
+        sys.exit(f"{out_dir}: hidden files left: {sorted(hidden)}")
+    earlier = sum(1 for f in m["files"] if f.get("earlier"))
+    print(f"done={counts['done']} failed={counts['failed']} not_run={counts['not run']} "
+          f"earlier={earlier}")
 
 
 if __name__ == "__main__":

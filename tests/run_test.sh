@@ -3,12 +3,15 @@
 # checks the outputs (tests/npy_tool.py), so nothing here trusts graphrun's own .npy code.
 # Covers .npy and raw files, directories, a two-input graph, the JSON summary, environment
 # defaults, device lists on emulated devices, a manifest, every refusal (with its message, and
-# no output file left behind), and Ctrl-C (exit 130, nothing written). Inputs: what a
-# directory holds (only .npy files unless raw; the rest skipped and named), directories of
-# other names, lists, stdin and stdout, flags that do not apply, and `graphrun check`.
-# Element types: graphs of every type (tests/graphs/) on .npy inputs of either byte order,
-# outputs compared byte for byte with what np.save writes for NumPy's result; bfloat16
-# through ml_dtypes, SKIP where it cannot be imported.
+# no output file left behind; with --json one JSON object, and nothing created). Outputs per
+# tensor: Ctrl-C keeps what is done and --resume goes on; a failing tensor (GR_FAULT) stops
+# the run or, with --keep-going, does not; --all-or-nothing writes nothing unless all is
+# done; SIGKILL mid-run leaves no partial output and the next run removes what it left.
+# Inputs: what a directory holds (only .npy files unless raw; the rest skipped and named),
+# directories of other names, lists (and resuming them), stdin and stdout, flags that do not
+# apply, and `graphrun check`. Element types: graphs of every type (tests/graphs/) on .npy
+# inputs of either byte order, outputs compared byte for byte with what np.save writes for
+# NumPy's result; bfloat16 through ml_dtypes, SKIP where it cannot be imported.
 set -u
 bin="${TEST_SRCDIR}/graphrun/tools/graphrun/graphrun"
 examples="${TEST_SRCDIR}/graphrun/graph/examples"
@@ -225,36 +228,274 @@ existing_output_needs_force() {
     run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/keep.npy" --force &&
     np check-seed "$T/keep.npy" "$T/a.npy"
 }
-interrupted_run_writes_nothing() {
-  local i pid rc delay
-  mkdir -p "$T/big_in"
-  "$py" -c '
+# The per-tensor cases below share 48 tensors of 4 MiB (about 1.5 s with one worker here):
+# each is one unit of work (1 MiB and more: not batched), so GR_FAULT=arena:3 fails exactly
+# the third tensor to start, t02 with one worker.
+big_inputs() {
+  [[ -e $T/big_in/t47.npy ]] && return
+  mkdir -p "$T/big_in" && "$py" -c '
 import numpy as np, sys
 rng = np.random.default_rng(1)
 for i in range(48):
-    np.save(f"{sys.argv[1]}/t{i:02d}.npy", rng.random(1 << 20, dtype=np.float32))' "$T/big_in" || return 1
-  # The run takes about 1.5 s here; a faster machine may finish before the signal comes,
-  # which proves nothing either way, so then try again with less time before the signal.
-  # Not much less: a background job of a non-interactive shell starts with SIGINT ignored
-  # until graphrun installs its handler, so a signal sent at once could be lost.
+    np.save(f"{sys.argv[1]}/t{i:02d}.npy", rng.random(1 << 20, dtype=np.float32))' "$T/big_in"
+}
+big_run() { # OUT_DIR EXTRA...: the shared run, in the background ($pid)
+  local o=$1
+  shift
+  "$bin" run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$o" \
+    --workers 1 --progress never "$@" >"$out" 2>"$err" &
+  pid=$!
+}
+counts() { np check-manifest "$@" >"$T/counts" && cat "$T/counts"; }
+wait_for_a_done_tensor() { # MANIFEST: until it records one (at most 20 s)
+  local i
+  for ((i = 0; i < 400; i++)); do
+    grep -q '"status": "done"' "$1" 2>/dev/null && return
+    sleep 0.05
+  done
+}
+# SIGINT into the run: per tensor, once the manifest records a tensor done (so that some are
+# done and, at about 30 ms a tensor, most are not); --all-or-nothing, which writes no
+# manifest before the end, at a delay, retried sooner when the run finished first (which
+# proves nothing either way). Not much sooner: a background job of a non-interactive shell
+# starts with SIGINT ignored until graphrun installs its handler, so a signal sent at once
+# could be lost. Sets rc.
+interrupt_big_run() { # OUT_DIR EXTRA...
+  local o=$1 delay
+  shift
   for delay in 0.5 0.3 0.2; do
-    rm -rf "$T/big_out"
-    "$bin" run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/big_out" \
-      --workers 1 --progress never >"$out" 2>"$err" &
-    pid=$!
-    sleep "$delay"
+    rm -rf "$o" "$o.manifest.json"
+    big_run "$o" "$@"
+    if [[ ${1:-} == --all-or-nothing ]]; then
+      sleep "$delay"
+    else
+      wait_for_a_done_tensor "$o.manifest.json"
+    fi
     kill -INT "$pid"
     wait "$pid"
     rc=$?
     [[ $rc == 0 ]] || break
-    echo "    finished within $delay s, before the signal: again, sooner"
+    echo "    finished before the signal: again"
   done
   [[ $rc == 130 ]] || { echo "    exit $rc, expected 130"; sed 's/^/    | /' "$out" "$err"; return 1; }
-  has "$err" "interrupted" && has "$err" "no output written" &&
-    [[ -z $(ls -A "$T/big_out" 2>/dev/null) ]] || { echo "    left in big_out:"; ls -A "$T/big_out"; return 1; }
+}
+interrupted_run_keeps_what_is_done_and_resumes() {
+  local rc pid c done before after
+  big_inputs && interrupt_big_run "$T/big_out" || return 1
+  c=$(counts "$T/big_out.manifest.json") || return 1
+  done=$(sed 's/done=\([0-9]*\).*/\1/' <<<"$c")
+  ((done > 0 && done < 48)) || { echo "    $c: want some done, not all"; return 1; }
+  [[ $c == "done=$done failed=0 not_run=$((48 - done)) earlier=0" ]] || { echo "    $c"; return 1; }
+  has "$err" "graphrun run: interrupted: $done of 48 done, written; $((48 - done)) not run; rerun with --resume" &&
+    has "$out" "interrupted: $done of 48 tensors done, 0 failed, $((48 - done)) not run; $done outputs written" ||
+    return 1
+  # --resume runs the rest only: the outputs already there are not written again.
+  before=$(cd "$T/big_out" && stat -c '%n %i %Y' * | sort)
+  run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/big_out" \
+    --workers 1 --resume &&
+    has "$out" "ok: 48 of 48 tensors done ($done by an earlier run), 0 failed, 0 not run; $((48 - done)) outputs written" ||
+    return 1
+  c=$(counts "$T/big_out.manifest.json") &&
+    [[ $c == "done=48 failed=0 not_run=0 earlier=$done" ]] || { echo "    $c"; return 1; }
+  after=$(cd "$T/big_out" && stat -c '%n %i %Y' $(cut -d' ' -f1 <<<"$before") | sort)
+  [[ $before == "$after" ]] || { echo "    outputs of the earlier run were rewritten"; return 1; }
+  # An input that changed since (its mtime) is run again; the others are not.
+  touch -d '2001-01-01' "$T/big_in/t05.npy" &&
+    run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/big_out" \
+      --resume --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["done"] == 48 and d["resumed"] == 47, d
+assert d["outputs_written"] == 1 and d["bytes_in"] == 4 << 20, d' "$out" &&
+    counts "$T/big_out.manifest.json" >/dev/null
+}
+failing_tensor_stops_the_run() { # the default: no new tensor starts; what is done is kept
+  local c done not_run
+  big_inputs && rm -rf "$T/stop_out" &&
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/stop_out" --workers 1 || return 1
+  c=$(counts "$T/stop_out.manifest.json") || return 1
+  [[ $c =~ ^done=([0-9]+)\ failed=1\ not_run=([0-9]+)\ earlier=0$ ]] || { echo "    $c"; return 1; }
+  done=${BASH_REMATCH[1]} not_run=${BASH_REMATCH[2]}
+  ((not_run > 0 && done >= 2)) || { echo "    $c"; return 1; }
+  has "$err" "tensor 2 ($T/big_in/t02.npy) failed: out of host memory: cannot place" &&
+    has "$err" "(injected fault)" &&
+    has "$err" "graphrun run: failed: $done of 48 done, written; 1 failed; $not_run not run; rerun with --resume" &&
+    "$py" -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["files"][2]
+assert t["name"] == "t02.npy" and t["status"] == "failed", t
+assert t["error"]["status"] == "out of host memory", t
+assert "injected fault" in t["error"]["message"], t' "$T/stop_out.manifest.json" &&
+    run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/stop_out" --resume && c=$(counts "$T/stop_out.manifest.json") &&
+    [[ $c == "done=48 failed=0 not_run=0 earlier=$done" ]] || { echo "    ${c:-}"; return 1; }
+}
+keep_going_past_a_failing_tensor() { # every other tensor done; the run still failed (1)
+  local c
+  big_inputs && rm -rf "$T/kg_out" &&
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/kg_out" --workers 1 --keep-going --json &&
+    c=$(counts "$T/kg_out.manifest.json") &&
+    [[ $c == "done=47 failed=1 not_run=0 earlier=0" ]] || { echo "    ${c:-}"; return 1; }
+  # Honest counts: only the 47 that succeeded count, in bytes and throughput.
+  "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "failed" and d["tensors"] == 48 and d["done"] == 47, d
+assert d["failed"] == 1 and d["not_run"] == 0 and d["outputs_written"] == 47, d
+assert d["bytes_in"] == d["bytes_out"] == 47 * (4 << 20), d
+f = d["failures"]
+assert [x["index"] for x in f] == [2] and f[0]["input"].endswith("t02.npy"), f
+assert f[0]["status"] == "out of host memory" and "injected" in f[0]["message"], f' "$out" &&
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/kg_out" --workers 1 --keep-going --force &&
+    has "$out" "failed: 47 of 48 tensors done, 1 failed, 0 not run; 47 outputs written" &&
+    has "$err" "graphrun run: failed: 47 of 48 done, written; 1 failed; 0 not run; rerun with --resume"
+}
+all_or_nothing_keeps_the_old_way() { # nothing written unless every tensor is done
+  local rc pid
+  big_inputs && interrupt_big_run "$T/aon_out" --all-or-nothing &&
+    has "$err" "interrupted" && has "$err" "no output written" &&
+    [[ -z $(ls -A "$T/aon_out" 2>/dev/null) && ! -e $T/aon_out.manifest.json ]] ||
+    { echo "    left:"; ls -A "$T/aon_out" "$T"/aon_out.manifest.json; return 1; }
+  rm -rf "$T/aon_out" && GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" \
+    --input "$T/big_in" --output "$T/aon_out" --workers 1 --all-or-nothing &&
+    has "$err" "failed: no output written" &&
+    [[ -z $(ls -A "$T/aon_out" 2>/dev/null) && ! -e $T/aon_out.manifest.json ]] || return 1
+  run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/aon_out" \
+    --all-or-nothing && counts "$T/aon_out.manifest.json" >/dev/null &&
+    [[ $(cat "$T/counts") == "done=48 failed=0 not_run=0 earlier=0" ]] &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/aon.npy" \
+      --all-or-nothing --resume && has "$err" "not with --resume" && absent "$T/aon.npy"
+}
+sigkill_leaves_no_partial_output() { # SIGKILL mid-run; the next run cleans up and goes on
+  local pid c
+  big_inputs && rm -rf "$T/kill_out" "$T/kill_out.manifest.json" && big_run "$T/kill_out" ||
+    return 1
+  wait_for_a_done_tensor "$T/kill_out.manifest.json"
+  kill -KILL "$pid"
+  wait "$pid"
+  # Whatever the moment: every file under an output's name is whole, and the manifest too.
+  "$py" - "$T/kill_out" "$T/big_in" "$tool" <<'PY' || return 1
+import os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[3]))
+import numpy as np, npy_tool
+for n in os.listdir(sys.argv[1]):
+    if not n.startswith("."):
+        npy_tool.same(np.load(f"{sys.argv[1]}/{n}"),
+                      npy_tool.seed(np.load(f"{sys.argv[2]}/{n}")), n)
+PY
+  counts "$T/kill_out.manifest.json" --killed >/dev/null || return 1
+  # What a process killed while writing leaves: a temporary file beside an output (made
+  # here, since the moment is hard to hit), and one beside a name that is not an output.
+  head -c 1000 "$T/big_in/t07.npy" >"$T/kill_out/.t07.npy.graphrun-tmp.AbC123" &&
+    echo mine >"$T/kill_out/.notes.graphrun-tmp.XyZ789" &&
+    run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+      --output "$T/kill_out" --workers 1 --resume || return 1
+  c=$(ls -A "$T/kill_out" | grep '^\.') || true
+  [[ $c == .notes.graphrun-tmp.XyZ789 ]] || { echo "    hidden files left: $c"; return 1; }
+  rm "$T/kill_out/.notes.graphrun-tmp.XyZ789" && c=$(counts "$T/kill_out.manifest.json") &&
+    [[ $c =~ ^done=48\ failed=0\ not_run=0\ earlier=[1-9] ]] || { echo "    ${c:-}"; return 1; }
+}
+resume_refuses_a_changed_graph() { # every output may be stale: none is skipped
+  cp "$examples/seed.graph" "$T/g.graph" && rm -rf "$T/rg_out" &&
+    run 0 run --graph "$T/g.graph" --input "$T/in_dir" --output "$T/rg_out" &&
+    touch -d '2001-01-01' "$T/g.graph" &&
+    run 2 run --graph "$T/g.graph" --input "$T/in_dir" --output "$T/rg_out" --resume &&
+    has "$err" "--resume: the graph file changed since the run that wrote $T/rg_out.manifest.json" &&
+    [[ $(counts "$T/rg_out.manifest.json") == "done=5 failed=0 not_run=0 earlier=0" ]]
+}
+refusals_in_json_create_nothing() { # one JSON object for every refusal; nothing on disk
+  local line want
+  # Inputs (issue 15's other half): directories of other names, a list's output whose
+  # directory is not there (the second one: every output directory is probed).
+  mkdir -p "$T/rj_a" "$T/rj_b" && np make "$T/rj_a/x.npy" 10 90 && np make "$T/rj_b/x.npy" 10 91 &&
+    np make "$T/rj_b/y.npy" 10 92 && printf '%s\n' "$T/in_dir/t1.npy" "$T/in_dir/t2.npy" \
+      >"$T/rj_in.txt" && printf '%s\n' "$T/rj_a/o.npy" "$T/ref_out_missing/o.npy" >"$T/rj_out.txt" ||
+    return 1
+  while IFS= read -r line; do
+    eval "set -- $line"
+    want=$1
+    shift
+    rm -rf "$T"/ref_out*
+    run 2 run "$@" --json </dev/null && "$py" -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+d = json.loads(lines[0])
+assert d["status"] == "refused" and d["exit"] == 2, d
+assert sys.argv[2] in d["error"], (d, sys.argv[2])' "$out" "$want" || return 1
+    [[ -z $(ls -d "$T"/ref_out* 2>/dev/null) ]] &&
+      ! ls -A "$T" | grep -q '^\.ref_out' || { echo "    created:"; ls -d "$T"/ref_out*; return 1; }
+  done <<CASES
+"--budget" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --budget 1
+"unrecognized option" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --bogus
+"cannot read" --graph "$T/no.graph" --input "$T/in_dir" --output "$T/ref_out"
+"request exceeds the device memory budget" --graph "$examples/softmax.graph" --input "$T/in_dir" --output "$T/ref_out" --budget 256
+"--resume needs the manifest" --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/ref_out" --resume
+"--contexts private does not apply to the host backend" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --contexts private
+"--mpi-timeout applies to --mpi runs only" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out" --mpi-timeout 5
+"--graph given twice" --graph "$examples/seed.graph" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out"
+"is named like a file" --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/ref_out.npy"
+"input directory $T/rj_b has y.npy, which $T/rj_a lacks" --graph "$examples/dag.graph" --input "$T/rj_a" --input "$T/rj_b" --output "$T/ref_out" --output "$T/ref_out2"
+"--resume does not apply to --input - or --output -" --graph "$examples/seed.graph" --input - --output "$T/ref_out" --resume
+"cannot create a file in $T/ref_out_missing" --graph "$examples/seed.graph" --input "@$T/rj_in.txt" --output "@$T/rj_out.txt"
+CASES
 }
 
 # Inputs (issue 15): what a directory holds, lists, stdin and stdout, flags that do not apply.
+lists_per_tensor_and_resume() { # @LIST in and out, outputs in two directories, per tensor
+  local c
+  big_inputs && rm -rf "$T/lr" && mkdir -p "$T/lr/o1" "$T/lr/o2" &&
+    printf '../big_in/t%s.npy\n' 00 01 02 03 04 05 >"$T/lr/in.txt" &&
+    printf 'o1/a.npy\no2/b.npy\no1/c.npy\no2/d.npy\no1/e.npy\no2/f.npy\n' >"$T/lr/out.txt" &&
+    echo torn >"$T/lr/o2/.d.npy.graphrun-tmp.AbC123" && # a killed run's, in the second directory
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "@$T/lr/in.txt" \
+      --output "@$T/lr/out.txt" --workers 1 --keep-going --json &&
+    [[ ! -e $T/lr/o2/.d.npy.graphrun-tmp.AbC123 ]] &&
+    has "$err" "rerun with --resume" || return 1
+  # The manifest (beside the output list) names the paths the lists resolve to.
+  "$py" - "$T/lr" "$tool" <<'PY' || return 1
+import json, os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[2]))
+import numpy as np, npy_tool
+d = sys.argv[1]
+m = json.load(open(d + "/out.txt.manifest.json"))
+outs = ["o1/a.npy", "o2/b.npy", "o1/c.npy", "o2/d.npy", "o1/e.npy", "o2/f.npy"]
+failed = [f for f in m["files"] if f["status"] == "failed"]
+assert len(failed) == 1 and len(m["files"]) == 6, m["files"]
+for i, f in enumerate(m["files"]):
+    assert f["outputs"] == [f"{d}/{outs[i]}"], f
+    assert f["inputs"][0]["path"] == f"{d}/../big_in/t{i:02d}.npy", f
+    assert f["name"] == f"t{i:02d}.npy", f
+    if f["status"] == "done":
+        npy_tool.same(np.load(f["outputs"][0]),
+                      npy_tool.seed(np.load(f["inputs"][0]["path"])), outs[i])
+    else:
+        assert not os.path.exists(f["outputs"][0]), f
+PY
+  run 0 run --graph "$examples/seed_unfused.graph" --input "@$T/lr/in.txt" \
+    --output "@$T/lr/out.txt" --resume &&
+    has "$out" "ok: 6 of 6 tensors done (5 by an earlier run), 0 failed, 0 not run; 1 outputs written" &&
+    for o in o1/a o2/b o1/c o2/d o1/e o2/f; do
+      [[ -s $T/lr/$o.npy ]] || { echo "    no $o.npy"; return 1; }
+    done
+}
+stdout_only_after_success() { # per tensor into $TMPDIR; stdout gets it only when all is done
+  local tmp="$T/stdout_tmp"
+  mkdir -p "$tmp" && TMPDIR="$tmp" GR_FAULT=arena:1 "$bin" run --graph "$examples/seed.graph" \
+    --input - --output - <"$T/a.npy" >"$T/pipe_f.npy" 2>"$err"
+  [[ $? == 1 && ! -s $T/pipe_f.npy && -z $(ls -A "$tmp") ]] &&
+    has "$err" "tensor 0 (stdin) failed" && has "$err" "nothing written to stdout" || return 1
+  TMPDIR="$tmp" "$bin" run --graph "$examples/seed.graph" --input - --output - --manifest \
+    "$T/pipe.manifest.json" <"$T/a.npy" >"$T/pipe_m.npy" 2>"$err" &&
+    np check-seed "$T/pipe_m.npy" "$T/a.npy" && [[ -z $(ls -A "$tmp") ]] && "$py" -c '
+import json, sys
+f = json.load(open(sys.argv[1]))["files"][0]
+assert f["status"] == "done" and f["outputs"] == ["-"] and f["inputs"][0]["path"] == "-", f' \
+      "$T/pipe.manifest.json"
+}
 directory_skips_what_is_not_a_tensor() { # only .npy; the rest named on stderr and in --json
   mkdir -p "$T/sk_in/sub" && cp "$T/in_dir"/t1.npy "$T/in_dir"/t2.npy "$T/sk_in/" &&
     printf 'notes' >"$T/sk_in/notes.txt" && touch "$T/sk_in/sub/t3.npy" &&
@@ -620,7 +861,13 @@ case_ refuses_unwritable_output refuses_unwritable_output
 case_ refuses_bad_spec_with_line_and_column refuses_bad_spec_with_line_and_column
 case_ refuses_port_count_mismatch refuses_port_count_mismatch
 case_ existing_output_needs_force existing_output_needs_force
-case_ interrupted_run_writes_nothing interrupted_run_writes_nothing
+case_ interrupted_run_keeps_what_is_done_and_resumes interrupted_run_keeps_what_is_done_and_resumes
+case_ failing_tensor_stops_the_run failing_tensor_stops_the_run
+case_ keep_going_past_a_failing_tensor keep_going_past_a_failing_tensor
+case_ all_or_nothing_keeps_the_old_way all_or_nothing_keeps_the_old_way
+case_ sigkill_leaves_no_partial_output sigkill_leaves_no_partial_output
+case_ resume_refuses_a_changed_graph resume_refuses_a_changed_graph
+case_ refusals_in_json_create_nothing refusals_in_json_create_nothing
 case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes
 case_ sum_to_one_element_outputs sum_to_one_element_outputs
 case_ cuda_source_kernels_refused_on_host cuda_source_kernels_refused_on_host
@@ -638,6 +885,8 @@ case_ directories_must_match directories_must_match
 case_ directory_output_named_like_a_file directory_output_named_like_a_file
 case_ input_lists input_lists
 case_ stdin_and_stdout stdin_and_stdout
+case_ lists_per_tensor_and_resume lists_per_tensor_and_resume
+case_ stdout_only_after_success stdout_only_after_success
 case_ flags_that_do_not_apply flags_that_do_not_apply
 case_ check_is_a_dry_run check_is_a_dry_run
 exit $failed

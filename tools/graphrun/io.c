@@ -1,18 +1,22 @@
 /*
  * io.c - tensors in files, read and written for `graphrun run` (see io.h).
  *
- * All-or-nothing outputs: every output is first written in full to a temporary file beside
- * its final name (same directory, so the rename cannot cross file systems), and only when
- * every one of them is written are they renamed into place, with SIGINT and SIGTERM held
- * back for that short phase. A failure or a stop before then removes every temporary file:
- * no run leaves a torn or partial output, and existing files are only replaced by complete
- * ones (and only with --force). The temporary files are created when the outputs are
- * written, after the job (staging only proves, with a file it removes at once, that they
- * can be): a process killed while the job runs leaves nothing behind.
+ * Outputs are never torn: every output is first written in full to a temporary file beside
+ * its final name (same directory, so the rename cannot cross file systems), fsynced, and
+ * renamed into place. Per tensor (gr_io_write_tensor) that happens as soon as the tensor is
+ * done; all or nothing (gr_io_write, gr_io_publish), only when every output is written, the
+ * renames with SIGINT and SIGTERM held back for that short phase, and a failure or a stop
+ * before then removes every temporary file. Either way no run leaves a partial output under
+ * an output's name, and existing files are only replaced by complete ones (and only with
+ * --force, or --resume for the outputs of the run it resumes). A process killed while it
+ * writes (SIGKILL: nothing can clean up) leaves at most its temporary files, named
+ * ".NAME.graphrun-tmp.XXXXXX", which the next run over the same outputs removes
+ * (gr_io_clean_leftovers).
  */
-#define _GNU_SOURCE /* strdup */
+#define _GNU_SOURCE /* strdup, strndup, the dirent types */
 #include "tools/graphrun/io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -48,6 +52,21 @@ static bool ends_with(const char *s, const char *suffix)
     size_t n = strlen(s), m = strlen(suffix);
 
     return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static void shape_str(const gr_io_shape *s, char *buf, size_t len)
@@ -217,6 +236,10 @@ static gr_status check_output(const gr_io_options *opt, const char *path, char *
         return GR_OK;
     if (S_ISDIR(sb.st_mode))
         return fail(why, len, "output %s is a directory", path);
+    if (opt->replaceable != NULL &&
+        bsearch(&path, opt->replaceable, opt->n_replaceable, sizeof(*opt->replaceable),
+                name_cmp) != NULL)
+        return GR_OK;
     if (!opt->force)
         return fail(why, len, "output %s exists (use --force to overwrite it)", path);
     return GR_OK;
@@ -328,11 +351,13 @@ out:
     return st;
 }
 
-/* Create output k's temporary file, ".NAME.graphrun-XXXXXX" beside it: hidden, and plainly
- * ours. */
-static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_len)
+#define TMP_INFIX ".graphrun-tmp."
+#define TMP_RANDOM 6 /* mkstemp's XXXXXX */
+
+/* Create the temporary file of output `out`, ".NAME.graphrun-tmp.XXXXXX" beside it:
+ * hidden, plainly ours, and never NAME itself. */
+static gr_status make_tmp(const char *out, char **tmp_out, char *why, size_t why_len)
 {
-    const char *out = plan->out[k];
     const char *slash = strrchr(out, '/');
     size_t dirlen = slash ? (size_t)(slash - out) : 0;
     size_t n = strlen(out) + 32;
@@ -341,7 +366,7 @@ static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_
 
     if (tmp == NULL)
         return fail(why, why_len, "out of memory");
-    snprintf(tmp, n, "%.*s%s.%s.graphrun-XXXXXX", (int)dirlen, out, slash ? "/" : "",
+    snprintf(tmp, n, "%.*s%s.%s" TMP_INFIX "XXXXXX", (int)dirlen, out, slash ? "/" : "",
              slash ? slash + 1 : out);
     fd = mkstemp(tmp);
     if (fd < 0) {
@@ -352,13 +377,58 @@ static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_
     }
     fchmod(fd, gr_cli_file_mode()); /* the umask's mode, not mkstemp's 0600 */
     close(fd);
-    plan->tmp[k] = tmp;
+    *tmp_out = tmp;
     return GR_OK;
+}
+
+static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_len)
+{
+    return make_tmp(plan->out[k], &plan->tmp[k], why, why_len);
+}
+
+/* The length of `path`'s directory part, its final slash included (0: none). */
+static size_t dir_part(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+
+    return slash ? (size_t)(slash - path) + 1 : 0;
+}
+
+/* Paths ordered by their directory parts. */
+static int dir_cmp(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    size_t lx = dir_part(x), ly = dir_part(y);
+    int c = memcmp(x, y, lx < ly ? lx : ly);
+
+    return c != 0 ? c : (lx > ly) - (lx < ly);
+}
+
+/* One output of each directory that holds outputs (*n of them; malloc'd, NULL when out of
+ * memory): one per port for directories, but a list's outputs may be anywhere. */
+static const char **one_per_dir(const gr_io_plan *plan, uint64_t *n)
+{
+    uint64_t total = plan->count * plan->opt.n_outputs, kept = 0;
+    const char **v = malloc((total + 1) * sizeof(*v));
+
+    *n = 0;
+    if (v == NULL)
+        return NULL;
+    memcpy(v, plan->out, total * sizeof(*v));
+    qsort(v, total, sizeof(*v), dir_cmp);
+    for (uint64_t k = 0; k < total; k++)
+        if (kept == 0 || dir_cmp(&v[kept - 1], &v[k]) != 0)
+            v[kept++] = v[k];
+    *n = kept;
+    return v;
 }
 
 gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
 {
     uint32_t no = plan->opt.n_outputs;
+    gr_status st = GR_OK;
+    const char **dirs;
+    uint64_t n;
 
     if (plan->directories) {
         for (uint32_t p = 0; p < no; p++) {
@@ -368,25 +438,31 @@ gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
             if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
                 return fail(why, why_len, "output %s: not a directory (inputs are directories)",
                             dir);
+            if (stat(dir, &sb) == 0)
+                continue;
+            if (mkdir(dir, 0777) == 0) {
+                plan->made_dir[p] = true;
+                continue;
+            }
             /* EEXIST: another process of the run (--mpi) made it meanwhile. */
-            if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0 &&
-                !(errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
+            if (!(errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
                 return fail(why, why_len, "output directory %s: cannot create: %s", dir,
                             strerror(errno));
         }
     }
-    /* Outputs share their directories with the first tensor's (one per port, or the files'
-     * own): one probe per port finds an unwritable one. */
-    for (uint64_t k = 0; k < no && k < plan->count * no; k++) {
-        gr_status st = create_tmp(plan, k, why, why_len);
+    /* One probe per directory that holds outputs finds an unwritable one. */
+    if ((dirs = one_per_dir(plan, &n)) == NULL)
+        return fail(why, why_len, "out of memory");
+    for (uint64_t d = 0; d < n && st == GR_OK; d++) {
+        char *tmp;
 
-        if (st != GR_OK)
-            return st;
-        unlink(plan->tmp[k]);
-        free(plan->tmp[k]);
-        plan->tmp[k] = NULL;
+        if ((st = make_tmp(dirs[d], &tmp, why, why_len)) == GR_OK) {
+            unlink(tmp);
+            free(tmp);
+        }
     }
-    return GR_OK;
+    free(dirs);
+    return st;
 }
 
 /* The tensor's shape from its file's: its leading dimensions folded into one past
@@ -439,6 +515,8 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
 
         if (stop && *stop)
             return GR_ERR_CANCELED;
+        if (plan->skip && plan->skip[i])
+            continue;
         for (uint32_t p = 0; p < ni; p++) {
             const gr_io_file *f = &plan->in[i * ni + p];
             uint32_t size = gr_dtype_size(plan->opt.in_dtype[p]);
@@ -549,6 +627,109 @@ gr_status gr_io_write(gr_io_plan *plan, volatile const int *stop, char *why, siz
         }
     }
     return GR_OK;
+}
+
+gr_status gr_io_write_tensor(gr_io_plan *plan, uint64_t i, char *why, size_t why_len)
+{
+    uint32_t no = plan->opt.n_outputs;
+    gr_status st;
+
+    for (uint64_t k = i * no; k < (i + 1) * no; k++) {
+        if ((st = create_tmp(plan, k, why, why_len)) != GR_OK)
+            return st;
+        if ((st = write_output(plan, k, i, why, why_len)) == GR_OK &&
+            rename(plan->tmp[k], plan->out[k]) != 0)
+            st = fail(why, why_len, "output %s: cannot rename into place: %s", plan->out[k],
+                      strerror(errno));
+        if (st != GR_OK)
+            unlink(plan->tmp[k]);
+        free(plan->tmp[k]);
+        plan->tmp[k] = NULL;
+        if (st != GR_OK)
+            return st;
+    }
+    return GR_OK;
+}
+
+/* Whether `name` is ".NAME.graphrun-tmp.XXXXXX"; *base gets NAME's length. */
+static bool is_leftover(const char *name, size_t *base)
+{
+    size_t n = strlen(name), m = sizeof(TMP_INFIX) - 1;
+
+    if (name[0] != '.' || n < 1 + 1 + m + TMP_RANDOM)
+        return false;
+    if (memcmp(name + n - TMP_RANDOM - m, TMP_INFIX, m) != 0)
+        return false;
+    *base = n - TMP_RANDOM - m - 1;
+    return true;
+}
+
+uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
+{
+    uint64_t n = plan->count * plan->opt.n_outputs, removed = 0, n_dirs;
+    char **sorted = malloc((n + 1) * sizeof(*sorted));
+    const char **dirs = one_per_dir(plan, &n_dirs);
+
+    if (sorted == NULL || dirs == NULL) {
+        free(sorted);
+        free(dirs);
+        return 0;
+    }
+    memcpy(sorted, plan->out, n * sizeof(*sorted));
+    qsort(sorted, n, sizeof(*sorted), name_cmp);
+    for (uint64_t k = 0; k < n_dirs; k++) {
+        const char *out = dirs[k];
+        size_t len = dir_part(out);
+        struct dirent *e;
+        char *dir;
+        DIR *d;
+
+        dir = len == 0 ? strdup(".") : len == 1 ? strdup("/") : strndup(out, len - 1);
+        if (dir == NULL || (d = opendir(dir)) == NULL) {
+            free(dir);
+            continue;
+        }
+        while ((e = readdir(d)) != NULL) {
+            size_t base;
+            char *want, *tmp;
+
+            if (!is_leftover(e->d_name, &base) || (want = malloc(len + base + 1)) == NULL)
+                continue;
+            snprintf(want, len + base + 1, "%.*s%.*s", (int)len, out, (int)base, e->d_name + 1);
+            if (bsearch(&want, sorted, n, sizeof(*sorted), name_cmp) != NULL &&
+                (tmp = join(dir, e->d_name)) != NULL) {
+                removed += unlink(tmp) == 0;
+                free(tmp);
+            }
+            free(want);
+        }
+        closedir(d);
+        free(dir);
+    }
+    free(sorted);
+    free(dirs);
+    return removed;
+}
+
+uint64_t gr_io_remove_leftovers_of(const char *path)
+{
+    gr_io_plan one;
+    char *out[1] = {(char *)path};
+
+    memset(&one, 0, sizeof(one));
+    one.count = 1;
+    one.opt.n_outputs = 1;
+    one.out = out;
+    return gr_io_clean_leftovers(&one);
+}
+
+void gr_io_unstage(gr_io_plan *plan)
+{
+    for (uint32_t p = 0; p < plan->opt.n_outputs && p < GR_MAX_PORTS; p++)
+        if (plan->made_dir[p]) {
+            rmdir(plan->opt.outputs[p]); /* fails, as it should, once a file is in it */
+            plan->made_dir[p] = false;
+        }
 }
 
 gr_status gr_io_commit(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)

@@ -12,9 +12,16 @@
  * A run goes: plan (check every path, header, shape and output before anything runs),
  * stage (create the output directories, and prove that a file can be created beside every
  * output: an unwritable output fails here), load (read the inputs into host memory), run the
- * job, then either commit (write every output to a temporary file beside it, then rename
- * them all into place) or abort (remove the temporary files). Commit is write then publish;
- * a run of several processes (--mpi) agrees between the two.
+ * job, and write the outputs one of two ways:
+ *   - per tensor (the default): gr_io_write_tensor as soon as a tensor is done, each output
+ *     to a temporary file beside it and renamed into place at once;
+ *   - all or nothing (--all-or-nothing): commit (write every output to a temporary file
+ *     beside it, then rename them all into place) or abort (remove the temporary files).
+ *     Commit is write then publish; a run of several processes (--mpi) agrees between the
+ *     two.
+ * Temporary files are named ".NAME.graphrun-tmp.XXXXXX" beside output NAME, never NAME
+ * itself, so a process killed at any moment (SIGKILL included) leaves no partial file under
+ * an output's name; gr_io_clean_leftovers removes what such a process left.
  *
  * Shards: several processes can share one set of inputs. Process `shard` of `shards` plans
  * only the tensors whose index i (a directory's names sorted, a list's in its order; 0 for
@@ -59,6 +66,10 @@ typedef struct gr_io_options {
     uint64_t in_fixed[GR_MAX_PORTS], out_fixed[GR_MAX_PORTS];
     /* The ports' element types (gr_graph_port_get); zeroed: float32. */
     gr_dtype in_dtype[GR_MAX_PORTS], out_dtype[GR_MAX_PORTS];
+    /* Existing outputs that may be replaced without `force`: these paths, sorted by strcmp
+     * (--resume: the outputs the earlier run's manifest lists). NULL: none. */
+    const char *const *replaceable;
+    uint64_t n_replaceable;
 } gr_io_options;
 
 typedef struct gr_io_file {
@@ -87,6 +98,9 @@ typedef struct gr_io_plan {
                             their first tensor-sized input, its leading dimensions folded
                             together past GR_MAX_DIMS) */
     uint64_t bytes_in, bytes_out;
+    bool *skip;          /* count, or NULL: tensors gr_io_load leaves alone (--resume: done
+                            by an earlier run); the caller's to set and free */
+    bool made_dir[GR_MAX_PORTS]; /* output directories gr_io_stage created */
 } gr_io_plan;
 
 /* Check everything and decide every path. On failure returns GR_ERR_INVALID_ARGUMENT (bad
@@ -98,8 +112,9 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
  * output (creating one and removing it at once). */
 gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len);
 
-/* Read every input into host memory and allocate the outputs. `stop` (optional) is polled
- * between files: a nonzero value ends the load with GR_ERR_CANCELED. */
+/* Read every input into host memory and allocate the outputs, except those of the tensors
+ * plan->skip marks. `stop` (optional) is polled between files: a nonzero value ends the load
+ * with GR_ERR_CANCELED. */
 gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len);
 
 /* Write every output into its temporary file, then rename them all into place (with
@@ -117,6 +132,25 @@ gr_status gr_io_write(gr_io_plan *plan, volatile const int *stop, char *why, siz
  * A failed rename (rare: same directory, same file system) stops there, removes the
  * temporary files left and says how many outputs were already in place. */
 gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len);
+
+/* Write tensor i's outputs, each into a temporary file of its own beside it (fsynced), then
+ * renamed into place at once: each output file appears whole or not at all. On failure
+ * removes the temporary file and returns GR_ERR_INVALID_ARGUMENT with why[] (the outputs of
+ * the tensor's other ports already renamed stay: the caller records the tensor as failed).
+ * Not with gr_io_write on the same plan. Serialized per plan. */
+gr_status gr_io_write_tensor(gr_io_plan *plan, uint64_t i, char *why, size_t why_len);
+
+/* Remove the temporary files that an earlier process killed while writing this plan's
+ * outputs left beside them (".NAME.graphrun-tmp.XXXXXX" for this plan's outputs NAME
+ * only: the outputs of other shards may be another live process's). Returns how many. */
+uint64_t gr_io_clean_leftovers(const gr_io_plan *plan);
+
+/* The same for one file of ours (the manifest): its ".NAME.graphrun-tmp.XXXXXX" files. */
+uint64_t gr_io_remove_leftovers_of(const char *path);
+
+/* Remove the output directories gr_io_stage created, when they are still empty: a run
+ * that wrote nothing leaves nothing. Idempotent. */
+void gr_io_unstage(gr_io_plan *plan);
 
 /* Remove every temporary file. Idempotent. */
 void gr_io_abort(gr_io_plan *plan);

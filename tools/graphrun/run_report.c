@@ -21,7 +21,8 @@
 #include "tools/graphrun/cli.h"
 
 typedef struct totals {
-    int64_t tensors, done, failed, canceled, bytes_in, bytes_out, errors[GR_STATUS_COUNT_];
+    int64_t tensors, done, resumed, failed, canceled, bytes_in, bytes_out;
+    int64_t errors[GR_STATUS_COUNT_];
     int64_t job_ns, budget_bytes, budget_peak;
     const gr_run_report *first; /* the first rank with an error, or NULL */
     int first_rank;
@@ -35,6 +36,7 @@ static void add_up(const gr_run_report *all, int n, totals *t)
 
         t->tensors += r->tensors;
         t->done += r->done;
+        t->resumed += r->resumed;
         t->failed += r->failed;
         t->canceled += r->canceled;
         t->bytes_in += r->bytes_in;
@@ -78,9 +80,18 @@ static void print_first_error(const totals *t, bool mpi)
            gr_status_str((gr_status)r->first_status), r->first_message);
 }
 
+/* " (3 by an earlier run)", or "" */
+static const char *earlier_str(int64_t resumed, char *buf, size_t len)
+{
+    if (resumed == 0)
+        return "";
+    snprintf(buf, len, " (%lld by an earlier run)", (long long)resumed);
+    return buf;
+}
+
 void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f)
 {
-    char b1[32], b2[32];
+    char b1[32], b2[32], e[48];
     totals t;
 
     add_up(all, f->ranks, &t);
@@ -88,11 +99,11 @@ void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f)
         const gr_run_report *r = &all[0];
         double s = (double)r->job_ns / 1e9;
 
-        printf("%s: %llu of %llu tensors done, %llu failed, %llu canceled; %llu outputs "
+        printf("%s: %llu of %llu tensors done%s, %llu failed, %llu not run; %llu outputs "
                "written\n",
                f->status, (unsigned long long)r->done, (unsigned long long)r->tensors,
-               (unsigned long long)r->failed, (unsigned long long)r->canceled,
-               (unsigned long long)f->outputs_written);
+               earlier_str(r->resumed, e, sizeof(e)), (unsigned long long)r->failed,
+               (unsigned long long)r->canceled, (unsigned long long)f->outputs_written);
         printf("%.3f s, %.2f GB/s in+out; backend %s; budget %s, peak %s\n", s,
                gbs(r->bytes_in + r->bytes_out, s), backend_name(r->backend),
                gr_cli_bytes((uint64_t)r->budget_bytes, b1, sizeof(b1)),
@@ -107,10 +118,10 @@ void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f)
         print_first_error(&t, false);
         return;
     }
-    printf("%s: %llu of %llu tensors done on %d rank%s, %llu failed, %llu canceled; %llu "
+    printf("%s: %llu of %llu tensors done on %d rank%s%s, %llu failed, %llu not run; %llu "
            "outputs written\n",
            f->status, (unsigned long long)t.done, (unsigned long long)t.tensors, f->ranks,
-           f->ranks == 1 ? "" : "s",
+           f->ranks == 1 ? "" : "s", earlier_str(t.resumed, e, sizeof(e)),
            (unsigned long long)t.failed, (unsigned long long)t.canceled,
            (unsigned long long)f->outputs_written);
     printf("%.3f s (the slowest rank), %.2f GB/s in+out over all ranks%s%s\n",
@@ -160,8 +171,10 @@ static void set_rank_fields(json_t *o, const gr_run_report *r)
 
     json_object_set_new(o, "tensors", json_integer(r->tensors));
     json_object_set_new(o, "done", json_integer(r->done));
+    json_object_set_new(o, "resumed", json_integer(r->resumed));
     json_object_set_new(o, "failed", json_integer(r->failed));
     json_object_set_new(o, "canceled", json_integer(r->canceled));
+    json_object_set_new(o, "not_run", json_integer(r->canceled));
     json_object_set_new(o, "bytes_in", json_integer(r->bytes_in));
     json_object_set_new(o, "bytes_out", json_integer(r->bytes_out));
     json_object_set_new(o, "seconds", json_real(s));
@@ -191,10 +204,6 @@ json_t *gr_run_report_json(const gr_run_report *all, const gr_run_facts *f)
     add_up(all, f->ranks, &t);
     json_object_set_new(root, "status", json_string(f->status));
     if (!f->mpi) {
-        json_object_set_new(root, "tensors", json_integer(all[0].tensors));
-        json_object_set_new(root, "done", json_integer(all[0].done));
-        json_object_set_new(root, "failed", json_integer(all[0].failed));
-        json_object_set_new(root, "canceled", json_integer(all[0].canceled));
         json_object_set_new(root, "outputs_written", json_integer(f->outputs_written));
         set_rank_fields(root, &all[0]);
         json_object_set_new(root, "errors", errors_json(all[0].errors));
@@ -207,8 +216,10 @@ json_t *gr_run_report_json(const gr_run_report *all, const gr_run_facts *f)
     json_object_set_new(root, "ranks", json_integer(f->ranks));
     json_object_set_new(root, "tensors", json_integer(t.tensors));
     json_object_set_new(root, "done", json_integer(t.done));
+    json_object_set_new(root, "resumed", json_integer(t.resumed));
     json_object_set_new(root, "failed", json_integer(t.failed));
     json_object_set_new(root, "canceled", json_integer(t.canceled));
+    json_object_set_new(root, "not_run", json_integer(t.canceled));
     json_object_set_new(root, "outputs_written", json_integer(f->outputs_written));
     json_object_set_new(root, "bytes_in", json_integer(t.bytes_in));
     json_object_set_new(root, "bytes_out", json_integer(t.bytes_out));
@@ -236,11 +247,16 @@ json_t *gr_run_report_json(const gr_run_report *all, const gr_run_facts *f)
     return root;
 }
 
+json_t *gr_run_refusal_json(const char *status, int rc, const char *why)
+{
+    return json_pack("{s:s,s:i,s:s}", "status", status, "exit", rc, "error", why ? why : "");
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* The manifest file.                                                                     */
 
-/* The manifest's temporary file, ".NAME.graphrun-XXXXXX" beside it, as for the outputs
- * (io.c). */
+/* The manifest's temporary file, ".NAME.graphrun-tmp.XXXXXX" beside it, as for the outputs
+ * (io.c, whose gr_io_remove_leftovers removes those a killed run left). */
 static gr_status create_tmp(gr_manifest *m, char *why, size_t why_len)
 {
     const char *slash = strrchr(m->path, '/');
@@ -251,7 +267,7 @@ static gr_status create_tmp(gr_manifest *m, char *why, size_t why_len)
         snprintf(why, why_len, "out of memory");
         return GR_ERR_OUT_OF_MEMORY;
     }
-    snprintf(m->tmp, n, "%.*s%s.%s.graphrun-XXXXXX", slash ? (int)(slash - m->path) : 0,
+    snprintf(m->tmp, n, "%.*s%s.%s.graphrun-tmp.XXXXXX", slash ? (int)(slash - m->path) : 0,
              m->path, slash ? "/" : "", slash ? slash + 1 : m->path);
     fd = mkstemp(m->tmp);
     if (fd < 0) {
@@ -275,7 +291,9 @@ gr_status gr_manifest_stage(gr_manifest *m, const char *path, bool force, char *
     memset(m, 0, sizeof(*m));
     if (stat(path, &sb) == 0 && (S_ISDIR(sb.st_mode) || !force)) {
         snprintf(why, why_len, "manifest %s %s", path,
-                 S_ISDIR(sb.st_mode) ? "is a directory" : "exists (use --force to overwrite it)");
+                 S_ISDIR(sb.st_mode) ? "is a directory"
+                                     : "exists (use --force to overwrite it, or --resume to "
+                                       "go on with the run it records)");
         return GR_ERR_INVALID_ARGUMENT;
     }
     if ((m->path = strdup(path)) == NULL) {
