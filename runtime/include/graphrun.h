@@ -242,6 +242,17 @@ typedef struct gr_config {
     }
 
 /*
+ * Device memory the CUDA backend holds per device beyond the budget and the CUDA context,
+ * at most, with `workers` workers per device: each worker's stream, events and cache of up
+ * to 8 instantiated graphs (about 2.3 MiB a worker for graphs of a few dozen nodes), and
+ * the kernels' modules. Measured on an H200: 14 MiB with 3 workers, 148 MiB with 64 in the
+ * long stress (docs/PERFORMANCE.md, "Device memory the runtime holds"). Graphs of hundreds
+ * of nodes, many kernels of one's own, or more than 8 graph templates per worker in turn
+ * can take more: measure with `graphrun stress` or the bench's device sampling.
+ */
+#define GR_CUDA_OVERHEAD_BOUND(workers) ((8ull << 20) + (uint64_t)(workers) * (5ull << 19))
+
+/*
  * Create a runtime: reserves each device's arena and starts the workers. On failure *out is
  * NULL and, when err is not NULL, err says why. Any thread.
  */
