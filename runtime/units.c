@@ -53,6 +53,8 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
         lim.scatter_below = lim.stage_elems;
     if (lim.batch_below > lim.stage_elems)
         lim.batch_below = lim.stage_elems;
+    lim.spread = 4 * (workers ? workers : 1);
+    lim.spread_floor = GR_SPREAD_FLOOR_BYTES / gr_graph_widest_port(g);
     return lim;
 }
 
@@ -110,6 +112,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     gr_unit batch = {0};
     uint32_t *pend = NULL;
     bool identity = true;
+    uint64_t stage_elems = lim->stage_elems, pipe_elems = lim->pipe_elems;
 
     *units = NULL;
     *pending = NULL;
@@ -119,21 +122,34 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     pend = gr__calloc(count, sizeof(*pend));
     if (pend == NULL)
         return GR_ERR_OUT_OF_MEMORY;
+    if (lim->spread > 1) { /* a short job: smaller units, so that the workers overlap */
+        uint64_t total = 0, per;
+
+        for (uint64_t i = 0; i < count; i++)
+            total += t[i].elems;
+        per = total / lim->spread;
+        if (per < lim->spread_floor)
+            per = lim->spread_floor;
+        if (per < stage_elems)
+            stage_elems = per;
+        if (per < pipe_elems)
+            pipe_elems = per;
+    }
     for (uint64_t i = 0; i < count; i++) {
         uint64_t n = t[i].elems;
         bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], env, hold);
         /* A medium tensor, batched only where the DMA engine takes each where it lies. */
-        bool medium = lim->scatter && ready && n < lim->scatter_below && n <= lim->pipe_elems;
+        bool medium = lim->scatter && ready && n < lim->scatter_below && n <= pipe_elems;
         /* A medium tensor in pageable memory, gathered with others into staged units of at
          * most half the staging buffer: staged alone, each paid a whole unit's fixed costs
          * for little data. On the H200 pageable 1 MiB tensors alone went at 7.8 GB/s each
          * way and gathered into full staging buffers at 20.6; 16 MiB ones alone at 24.7
          * and two to a full buffer at 16.7 (fewer, larger units overlap less): hence the
          * half. */
-        bool pageable_medium = n >= lim->batch_below && !ready && 4 * n <= lim->stage_elems;
+        bool pageable_medium = n >= lim->batch_below && !ready && 4 * n <= stage_elems;
 
         if (n >= lim->batch_below && !medium && !pageable_medium) {
-            uint64_t limit = ready ? lim->pipe_elems : lim->stage_elems;
+            uint64_t limit = ready ? pipe_elems : stage_elems;
             uint64_t chunks = (n + limit - 1) / limit;
 
             if (batch.tensors && !push(&p, batch))
@@ -153,8 +169,8 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         }
         identity = false;
         if (batch.tensors != 0 &&
-            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > lim->stage_elems ||
-             (pageable_medium && batch.elems + n > lim->stage_elems / 2) ||
+            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > stage_elems ||
+             (pageable_medium && batch.elems + n > stage_elems / 2) ||
              (medium && batch.staged) || (pageable_medium && !batch.staged) ||
              (batch.scattered && n < lim->scatter_from))) {
             if (!push(&p, batch))

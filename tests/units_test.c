@@ -277,6 +277,47 @@ static void pageable_medium_tensors_share_staged_units(void)
     free(t);
 }
 
+/* A short job is cut into at least `spread` units (none under spread_floor), so that its
+ * workers overlap; a long one is cut as before. */
+static void short_jobs_spread_over_the_workers(void)
+{
+    enum { N = 100 };
+    uint64_t elems[N];
+    gr_graph *g = seed_graph();
+    gr_tensor *t;
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 1 << 20, 16, 12, 100};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    for (int i = 0; i < N; i++)
+        elems[i] = 1000;
+    t = tensors_of(elems, N);
+    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, N, pending, &lim);
+    ASSERT_EQ_U64(n, 13); /* 100000 / 12 = 8333 elements a unit: 8 tensors, 12 x 8 + 4 */
+    ASSERT_EQ_U64(u[0].tensors, 8);
+    free(u);
+    free(pending);
+    /* One large tensor: 12 chunks where the pipelining size alone made one. */
+    t[0].elems = 120000;
+    ASSERT_STATUS(gr__units_plan(g, t, 1, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, 1, pending, &lim);
+    ASSERT_EQ_U64(n, 12);
+    free(u);
+    free(pending);
+    /* The floor: no unit under spread_floor elements (10 x 1000 in 12 would be 833). */
+    lim.spread_floor = 3000;
+    t[0].elems = 1000;
+    ASSERT_STATUS(gr__units_plan(g, t, 10, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, 10, pending, &lim);
+    ASSERT_EQ_U64(n, 4); /* 3 + 3 + 3 + 1 */
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+    free(t);
+}
+
 static void small_tensors_are_batched(void)
 {
     enum { N = 10000 };
@@ -472,7 +513,7 @@ GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct), GR_TEST(sta
              GR_TEST(pipelined_chunks_of_tensors_that_fit),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
              GR_TEST(pageable_medium_tensors_share_staged_units),
-             GR_TEST(small_tensors_are_batched),
+             GR_TEST(short_jobs_spread_over_the_workers), GR_TEST(small_tensors_are_batched),
              GR_TEST(separate_batches_scattered_where_the_backend_can),
              GR_TEST(medium_tensors_batched_small_ones_staged),
              GR_TEST(mixed_sizes_keep_order))
