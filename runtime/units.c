@@ -113,6 +113,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     uint32_t *pend = NULL;
     bool identity = true;
     uint64_t stage_elems = lim->stage_elems, pipe_elems = lim->pipe_elems;
+    uint64_t batch_elems = lim->stage_elems; /* a batch's elements at most */
 
     *units = NULL;
     *pending = NULL;
@@ -122,7 +123,10 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     pend = gr__calloc(count, sizeof(*pend));
     if (pend == NULL)
         return GR_ERR_OUT_OF_MEMORY;
-    if (lim->spread > 1) { /* a short job: smaller units, so that the workers overlap */
+    if (lim->spread > 1 && count > 1) {
+        /* A short job of many tensors: smaller batches, so that the workers overlap. (A
+         * tensor is not cut finer for it: its chunks would each be one more part that a
+         * shutdown or a cancel can stop after the tensor started.) */
         uint64_t total = 0, per;
 
         for (uint64_t i = 0; i < count; i++)
@@ -130,10 +134,8 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         per = total / lim->spread;
         if (per < lim->spread_floor)
             per = lim->spread_floor;
-        if (per < stage_elems)
-            stage_elems = per;
-        if (per < pipe_elems)
-            pipe_elems = per;
+        if (per < batch_elems)
+            batch_elems = per;
     }
     for (uint64_t i = 0; i < count; i++) {
         uint64_t n = t[i].elems;
@@ -169,7 +171,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         }
         identity = false;
         if (batch.tensors != 0 &&
-            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > stage_elems ||
+            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > batch_elems ||
              (pageable_medium && batch.elems + n > stage_elems / 2) ||
              (medium && batch.staged) || (pageable_medium && !batch.staged) ||
              (batch.scattered && n < lim->scatter_from))) {
