@@ -106,13 +106,13 @@ static bool push(plan *p, gr_unit u)
 
 gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                          const gr_unit_limits *lim, const gr_backend_env *env,
-                         const struct gr_host_hold *hold, gr_unit **units, uint64_t *n_units, uint32_t **pending)
+                         const struct gr_host_hold *hold, gr_unit **units, uint64_t *n_units,
+                         uint32_t **pending)
 {
     plan p = {0};
     gr_unit batch = {0};
     uint32_t *pend = NULL;
     bool identity = true;
-    uint64_t stage_elems = lim->stage_elems, pipe_elems = lim->pipe_elems;
     uint64_t batch_elems = lim->stage_elems; /* a batch's elements at most */
 
     *units = NULL;
@@ -141,17 +141,17 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         uint64_t n = t[i].elems;
         bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], env, hold);
         /* A medium tensor, batched only where the DMA engine takes each where it lies. */
-        bool medium = lim->scatter && ready && n < lim->scatter_below && n <= pipe_elems;
+        bool medium = lim->scatter && ready && n < lim->scatter_below && n <= lim->pipe_elems;
         /* A medium tensor in pageable memory, gathered with others into staged units of at
          * most half the staging buffer: staged alone, each paid a whole unit's fixed costs
          * for little data. On the H200 pageable 1 MiB tensors alone went at 7.8 GB/s each
          * way and gathered into full staging buffers at 20.6; 16 MiB ones alone at 24.7
-         * and two to a full buffer at 16.7 (fewer, larger units overlap less): hence the
-         * half. */
-        bool pageable_medium = n >= lim->batch_below && !ready && 4 * n <= stage_elems;
+         * and two to a full buffer at 16.7, on another machine (pageable copies vary that
+         * much between machines too: docs/PERFORMANCE.md): hence the cautious half. */
+        bool pageable_medium = n >= lim->batch_below && !ready && 4 * n <= lim->stage_elems;
 
         if (n >= lim->batch_below && !medium && !pageable_medium) {
-            uint64_t limit = ready ? pipe_elems : stage_elems;
+            uint64_t limit = ready ? lim->pipe_elems : lim->stage_elems;
             uint64_t chunks = (n + limit - 1) / limit;
 
             if (batch.tensors && !push(&p, batch))
@@ -172,7 +172,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         identity = false;
         if (batch.tensors != 0 &&
             (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > batch_elems ||
-             (pageable_medium && batch.elems + n > stage_elems / 2) ||
+             (pageable_medium && batch.elems + n > lim->stage_elems / 2) ||
              (medium && batch.staged) || (pageable_medium && !batch.staged) ||
              (batch.scattered && n < lim->scatter_from))) {
             if (!push(&p, batch))

@@ -83,8 +83,8 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
 
 /*
  * Plan the units of `count` tensors. `env->host_ready(env, hold, p, bytes)` says whether
- * host memory [p, p + bytes) can be read by DMA as it is, for the job holding `hold` (page-locked; always true on the host
- * backend). On GR_OK:
+ * host memory [p, p + bytes) can be read by DMA as it is, for the job holding `hold`
+ * (page-locked; always true on the host backend). On GR_OK:
  * *units is NULL when every tensor is one unit as given (then unit k is tensor k, and
  * *pending is NULL too), else an array of *n_units units and *pending the number of units
  * covering each tensor. GR_ERR_OUT_OF_MEMORY when the plan does not fit in host memory.

@@ -496,8 +496,10 @@ static void public_api_without_pinned_memory(void)
     ASSERT_STATUS(gr_host_forget(rt, x, sizeof(x)), GR_ERR_INVALID_USAGE); /* destroyed */
 }
 
-GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory), GR_TEST(registered_in_background_then_ready),
-             GR_TEST(used_again_while_queued_registers_at_once), GR_TEST(small_ranges_are_not_registered),
+GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory),
+             GR_TEST(registered_in_background_then_ready),
+             GR_TEST(used_again_while_queued_registers_at_once),
+             GR_TEST(small_ranges_are_not_registered),
              GR_TEST(least_recently_used_goes_never_a_held_one), GR_TEST(views_hold_their_range),
              GR_TEST(forget_refuses_held_memory_and_unregisters),
              GR_TEST(refused_registration_stays_pageable), GR_TEST(owners_registration_left_alone),
