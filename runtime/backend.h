@@ -43,6 +43,14 @@ typedef struct gr_backend_env {
     bool (*host_ready)(const struct gr_backend_env *env, const struct gr_host_hold *hold,
                        const void *p, uint64_t bytes);
     void *host_cache; /* the runtime's gr_host_cache, NULL when off: host_ready's state */
+    /* With the cache: where a job's host range lies (hostcache.h, gr__host_cache_class:
+     * GR_HOST_OUTSIDE, GR_HOST_HELD with *key its entry, GR_HOST_OTHER), so that the
+     * planner batches only ranges the DMA engine may take alike; and the cache's epoch,
+     * which a backend keeping lowered graphs over host memory compares (lowering.h).
+     * NULL without a cache. */
+    int (*host_class)(const struct gr_backend_env *env, const struct gr_host_hold *hold,
+                      const void *p, uint64_t bytes, uintptr_t *key);
+    uint64_t (*host_epoch)(const struct gr_backend_env *env);
 } gr_backend_env;
 
 /* How far a failure of `run` reaches, as the backend judges it. */

@@ -15,6 +15,7 @@
 #include "runtime/hostcache.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -59,6 +60,8 @@ struct gr_host_cache {
     bool closed, thread_started;
     pthread_t thread;
     gr_host_cache_stats stats;
+    /* Bumped (under mu, read without it) at every registration and unregistration. */
+    _Atomic uint64_t epoch;
 };
 
 gr_status gr__host_cache_create(uint64_t capacity, const gr_host_cache_ops *ops,
@@ -163,6 +166,7 @@ static void unpin_victims(gr_host_cache *c, gr_host_entry **victims, uint64_t nv
         drop(c, victims[i]);
         free(victims[i]);
     }
+    atomic_fetch_add(&c->epoch, nv);
     pthread_cond_broadcast(&c->idle);
     pthread_mutex_unlock(&c->mu);
     free(victims);
@@ -213,6 +217,7 @@ static void *registrar_main(void *arg)
         c->stats.evictions += nv;
         if (st == GR_OK) {
             e->state = ENTRY_REGISTERED;
+            atomic_fetch_add(&c->epoch, 1);
             c->stats.registrations++;
             c->stats.register_ns += (uint64_t)(gr_now_ns() - t0);
         } else {
@@ -253,9 +258,55 @@ static bool held_already(const gr_host_hold *h, const gr_host_entry *e)
     return false;
 }
 
+static gr_status hold_push(gr_host_hold *h, gr_host_entry *e)
+{
+    if (h->n == h->cap) {
+        uint32_t cap = h->cap ? 2 * h->cap : 64;
+        gr_host_entry **v = gr__realloc(h->v, cap * sizeof(*v));
+
+        if (v == NULL)
+            return GR_ERR_OUT_OF_MEMORY;
+        h->v = v;
+        h->cap = cap;
+    }
+    e->holds++;
+    h->v[h->n++] = e;
+    return GR_OK;
+}
+
+/* Hold every entry overlapping [base, end) that this hold does not yet (under mu): a range
+ * that overlaps entries without lying inside one is staged by the runtime, but the driver
+ * sees the overlapped pages page-locked, so those registrations must not go while the job
+ * runs. */
+static gr_status hold_overlaps(gr_host_cache *c, uintptr_t base, uintptr_t end,
+                               gr_host_hold *h)
+{
+    for (uint64_t i = first_ending_above(c, base); i < c->n && c->v[i]->base < end; i++) {
+        gr_status st;
+
+        if (held_already(h, c->v[i]))
+            continue;
+        if ((st = hold_push(h, c->v[i])) != GR_OK)
+            return st;
+        c->v[i]->last_hold = ++c->clock;
+    }
+    return GR_OK;
+}
+
+/* Whether an entry overlapping [base, end) is being unregistered (under mu). */
+static bool unpinning_over(const gr_host_cache *c, uintptr_t base, uintptr_t end)
+{
+    for (uint64_t i = first_ending_above(c, base); i < c->n && c->v[i]->base < end; i++)
+        if (c->v[i]->state == ENTRY_UNPINNING)
+            return true;
+    return false;
+}
+
 /* Hold the entry [p, p + bytes) lies in; for a range of GR_HOST_CACHE_MIN_BYTES or more in
  * none, create one and queue it (under mu). A small range is only looked up: it may be a
- * view into a registered entry, which must not go while this job copies from it. */
+ * view into a registered entry, which must not go while this job copies from it. A range
+ * over an entry being unregistered waits for it to be gone: until then the driver still
+ * calls its pages page-locked. */
 static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_host_hold *h)
 {
     uintptr_t base = (uintptr_t)p & ~(c->page - 1);
@@ -263,12 +314,15 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
     gr_host_entry *e;
     uint64_t at;
     bool conflict;
+    gr_status st;
 
+    while (unpinning_over(c, base, end))
+        pthread_cond_wait(&c->idle, &c->mu);
     e = find(c, base, end, &at, &conflict);
-    if (conflict || (e == NULL && (bytes < GR_HOST_CACHE_MIN_BYTES || c->closed)))
-        return GR_OK; /* overlaps an entry it is not inside (staged), or not to be cached */
-    if (e != NULL && e->state == ENTRY_UNPINNING)
-        return GR_OK; /* going away: staged, and not to be held */
+    if (conflict)
+        return hold_overlaps(c, base, end, h); /* staged; its neighbours kept */
+    if (e == NULL && (bytes < GR_HOST_CACHE_MIN_BYTES || c->closed))
+        return GR_OK; /* not to be cached */
     if (e != NULL) {
         if (held_already(h, e))
             return GR_OK;
@@ -301,9 +355,9 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
         c->v[at] = e;
         c->n++;
     }
-    e->holds++;
+    if ((st = hold_push(h, e)) != GR_OK)
+        return st; /* a new entry stays IDLE, held by no one: dropped by the release */
     e->last_hold = ++c->clock;
-    h->v[h->n++] = e;
     if (e->state == ENTRY_IDLE && end - base <= c->capacity && !c->closed) {
         e->state = ENTRY_QUEUED; /* the thread finds room for it, or sets it back */
         c->queued++;
@@ -347,7 +401,7 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
     gr_status st = GR_OK;
 
     out->v = NULL;
-    out->n = 0;
+    out->n = out->cap = 0;
     out->live = false;
     out->ready = NULL;
     out->n_ready = 0;
@@ -372,15 +426,6 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
 
             if (bytes < GR_HOST_CACHE_MIN_BYTES && c->n == 0)
                 continue; /* nothing to be a view into */
-            if (out->v == NULL || out->n % 64 == 0) {
-                gr_host_entry **v = gr__realloc(out->v, (out->n + 64) * sizeof(*v));
-
-                if (v == NULL) {
-                    st = GR_ERR_OUT_OF_MEMORY;
-                    break;
-                }
-                out->v = v;
-            }
             st = hold_range(c, ptr, bytes, out);
         }
     }
@@ -388,11 +433,11 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
         st = snapshot_ready(out);
     pthread_mutex_unlock(&c->mu);
     if (st != GR_OK)
-        gr__host_cache_release(c, out);
+        gr__host_cache_release(c, out, true);
     return st;
 }
 
-void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h)
+void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h, bool discard)
 {
     if (c == NULL || !h->live)
         return;
@@ -403,8 +448,13 @@ void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h)
     for (uint32_t k = 0; k < h->n; k++) {
         gr_host_entry *e = h->v[k];
 
-        /* Dropped by close while held, or known but not registered: its last hold goes. */
-        if (--e->holds == 0 && (e->state == ENTRY_IDLE || e->state == ENTRY_FAILED)) {
+        /* Dropped by close while held, or known but not registered: its last hold goes
+         * (and with discard one still queued: the memory was never the runtime's). */
+        if (--e->holds == 0 && discard && e->state == ENTRY_QUEUED) {
+            c->queued--, c->urgent -= e->urgent;
+            e->state = ENTRY_IDLE;
+        }
+        if (e->holds == 0 && (e->state == ENTRY_IDLE || e->state == ENTRY_FAILED)) {
             if (!e->dropped)
                 drop(c, e);
             free(e);
@@ -415,52 +465,106 @@ void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h)
     free(h->ready);
     h->v = NULL;
     h->ready = NULL;
-    h->n = h->n_ready = 0;
+    h->n = h->cap = h->n_ready = 0;
+}
+
+/* The snapshot range of `hold` that p lies in, or -1. Lock-free: a hold's snapshot never
+ * changes. */
+static int64_t in_snapshot(const gr_host_hold *hold, uintptr_t a)
+{
+    uint32_t lo = 0, hi;
+
+    if (hold == NULL || hold->n_ready == 0)
+        return -1;
+    hi = hold->n_ready;
+    while (lo < hi) { /* the first range ending above a */
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (hold->ready[mid][1] <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < hold->n_ready && hold->ready[lo][0] <= a ? (int64_t)lo : -1;
+}
+
+/* Whether any entry overlaps [a, a + bytes) (under mu). */
+static bool overlaps_entry(const gr_host_cache *c, uintptr_t a, uint64_t bytes)
+{
+    uint64_t i = first_ending_above(c, a);
+
+    return i < c->n && c->v[i]->base < a + bytes;
 }
 
 bool gr__host_cache_ready(gr_host_cache *c, const gr_host_hold *hold, const void *p,
                           uint64_t bytes)
 {
     uintptr_t a = (uintptr_t)p;
-    bool inside;
+    int64_t k = in_snapshot(hold, a);
+    uint64_t before;
+    bool ready;
 
     if (c == NULL)
         return false;
-    if (hold != NULL && hold->n_ready > 0) { /* the job's own: no lock, it cannot change */
-        uint32_t lo = 0, hi = hold->n_ready;
-
-        while (lo < hi) { /* the first range ending above a */
-            uint32_t mid = lo + (hi - lo) / 2;
-
-            if (hold->ready[mid][1] <= a)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < hold->n_ready && hold->ready[lo][0] <= a)
-            return a + bytes <= hold->ready[lo][1];
-    }
-    /* In an entry the job did not hold registered: staged. Outside every entry: the
-     * owner's memory, as the driver says. */
+    if (k >= 0) /* the job's own */
+        return a + bytes <= hold->ready[k][1];
+    /* Overlapping an entry the job did not hold registered: staged. Outside every entry:
+     * the owner's memory, as the driver says; and if the cache registered anything while
+     * the driver was asked (the answer could be about the cache's, not the owner's,
+     * registration), staged too. */
     pthread_mutex_lock(&c->mu);
-    {
-        uint64_t i = first_ending_above(c, a);
-
-        inside = i < c->n && c->v[i]->base <= a;
+    if (overlaps_entry(c, a, bytes)) {
+        pthread_mutex_unlock(&c->mu);
+        return false;
     }
+    before = atomic_load(&c->epoch);
     pthread_mutex_unlock(&c->mu);
-    return !inside && c->ops->dma_ready(p);
+    ready = c->ops->dma_ready(p);
+    return ready && atomic_load(&c->epoch) == before;
+}
+
+int gr__host_cache_class(gr_host_cache *c, const gr_host_hold *hold, const void *p,
+                         uint64_t bytes, uintptr_t *key)
+{
+    uintptr_t a = (uintptr_t)p;
+    int64_t k = in_snapshot(hold, a);
+    bool over;
+
+    *key = 0;
+    if (k >= 0) {
+        *key = hold->ready[k][0];
+        return a + bytes <= hold->ready[k][1] ? GR_HOST_HELD : GR_HOST_OTHER;
+    }
+    if (c == NULL)
+        return GR_HOST_OUTSIDE;
+    pthread_mutex_lock(&c->mu);
+    over = overlaps_entry(c, a, bytes);
+    pthread_mutex_unlock(&c->mu);
+    return over ? GR_HOST_OTHER : GR_HOST_OUTSIDE;
+}
+
+uint64_t gr__host_cache_epoch(const gr_host_cache *c)
+{
+    return c != NULL ? atomic_load(&((gr_host_cache *)c)->epoch) : 0;
 }
 
 gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
                                 gr_error_info *err)
 {
-    uintptr_t lo = (uintptr_t)p, hi = lo + bytes;
+    uintptr_t lo, hi;
     gr_host_entry **gone = NULL;
     uint64_t n_gone = 0;
 
     if (c == NULL)
         return GR_OK;
+    /* The whole pages of the range: an entry that shares only a boundary page with it is a
+     * neighbour's (heap allocations share pages), not this memory's. */
+    lo = ((uintptr_t)p + c->page - 1) & ~(c->page - 1);
+    hi = ((uintptr_t)p + bytes) & ~(c->page - 1);
+    if (lo >= hi) { /* less than a page of its own: then every entry it touches */
+        lo = (uintptr_t)p;
+        hi = lo + bytes;
+    }
     pthread_mutex_lock(&c->mu);
     for (;;) { /* until nothing in the range is being registered or unregistered */
         bool busy = false;
@@ -545,6 +649,8 @@ void gr__host_cache_close(gr_host_cache *c)
     c->reserved = 0;
     c->queued = 0;
     c->urgent = 0;
+    atomic_fetch_add(&c->epoch, 1);
+    pthread_cond_broadcast(&c->idle); /* settle and forget waiters: nothing is coming */
     for (uint64_t i = 0; i < n; i++) {
         gr_host_entry *e = v[i];
 

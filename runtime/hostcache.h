@@ -17,7 +17,8 @@
  *
  * What it guarantees: a range is never unregistered while a job that could copy it by DMA
  * is live. Every job holds (gr__host_cache_hold) each cache entry that its port ranges lie
- * in or create, from submission until its last index has ended (gr__host_cache_release);
+ * in, create or overlap, from submission until its last index has ended
+ * (gr__host_cache_release);
  * eviction (least recently used, to stay within the capacity) and gr_host_forget take only
  * entries no job holds. And a range is DMA-ready for a job only when it lies whole inside
  * one entry that was registered when the job took its hold (gr__host_cache_ready): a view
@@ -66,12 +67,12 @@ typedef struct gr_host_cache_stats {
 /* A job's hold: the entries it keeps from eviction. */
 typedef struct gr_host_hold {
     struct gr_host_entry **v;
-    uint32_t n;
+    uint32_t n, cap;
     bool live; /* counted among the cache's live jobs */
     /* The held entries that were registered when the job was submitted, as [lo, hi)
-     * ranges sorted by address: all the job may copy by DMA of what the cache knows
-     * (one registered later, by the thread, is not the job's to use: it never held it
-     * registered, and eviction does not wait for it on its behalf). */
+     * ranges sorted by address: all the job may copy by DMA of what the cache knows (one
+     * registered later is not the job's to use: its plan was made without it, and a
+     * lookup of the driver's between the two would disagree with the plan). */
     uintptr_t (*ready)[2];
     uint32_t n_ready;
 } gr_host_hold;
@@ -93,8 +94,24 @@ void gr__host_cache_free(gr_host_cache *c);
 gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tensor *t,
                               uint64_t count, gr_host_hold *out);
 
-/* Give back a hold (every index of its job has ended). */
-void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h);
+/* Give back a hold (every index of its job has ended). With `discard` (the job was never
+ * accepted: its memory was not the runtime's to keep), entries left queued and held by no
+ * one are dropped rather than registered later. */
+void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h, bool discard);
+
+/* Where [p, p + bytes) lies for the job holding `hold`, so that the planner puts in one
+ * batch only ranges that the DMA engine may take alike: GR_HOST_OUTSIDE (in no entry: its
+ * owner's memory, as the driver says), GR_HOST_HELD (inside one entry the job holds
+ * registered; *key is that entry's base) or GR_HOST_OTHER (anything else: to be staged).
+ * Any thread. */
+enum { GR_HOST_OUTSIDE, GR_HOST_HELD, GR_HOST_OTHER };
+int gr__host_cache_class(gr_host_cache *c, const gr_host_hold *hold, const void *p,
+                         uint64_t bytes, uintptr_t *key);
+
+/* Changes each time the cache registers or unregisters a range: a CUDA graph lowered over
+ * host memory under an older value is lowered again (the driver's view of that memory may
+ * have changed under it). Any thread. */
+uint64_t gr__host_cache_epoch(const gr_host_cache *c);
 
 /* Whether [p, p + bytes) can be copied by DMA as it lies for the job holding `hold` (NULL:
  * none): inside one entry registered in its hold, or (outside every entry) page-locked by

@@ -147,7 +147,7 @@ static void job_all_ended(gr_job *job)
 
     gr__runtime_untrack_job(job->rt, job);
     /* No iteration of the job copies any more: its registered ranges may be evicted. */
-    gr__host_cache_release(job->rt->host_cache, &job->host_hold);
+    gr__host_cache_release(job->rt->host_cache, &job->host_hold, false);
     pthread_mutex_lock(&job->mu);
     job->all_ended = true;
     result = job_result_locked(job);
@@ -559,7 +559,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     return GR_OK;
 
 out_release:
-    gr__host_cache_release(rt->host_cache, &job->host_hold);
+    gr__host_cache_release(rt->host_cache, &job->host_hold, true); /* never accepted */
 out_destroy_cond:
     pthread_cond_destroy(&job->cond);
 out_destroy_mu:

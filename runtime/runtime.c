@@ -404,13 +404,41 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
     return GR_OK;
 }
 
+/* The process's one registration cache (a registration is the whole process's): a runtime
+ * without a cache asks it too, so that it never copies by DMA memory that the other
+ * runtime's cache may unregister under it (such memory is staged). Guarded by the mutex;
+ * the flag spares runtimes the lock while there is none. Lock order: this before the
+ * cache's own. */
+static pthread_mutex_t process_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static gr_host_cache *process_cache;
+static atomic_bool process_cache_on;
+
 static bool host_ready(const gr_backend_env *env, const gr_host_hold *hold, const void *p,
                        uint64_t bytes)
 {
     const gr_runtime *rt = (const gr_runtime *)((const char *)env - offsetof(gr_runtime, env));
+    bool ready;
 
-    return env->host_cache != NULL ? gr__host_cache_ready(env->host_cache, hold, p, bytes)
-                                   : rt->backend->dma_ready(p);
+    if (env->host_cache != NULL)
+        return gr__host_cache_ready(env->host_cache, hold, p, bytes);
+    if (!atomic_load(&process_cache_on))
+        return rt->backend->dma_ready(p);
+    pthread_mutex_lock(&process_cache_mu);
+    ready = process_cache != NULL ? gr__host_cache_ready(process_cache, NULL, p, bytes)
+                                  : rt->backend->dma_ready(p);
+    pthread_mutex_unlock(&process_cache_mu);
+    return ready;
+}
+
+static int host_class(const gr_backend_env *env, const gr_host_hold *hold, const void *p,
+                      uint64_t bytes, uintptr_t *key)
+{
+    return gr__host_cache_class(env->host_cache, hold, p, bytes, key);
+}
+
+static uint64_t host_epoch(const gr_backend_env *env)
+{
+    return gr__host_cache_epoch(env->host_cache);
 }
 
 /* The backend, its devices, and what it is told of the runtime (its environment). */
@@ -432,10 +460,25 @@ static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
         rt->cache_ops = (gr_host_cache_ops){rt->backend->pinned->pin,
                                             rt->backend->pinned->unpin,
                                             rt->backend->dma_ready};
+        pthread_mutex_lock(&process_cache_mu);
+        if (process_cache != NULL) {
+            pthread_mutex_unlock(&process_cache_mu);
+            return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
+                                "host_cache_bytes: another runtime of this process has a "
+                                "registration cache; one per process (a registration is "
+                                "the whole process's)");
+        }
         if (gr__host_cache_create(rt->cfg.host_cache_bytes, &rt->cache_ops,
-                                  &rt->host_cache) != GR_OK)
+                                  &rt->host_cache) != GR_OK) {
+            pthread_mutex_unlock(&process_cache_mu);
             return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        }
+        process_cache = rt->host_cache;
+        atomic_store(&process_cache_on, true);
+        pthread_mutex_unlock(&process_cache_mu);
         rt->env.host_cache = rt->host_cache;
+        rt->env.host_class = host_class;
+        rt->env.host_epoch = host_epoch;
     }
     return GR_OK;
 }
@@ -550,7 +593,14 @@ static void runtime_teardown(gr_runtime *rt)
         if (rt->workers[i].started)
             pthread_join(rt->workers[i].thread, NULL);
     /* No copy runs any more: what the cache registered goes now, so that the caller may
-     * free its memory once destroy returns (graphrun.h: host_cache_bytes). */
+     * free its memory once destroy returns (graphrun.h: host_cache_bytes). Other runtimes
+     * stop asking it first. */
+    pthread_mutex_lock(&process_cache_mu);
+    if (rt->host_cache != NULL && process_cache == rt->host_cache) {
+        process_cache = NULL;
+        atomic_store(&process_cache_on, false);
+    }
+    pthread_mutex_unlock(&process_cache_mu);
     gr__host_cache_close(rt->host_cache);
     while (gr_ring_try_pop(rt->ring, &t)) {
         /* A task is a unit (units.h), not an index: its parts end as those of a hand back

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "runtime/fault.h"
+#include "runtime/hostcache.h"
 
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
                                uint64_t staging_bytes, uint64_t batch_below_bytes,
@@ -84,6 +85,39 @@ static bool tensor_dma_ready(const gr_graph *g, const gr_tensor *t, const gr_bac
     return true;
 }
 
+/* Where each port of tensor t lies, as the registration cache sees it (env->host_class):
+ * a batch that the DMA engine takes as it lies (direct or scattered) holds only tensors
+ * whose ports lie alike, each port inside one entry the job holds registered (the same one
+ * for a direct batch: one copy spans it) or all outside the cache; the first tensor's
+ * memory stands for the rest only among those. */
+typedef struct host_where {
+    int cls[2 * GR_MAX_PORTS];
+    uintptr_t key[2 * GR_MAX_PORTS];
+} host_where;
+
+static void where_of(const gr_graph *g, const gr_tensor *t, const gr_backend_env *env,
+                     const struct gr_host_hold *hold, host_where *w)
+{
+    for (uint32_t p = 0; p < g->n_inputs + g->n_outputs; p++) {
+        bool out = p >= g->n_inputs;
+        uint32_t port = out ? p - g->n_inputs : p;
+
+        w->cls[p] = env->host_class(env, hold, out ? t->out[port] : t->in[port],
+                                    gr_graph_port_bytes(g, out, port, t->elems), &w->key[p]);
+    }
+}
+
+/* Whether tensor t may join a batch whose first tensor lies as `first` does. */
+static bool lies_alike(const gr_graph *g, const host_where *first, const host_where *t,
+                       bool direct)
+{
+    for (uint32_t p = 0; p < g->n_inputs + g->n_outputs; p++)
+        if (t->cls[p] == GR_HOST_OTHER || t->cls[p] != first->cls[p] ||
+            (direct && t->key[p] != first->key[p]))
+            return false;
+    return true;
+}
+
 typedef struct plan {
     gr_unit *v;
     uint64_t n, cap;
@@ -114,6 +148,11 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     uint32_t *pend = NULL;
     bool identity = true;
     uint64_t batch_elems = lim->stage_elems; /* a batch's elements at most */
+    bool cache = env->host_class != NULL;
+    host_where first, here;
+
+    memset(&first, 0, sizeof(first));
+    memset(&here, 0, sizeof(here));
 
     *units = NULL;
     *pending = NULL;
@@ -170,6 +209,15 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
             continue;
         }
         identity = false;
+        if (cache && (batch.tensors == 0 || !batch.staged))
+            where_of(g, &t[i], env, hold, &here);
+        if (batch.tensors != 0 && !batch.staged && cache &&
+            !lies_alike(g, &first, &here,
+                        !batch.scattered && adjacent(g, &t[i - 1], &t[i]))) {
+            if (!push(&p, batch)) /* lies otherwise: a batch of its own */
+                goto out_nomem;
+            batch = (gr_unit){0};
+        }
         if (batch.tensors != 0 &&
             (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > batch_elems ||
              (pageable_medium && batch.elems + n > lim->stage_elems / 2) ||
@@ -185,6 +233,8 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                                                      : tensor_dma_ready(g, &t[i], env, hold);
 
             batch = (gr_unit){i, 0, 0, 0, !first_ready, false};
+            if (cache)
+                first = here;
         } else if (!batch.staged && !batch.scattered && !adjacent(g, &t[i - 1], &t[i])) {
             /* DMA-ready memory apart: the DMA engine can take each piece where it lies.
              * The first tensor's memory stands for the batch's: tensors of one job come

@@ -600,6 +600,30 @@ static void host_cache_registers_pageable_tensors_used_again(void)
     gr_tensor_set_free(&set);
 }
 
+/* One registration cache per process: a second runtime asking for one is refused, one
+ * without is made (and asks the first one's cache about host memory). */
+static void host_cache_one_per_process(void)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_runtime *a, *b = NULL;
+    gr_error_info err;
+
+    REQUIRE_GPU();
+    cfg.backend = GR_BACKEND_CUDA;
+    cfg.budget_bytes = 64 * MiB;
+    cfg.host_cache_bytes = 64 * MiB;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &a, NULL), GR_OK);
+    ASSERT_STATUS(gr_runtime_create(&cfg, &b, &err), GR_ERR_INVALID_USAGE);
+    ASSERT_STR_CONTAINS(err.message, "one per process");
+    cfg.host_cache_bytes = 0;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &b, NULL), GR_OK);
+    gr_runtime_destroy(b);
+    gr_runtime_destroy(a);
+    cfg.host_cache_bytes = 64 * MiB; /* the first one's gone: a cache again */
+    ASSERT_STATUS(gr_runtime_create(&cfg, &a, NULL), GR_OK);
+    gr_runtime_destroy(a);
+}
+
 /* The caller's current device is left as it was by runtime create and destroy. */
 static void caller_device_untouched(void)
 {
@@ -618,7 +642,8 @@ static void caller_device_untouched(void)
     ASSERT_EQ(after, before);
 }
 
-GR_TEST_MAIN(GR_TEST(kernels_match_cpu), GR_TEST(host_cache_registers_pageable_tensors_used_again), GR_TEST(seed_odd_and_prime_sizes),
+GR_TEST_MAIN(GR_TEST(kernels_match_cpu), GR_TEST(host_cache_registers_pageable_tensors_used_again),
+             GR_TEST(host_cache_one_per_process), GR_TEST(seed_odd_and_prime_sizes),
              GR_TEST(seed_large_tensors), GR_TEST(pageable_registered_and_pinned),
              GR_TEST(one_worker_and_sixteen), GR_TEST(budget_fits_exactly_one_iteration),
              GR_TEST(cancel_mid_job), GR_TEST(thirty_two_submitting_threads),

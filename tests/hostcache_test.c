@@ -119,7 +119,7 @@ static void registered_in_background_then_ready(void)
     ASSERT_EQ_U64(h.n, 1); /* in place: input and output are one range */
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 0); /* not while the job that saw it runs */
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_settle(c); /* no live job: its turn */
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
     ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB)); /* not held: staged */
@@ -131,7 +131,7 @@ static void registered_in_background_then_ready(void)
     ASSERT_EQ_U64(s.hits, 1);
     ASSERT_EQ_U64(s.registrations, 1);
     ASSERT_EQ_U64(s.registered_bytes, 2 * MIB);
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_free(c);
     ASSERT_EQ(atomic_load(&pins), 1);
     ASSERT_EQ(atomic_load(&unpins), 1); /* closing unregistered it */
@@ -156,11 +156,11 @@ static void used_again_while_queued_registers_at_once(void)
     /* Registered while a and b run: theirs stays staged (they never held it registered,
      * and eviction does not wait for them); the next job copies it by DMA. */
     ASSERT_TRUE(!gr__host_cache_ready(c, &b, region[0], 2 * MIB));
-    gr__host_cache_release(c, &a);
-    gr__host_cache_release(c, &b);
+    gr__host_cache_release(c, &a, false);
+    gr__host_cache_release(c, &b, false);
     hold_one(c, 0, &a);
     ASSERT_TRUE(gr__host_cache_ready(c, &a, region[0], 2 * MIB));
-    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &a, false);
     gr__host_cache_free(c);
     teardown();
 }
@@ -178,7 +178,7 @@ static void small_ranges_are_not_registered(void)
     gr__host_cache_settle(c);
     ASSERT_EQ_U64(h.n, 0);
     ASSERT_EQ(atomic_load(&pins), 0);
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_free(c);
     teardown();
 }
@@ -193,15 +193,15 @@ static void least_recently_used_goes_never_a_held_one(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(5 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &a);
-    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &a, false);
     gr__host_cache_settle(c);
     hold_one(c, 1, &b);
-    gr__host_cache_release(c, &b);
+    gr__host_cache_release(c, &b, false);
     gr__host_cache_settle(c);
     hold_one(c, 0, &a); /* 0 is now the more recent */
-    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &a, false);
     hold_one(c, 2, &d);
-    gr__host_cache_release(c, &d);
+    gr__host_cache_release(c, &d, false);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[1]), 0); /* evicted */
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
@@ -222,13 +222,13 @@ static void least_recently_used_goes_never_a_held_one(void)
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[4]), 0);
     ASSERT_TRUE(!gr__host_cache_ready(c, &b, region[4], 2 * MIB));
-    gr__host_cache_release(c, &b);
-    gr__host_cache_release(c, &b2);
-    gr__host_cache_release(c, &a);
-    gr__host_cache_release(c, &d);
-    gr__host_cache_release(c, &d2);
+    gr__host_cache_release(c, &b, false);
+    gr__host_cache_release(c, &b2, false);
+    gr__host_cache_release(c, &a, false);
+    gr__host_cache_release(c, &d, false);
+    gr__host_cache_release(c, &d2, false);
     hold_one(c, 4, &b);
-    gr__host_cache_release(c, &b);
+    gr__host_cache_release(c, &b, false);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[4]), 1);
     ASSERT_EQ(atomic_load(&pinned[0]), 0); /* the least recently held of 0 and 3 */
@@ -250,7 +250,7 @@ static void views_hold_their_range(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(3 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &a);
-    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &a, false);
     gr__host_cache_settle(c);
     t = tensor_at(region[0] + 8192, 16384);
     ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &v), GR_OK);
@@ -260,9 +260,9 @@ static void views_hold_their_range(void)
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
     ASSERT_EQ(atomic_load(&pinned[1]), 0);
-    gr__host_cache_release(c, &v);
-    gr__host_cache_release(c, &a);
-    gr__host_cache_release(c, &b);
+    gr__host_cache_release(c, &v, false);
+    gr__host_cache_release(c, &a, false);
+    gr__host_cache_release(c, &b, false);
     gr__host_cache_free(c);
     teardown();
 }
@@ -276,19 +276,19 @@ static void forget_refuses_held_memory_and_unregisters(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &h);
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_settle(c);
     hold_one(c, 0, &h); /* a live job uses it */
     ASSERT_STATUS(gr__host_cache_forget(c, region[0] + 100, 10, &err), GR_ERR_INVALID_USAGE);
     ASSERT_STR_CONTAINS(err.message, "in use by a job");
     ASSERT_EQ(atomic_load(&pinned[0]), 1); /* nothing changed */
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     ASSERT_STATUS(gr__host_cache_forget(c, region[0] + 100, 10, &err), GR_OK);
     ASSERT_EQ(atomic_load(&pinned[0]), 0);
     ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB));
     ASSERT_STATUS(gr__host_cache_forget(c, region[5], 2 * MIB, &err), GR_OK); /* unknown */
     hold_one(c, 0, &h); /* known afresh, registered again */
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
     gr__host_cache_free(c);
@@ -307,7 +307,7 @@ static void refused_registration_stays_pageable(void)
     atomic_store(&fail_pins, 1);
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &h);
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_settle(c);
     ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB));
     gr__host_cache_stats_get(c, &s);
@@ -331,7 +331,7 @@ static void owners_registration_left_alone(void)
     ASSERT_EQ_U64(h.n, 0);
     ASSERT_EQ(atomic_load(&pins), 0);
     ASSERT_TRUE(gr__host_cache_ready(c, &h, region[2], 2 * MIB)); /* the owner's answer */
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_free(c);
     ASSERT_EQ(atomic_load(&unpins), 0);
     teardown();
@@ -348,19 +348,24 @@ static void overlapping_ranges_stay_pageable(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &a);
-    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &a, false);
     gr__host_cache_settle(c);
     hold_one(c, 0, &a);
     /* From the middle of region 0 for 2 MiB: overlaps its entry, not inside it. */
     t = tensor_at(region[0] + MIB, 2 * MIB);
     ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &b), GR_OK);
     gr__host_cache_settle(c);
-    ASSERT_EQ_U64(b.n, 0);
+    /* Not registered itself, but it holds the entry it overlaps: the driver sees those
+     * pages page-locked, and they must stay so while its job runs. */
+    ASSERT_EQ_U64(b.n, 1);
     ASSERT_EQ(atomic_load(&pins), 1);
+    gr__host_cache_release(c, &a, false);
+    ASSERT_STATUS(gr__host_cache_forget(c, region[0], 2 * MIB, NULL), GR_ERR_INVALID_USAGE);
+    hold_one(c, 0, &a);
     ASSERT_TRUE(!gr__host_cache_ready(c, &a, region[0] + MIB, 2 * MIB));
     ASSERT_TRUE(gr__host_cache_ready(c, &a, region[0] + MIB, MIB)); /* inside: yes */
-    gr__host_cache_release(c, &b);
-    gr__host_cache_release(c, &a);
+    gr__host_cache_release(c, &b, false);
+    gr__host_cache_release(c, &a, false);
     gr__host_cache_free(c);
     teardown();
 }
@@ -373,17 +378,17 @@ static void close_unregisters_what_jobs_still_hold(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     hold_one(c, 0, &h);
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_settle(c);
     hold_one(c, 0, &h);
     ASSERT_TRUE(gr__host_cache_ready(c, &h, region[0], 2 * MIB));
     gr__host_cache_close(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 0);
     ASSERT_TRUE(!gr__host_cache_ready(c, NULL, region[0], 2 * MIB));
-    gr__host_cache_release(c, &h); /* still valid after close */
+    gr__host_cache_release(c, &h, false); /* still valid after close */
     hold_one(c, 1, &h);             /* and holds after close register nothing */
     ASSERT_EQ_U64(h.n, 0);
-    gr__host_cache_release(c, &h);
+    gr__host_cache_release(c, &h, false);
     gr__host_cache_free(c);
     ASSERT_EQ(atomic_load(&pins), 1);
     ASSERT_EQ(atomic_load(&unpins), 1);
@@ -419,13 +424,13 @@ static void *worker(void *arg)
             gr_host_hold h2;
 
             hold_one(w->c, r, &h2);
-            gr__host_cache_release(w->c, &h2);
+            gr__host_cache_release(w->c, &h2, false);
         }
         if (!held)
             ASSERT_TRUE(!gr__host_cache_ready(w->c, &h, region[r], 2 * MIB));
         else
             atomic_fetch_sub(&in_use[r], 1);
-        gr__host_cache_release(w->c, &h);
+        gr__host_cache_release(w->c, &h, false);
     }
     return NULL;
 }
@@ -452,7 +457,7 @@ static void many_threads_at_once(void)
         gr_host_hold h;
 
         hold_one(c, 7, &h);
-        gr__host_cache_release(c, &h);
+        gr__host_cache_release(c, &h, false);
         gr__host_cache_settle(c);
         ASSERT_EQ(atomic_load(&pinned[7]), 1);
     }

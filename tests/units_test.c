@@ -4,6 +4,7 @@
  * of every tensor is covered exactly once, in order.
  */
 #include "graph/graph.h"
+#include "runtime/hostcache.h"
 #include "runtime/units.h"
 #include "tests/testing.h"
 
@@ -124,7 +125,7 @@ static void stays_whole_when_everything_fits(void)
     const uint64_t elems[] = {1000, 5000, 262144};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0};
+    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -143,7 +144,7 @@ static void unsplittable_graph_stays_whole(void)
     const float two = 2;
     const uint64_t elems[] = {10, 1u << 30};
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0};
+    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -172,7 +173,7 @@ static void pipelined_chunks_of_tensors_that_fit(void)
     const uint64_t elems[] = {1000, 250, 2501};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0};
+    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -201,7 +202,7 @@ static void large_tensors_are_chunked_evenly(void)
     const uint64_t elems[] = {1000, 1001, 3000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0};
+    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -229,7 +230,7 @@ static void pageable_tensors_are_staged_to_the_staging_limit(void)
     const uint64_t elems[] = {300, 1000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0};
+    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -254,7 +255,7 @@ static void pageable_medium_tensors_share_staged_units(void)
     enum { N = sizeof(elems) / sizeof(elems[0]) };
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, N);
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -318,13 +319,64 @@ static void short_jobs_spread_over_the_workers(void)
     free(t);
 }
 
+/* With the registration cache, a batch the DMA engine takes as it lies holds only tensors
+ * that lie alike (env->host_class): all inside entries the job holds registered (one entry
+ * for a direct batch) or all outside the cache; one that lies otherwise starts a batch. */
+static float slab8[8 * 16];
+
+static int class_of(const gr_backend_env *env, const struct gr_host_hold *hold, const void *p,
+                    uint64_t bytes, uintptr_t *key)
+{
+    long i = ((const float *)p - slab8) / 16;
+
+    (void)env, (void)hold, (void)bytes;
+    *key = i < 2 ? 1 : i < 4 ? 2 : 0; /* tensors 0-1 in entry 1, 2-3 in entry 2 */
+    return i < 4 ? GR_HOST_HELD : i < 6 ? GR_HOST_OUTSIDE : GR_HOST_OTHER;
+}
+
+/* As the runtime's host_ready answers: DMA-ready unless it lies otherwise. */
+static bool ready_by_class(const gr_backend_env *env, const struct gr_host_hold *hold,
+                           const void *p, uint64_t bytes)
+{
+    uintptr_t key;
+
+    return class_of(env, hold, p, bytes, &key) != GR_HOST_OTHER;
+}
+
+static void batches_lie_alike_with_the_cache(void)
+{
+    const gr_backend_env env = {.host_ready = ready_by_class, .host_class = class_of};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0};
+    gr_graph *g = seed_graph();
+    gr_tensor t[8];
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    for (int i = 0; i < 8; i++) /* back to back: one direct batch without the cache */
+        t[i] = (gr_tensor){{slab8 + 16 * i}, {slab8 + 16 * i}, 16, 0, {0}};
+    ASSERT_STATUS(gr__units_plan(g, t, 8, &lim, &env, NULL, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, 8, pending, &lim);
+    /* entry 1 | entry 2 | outside | the rest, lying otherwise: staged together */
+    ASSERT_EQ_U64(n, 4);
+    ASSERT_EQ_U64(u[0].tensors, 2);
+    ASSERT_TRUE(!u[0].staged && !u[0].scattered);
+    ASSERT_EQ_U64(u[1].index, 2);
+    ASSERT_EQ_U64(u[2].index, 4);
+    ASSERT_EQ_U64(u[3].index, 6);
+    ASSERT_TRUE(u[3].staged && u[3].tensors == 2);
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+}
+
 static void small_tensors_are_batched(void)
 {
     enum { N = 10000 };
     uint64_t elems[N], rng = 3;
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -365,7 +417,7 @@ static void separate_batches_scattered_where_the_backend_can(void)
     uint64_t elems[N];
     float *block = calloc(N * 8, sizeof(float));
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0, 0, 0};
     gr_tensor *t;
     gr_unit *u;
     uint32_t *pending;
@@ -407,7 +459,7 @@ static void medium_tensors_batched_small_ones_staged(void)
     enum { N = 100 };
     uint64_t elems[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16, 0, 0};
     gr_tensor *t;
     gr_unit *u;
     uint32_t *pending;
@@ -455,7 +507,7 @@ static void mixed_sizes_keep_order(void)
     const uint64_t elems[] = {5, 7, 900, 3, 3, 3, 50, 2000, 1};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 9);
-    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0};
+    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -481,7 +533,7 @@ static void contiguous_batches_go_direct(void)
     static float slab[N * 10 + 1];
     gr_tensor t[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -513,7 +565,8 @@ GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct), GR_TEST(sta
              GR_TEST(pipelined_chunks_of_tensors_that_fit),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
              GR_TEST(pageable_medium_tensors_share_staged_units),
-             GR_TEST(short_jobs_spread_over_the_workers), GR_TEST(small_tensors_are_batched),
+             GR_TEST(short_jobs_spread_over_the_workers),
+             GR_TEST(batches_lie_alike_with_the_cache), GR_TEST(small_tensors_are_batched),
              GR_TEST(separate_batches_scattered_where_the_backend_can),
              GR_TEST(medium_tensors_batched_small_ones_staged),
              GR_TEST(mixed_sizes_keep_order))

@@ -877,7 +877,10 @@ class Job:
                 for bufs in self._keep:
                     for b in bufs:
                         if b.copy_back is not None and b.nbytes:
-                            lib.gr_host_forget(self.runtime._handle, b.ptr, b.nbytes)
+                            st = lib.gr_host_forget(self.runtime._handle, b.ptr, b.nbytes)
+                            if st != 0:
+                                log.warning("graphrun: job %d: forgetting a copy's memory: "
+                                            "%s", self.id, _status(st).name)
             self._keep = None
             if self._on_complete is not None:
                 try:

@@ -508,13 +508,18 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
     cuda_device *cd = w->dev->backend_state;
     gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture};
     uint32_t kinds = gr_cuda_host_kinds(w->env, it);
+    /* Graphs with no host operand (a scattered unit's) do not depend on the cache. */
+    uint64_t epoch = w->env->host_epoch != NULL && kinds != GR_CUDA_DEVICE_ONLY
+                         ? w->env->host_epoch(w->env)
+                         : 0;
     gr_cuda_graph *victim = &cw->cache[0];
     gr_status st;
 
     for (int i = 0; i < GRAPH_CACHE; i++) {
         gr_cuda_graph *cg = &cw->cache[i];
 
-        if (cg->graph_id == it->graph->id && cg->host_kinds == kinds) {
+        if (cg->graph_id == it->graph->id && cg->host_kinds == kinds &&
+            cg->host_epoch == epoch) {
             bool rebuilt;
 
             cg->last_use = ++cw->clock;
@@ -528,8 +533,14 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
         if (cg->last_use < victim->last_use)
             victim = cg;
     }
+    /* A graph of this template lowered under an older epoch goes first: it is stale. */
+    for (int i = 0; i < GRAPH_CACHE; i++)
+        if (cw->cache[i].graph_id == it->graph->id && cw->cache[i].host_kinds == kinds &&
+            cw->cache[i].host_epoch != epoch)
+            victim = &cw->cache[i];
     gr_cuda_graph_release(victim);
     st = gr_cuda_graph_build(victim, it, &target, kinds, err);
+    victim->host_epoch = epoch;
     atomic_fetch_add_explicit(&w->dev->graph_instantiations, st == GR_OK, memory_order_relaxed);
     victim->last_use = ++cw->clock;
     *out = victim;

@@ -66,6 +66,11 @@ typedef struct gr_cuda_graph {
     uint32_t host_kinds; /* bit per host operand: 1 = page-locked, or GR_CUDA_DEVICE_ONLY
                             (see gr_cuda_host_kinds) */
     uint64_t last_use;   /* for least-recently-used eviction */
+    /* The registration cache's epoch when lowered (gr_backend_env.host_epoch; 0 without
+     * one): a graph over host memory is lowered again once the cache has registered or
+     * unregistered anything since, so no copy node keeps a view of host memory the driver
+     * no longer has. */
+    uint64_t host_epoch;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     cudaGraphNode_t nodes[GR_MAX_NODES];

@@ -228,8 +228,9 @@ typedef struct gr_config {
      * until gr_host_forget has returned for it (or the runtime is destroyed). Freeing it
      * earlier leaves a registration of pages the memory no longer has, and later jobs over
      * memory reallocated there would copy the old pages. Off by default for that reason:
-     * a library cannot see its caller free memory. One runtime per process should use it:
-     * a registration is the whole process's. */
+     * a library cannot see its caller free memory. One runtime per process may have it (a
+     * registration is the whole process's): a second asking for it is refused with
+     * GR_ERR_INVALID_USAGE; other runtimes stage memory the cache holds. */
     uint64_t host_cache_bytes;
 } gr_config;
 
