@@ -138,6 +138,35 @@ static void registered_in_background_then_ready(void)
     teardown();
 }
 
+/* The epoch moves with every registration and unregistration (the CUDA backend lowers its
+ * graphs over host memory again when it does); a hold given back with discard (its job was
+ * never accepted) leaves nothing queued behind. */
+static void epoch_and_discard(void)
+{
+    gr_host_cache *c;
+    gr_host_hold h;
+    uint64_t e0, e1;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    e0 = gr__host_cache_epoch(c);
+    hold_one(c, 0, &h);
+    gr__host_cache_release(c, &h, true); /* discarded: never registered */
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pins), 0);
+    ASSERT_EQ_U64(gr__host_cache_epoch(c), e0);
+    hold_one(c, 0, &h);
+    gr__host_cache_release(c, &h, false);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pins), 1);
+    e1 = gr__host_cache_epoch(c);
+    ASSERT_GT(e1, e0);
+    ASSERT_STATUS(gr__host_cache_forget(c, region[0], 2 * MIB, NULL), GR_OK);
+    ASSERT_GT(gr__host_cache_epoch(c), e1);
+    gr__host_cache_free(c);
+    teardown();
+}
+
 /* Jobs back to back with no idle moment: a second job over a queued range has it
  * registered at once, beside the live jobs. */
 static void used_again_while_queued_registers_at_once(void)
@@ -503,7 +532,7 @@ static void public_api_without_pinned_memory(void)
 
 GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory),
              GR_TEST(registered_in_background_then_ready),
-             GR_TEST(used_again_while_queued_registers_at_once),
+             GR_TEST(used_again_while_queued_registers_at_once), GR_TEST(epoch_and_discard),
              GR_TEST(small_ranges_are_not_registered),
              GR_TEST(least_recently_used_goes_never_a_held_one), GR_TEST(views_hold_their_range),
              GR_TEST(forget_refuses_held_memory_and_unregisters),
