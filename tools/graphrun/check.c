@@ -1,10 +1,11 @@
 /*
  * check.c - `graphrun check`: a dry run of `graphrun run`. It reads the graph and every
  * input's header (stdin whole, into memory) exactly as run does, through the same code
- * (io.h, inputs.h, opts.h), and asks the runtime's own planner how the job would be cut
- * (gr_graph_plan_units), but loads no tensor, starts no runtime and creates no file: what it
- * refuses, run refuses with the same message and status, and what it accepts, run accepts
- * (short of what only running can find: memory, a device lost, a file changed meanwhile).
+ * (runopts.h, io.h, inputs.h, opts.h), and asks the runtime's own planner how the job would
+ * be cut (gr_graph_plan_units), but loads no tensor, starts no runtime and creates no file:
+ * what it refuses, run refuses with the same message and status, and what it accepts, run
+ * accepts (short of what only running can find: memory, a device lost, a file changed
+ * meanwhile).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -16,8 +17,7 @@
 #include "tools/graphrun/commands.h"
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/opts.h"
-
-#define MAX_KERNEL_FILES 16
+#include "tools/graphrun/runopts.h"
 
 static void usage(FILE *f)
 {
@@ -48,31 +48,14 @@ static void usage(FILE *f)
             "cut), 3 the backend is not there.\n");
 }
 
-typedef struct check_args {
-    const char *graph;
-    const char *kernels[MAX_KERNEL_FILES];
-    uint32_t n_kernels;
-    const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS];
-    uint32_t n_inputs, n_outputs;
-    const char *dtype;
-    gr_io_shape shape;
-    bool have_shape, raw, force, json;
-    gr_runtime_opts rt;
-} check_args;
+/* check takes exactly the flags it shares with run, parsed by the same code (runopts.h). */
+typedef gr_run_opts check_args;
 
 static int parse_args(int argc, char **argv, check_args *a)
 {
     static const struct option longopts[] = {
-        GR_RUNTIME_LONGOPTS,
-        {"graph", required_argument, NULL, 'g'},
-        {"kernels", required_argument, NULL, 'K'},
-        {"input", required_argument, NULL, 'i'},
-        {"output", required_argument, NULL, 'o'},
-        {"dtype", required_argument, NULL, 'd'},
-        {"shape", required_argument, NULL, 'S'},
+        GR_RUN_LONGOPTS,
         {"raw", no_argument, NULL, 'R'},
-        {"force", no_argument, NULL, 'f'},
-        {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -81,75 +64,20 @@ static int parse_args(int argc, char **argv, check_args *a)
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (!gr_cli_once(&seen, opt, "gdS", "graphrun check", longopts))
+        if (!gr_cli_once(&seen, opt, GR_RUN_ONCE, "graphrun check", longopts))
             return GR_EXIT_USAGE;
-        switch (opt) {
-        case 'g':
-            a->graph = optarg;
-            break;
-        case 'K':
-            if (a->n_kernels == MAX_KERNEL_FILES) {
-                fprintf(stderr, "graphrun check: at most %d --kernels files\n",
-                        MAX_KERNEL_FILES);
-                return GR_EXIT_USAGE;
-            }
-            a->kernels[a->n_kernels++] = optarg;
-            break;
-        case 'i':
-        case 'o':
-            if ((opt == 'i' ? a->n_inputs : a->n_outputs) == GR_MAX_PORTS) {
-                fprintf(stderr, "graphrun check: at most %d inputs and %d outputs\n",
-                        GR_MAX_PORTS, GR_MAX_PORTS);
-                return GR_EXIT_USAGE;
-            }
-            if (opt == 'i')
-                a->inputs[a->n_inputs++] = optarg;
-            else
-                a->outputs[a->n_outputs++] = optarg;
-            break;
-        case 'd':
-            a->dtype = optarg;
-            break;
-        case 'S':
-            if (!gr_io_parse_shape(optarg, &a->shape)) {
-                fprintf(stderr, "graphrun check: invalid value '%s' for --shape (want e.g. "
-                                "3,4)\n",
-                        optarg);
-                return GR_EXIT_USAGE;
-            }
-            a->have_shape = true;
-            break;
-        case 'R':
-            a->raw = true;
-            break;
-        case 'f':
-            a->force = true;
-            break;
-        case 'j':
-            a->json = true;
-            break;
-        case 'h':
+        if (opt == 'h') {
             usage(stdout);
             return GR_EXIT_OK;
-        default:
-            r = gr_runtime_opt("check", opt, optarg, &a->rt);
-            if (r == 1)
-                break;
-            if (r == 0)
-                gr_cli_try_help("check");
-            return GR_EXIT_USAGE;
         }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "graphrun check: unexpected argument '%s'\n", argv[optind]);
+        r = gr_run_opt("check", opt, optarg, a);
+        if (r == 1)
+            continue;
+        if (r == 0)
+            gr_cli_try_help("check");
         return GR_EXIT_USAGE;
     }
-    if (a->graph == NULL || a->n_inputs == 0) {
-        fprintf(stderr, "graphrun check: --graph and --input are required\n");
-        gr_cli_try_help("check");
-        return GR_EXIT_USAGE;
-    }
-    return -1; /* go on */
+    return gr_run_opts_finish("check", argc, argv, a, false); /* -1: go on */
 }
 
 /* A refusal: its line on stderr, and with --json its document on stdout. */
@@ -296,62 +224,18 @@ int gr_cmd_check(int argc, char **argv)
         fprintf(stderr, "graphrun check: out of memory\n");
         return GR_EXIT_RUNTIME;
     }
-    if (!gr_runtime_opts_init(&a->rt, "check")) {
+    if (!gr_run_opts_init(a, "check")) {
         rc = GR_EXIT_USAGE;
         goto out;
     }
     if ((rc = parse_args(argc, argv, a)) >= 0)
         goto out;
-    for (uint32_t k = 0; k < a->n_kernels; k++)
-        if (gr_kernel_load_file(a->kernels[k], &err) != GR_OK) {
-            snprintf(why, sizeof(why), "--kernels: %s", err.message);
-            rc = refuse(a, GR_EXIT_USAGE, why);
-            goto out;
-        }
-    if (gr_graph_load(a->graph, &g, &err) != GR_OK) {
-        rc = refuse(a, GR_EXIT_USAGE, err.message);
+    if ((rc = gr_run_opts_graph(a, &g, why, sizeof(why))) != GR_EXIT_OK ||
+        (rc = gr_run_opts_backend(a, &chosen, NULL, why, sizeof(why))) != GR_EXIT_OK) {
+        rc = refuse(a, rc, why);
         goto out;
     }
-    if (a->n_inputs != gr_graph_input_count(g) ||
-        (a->n_outputs && a->n_outputs != gr_graph_output_count(g))) {
-        snprintf(why, sizeof(why),
-                 "%s takes %u input(s) and %u output(s); got %u --input and %u --output",
-                 a->graph, gr_graph_input_count(g), gr_graph_output_count(g), a->n_inputs,
-                 a->n_outputs);
-        rc = refuse(a, GR_EXIT_USAGE, why);
-        goto out;
-    }
-    if ((st = gr_runtime_opts_resolve(&a->rt, &chosen, &err)) != GR_OK) {
-        if (st == GR_ERR_INVALID_ARGUMENT) {
-            rc = refuse(a, GR_EXIT_USAGE, err.message);
-        } else {
-            snprintf(why, sizeof(why), "backend %s: %s", gr_backend_name(a->rt.cfg.backend),
-                     err.message);
-            rc = refuse(a, GR_EXIT_RUNTIME, why);
-        }
-        goto out;
-    }
-    io.inputs = a->inputs;
-    io.n_inputs = a->n_inputs;
-    io.outputs = a->outputs;
-    io.n_outputs = a->n_outputs;
-    io.raw_dtype = a->dtype;
-    io.raw_shape = a->have_shape ? &a->shape : NULL;
-    io.raw_flag = a->raw ? "--raw" : a->dtype ? "--dtype" : a->have_shape ? "--shape" : NULL;
-    io.force = a->force;
-    io.memory = (gr_mem_kind)a->rt.memory;
-    for (uint32_t p = 0; p < a->n_inputs || p < a->n_outputs; p++) {
-        gr_port_info port;
-
-        if (p < a->n_inputs && gr_graph_port_get(g, 0, p, &port) == GR_OK) {
-            io.in_fixed[p] = port.fixed_elems;
-            io.in_dtype[p] = port.dtype;
-        }
-        if (p < a->n_outputs && gr_graph_port_get(g, 1, p, &port) == GR_OK) {
-            io.out_fixed[p] = port.fixed_elems;
-            io.out_dtype[p] = port.dtype;
-        }
-    }
+    gr_run_opts_io(a, g, &io);
     if ((st = gr_io_plan_create(&io, &plan, why, sizeof(why))) != GR_OK) {
         rc = refuse(a, st == GR_ERR_OUT_OF_MEMORY ? GR_EXIT_RUNTIME : GR_EXIT_USAGE, why);
         goto out;

@@ -13,7 +13,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,38 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tools/graphrun/io_util.h"
+
 #define NPY_MAGIC "\x93NUMPY"
 #define NAMES_SHOWN 3 /* names a refusal or a warning lists before "and N more" */
-
-static gr_status fail(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static gr_status fail(char *why, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-    return GR_ERR_INVALID_ARGUMENT;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-
-    if (p)
-        snprintf(p, n, "%s%s%s", dir, ends_with(dir, "/") ? "" : "/", name);
-    return p;
-}
 
 static const char *base_name(const char *path)
 {
@@ -92,11 +63,6 @@ static void strv_free(strv *s)
     memset(s, 0, sizeof(*s));
 }
 
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* A directory's tensors, sorted by name; everything else not hidden goes to `skipped`. */
 static gr_status list_dir(const char *dir, bool raw, strv *names, strv *skipped, char *why,
                           size_t len)
@@ -105,7 +71,7 @@ static gr_status list_dir(const char *dir, bool raw, strv *names, strv *skipped,
     struct dirent *e;
 
     if (d == NULL)
-        return fail(why, len, "%s: cannot open directory: %s", dir, strerror(errno));
+        return gr_io_fail(why, len, "%s: cannot open directory: %s", dir, strerror(errno));
     while ((e = readdir(d)) != NULL) {
         struct stat sb;
         char *path;
@@ -113,13 +79,13 @@ static gr_status list_dir(const char *dir, bool raw, strv *names, strv *skipped,
 
         if (e->d_name[0] == '.')
             continue;
-        if ((path = join(dir, e->d_name)) == NULL)
+        if ((path = gr_io_join(dir, e->d_name)) == NULL)
             goto out_nomem;
-        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (raw || ends_with(path, ".npy"))) {
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (raw || gr_io_ends_with(path, ".npy"))) {
             free(path);
             ok = strv_push(names, strdup(e->d_name));
         } else if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            ok = strv_push(skipped, join(path, ""));
+            ok = strv_push(skipped, gr_io_join(path, ""));
             free(path);
         } else {
             ok = strv_push(skipped, path);
@@ -128,7 +94,7 @@ static gr_status list_dir(const char *dir, bool raw, strv *names, strv *skipped,
             goto out_nomem;
     }
     closedir(d);
-    qsort(names->v, names->n, sizeof(*names->v), name_cmp);
+    qsort(names->v, names->n, sizeof(*names->v), gr_io_name_cmp);
     return GR_OK;
 
 out_nomem:
@@ -170,9 +136,9 @@ static gr_status read_list(const char *arg, strv *paths, char *why, size_t len)
     gr_status st = GR_OK;
 
     if (*file == '\0')
-        return fail(why, len, "invalid value '@' for --input: want @FILE, a file of paths");
+        return gr_io_fail(why, len, "invalid value '@' for --input: want @FILE, a file of paths");
     if (f == NULL)
-        return fail(why, len, "list %s: cannot open: %s", file, strerror(errno));
+        return gr_io_fail(why, len, "list %s: cannot open: %s", file, strerror(errno));
     while ((got = getline(&line, &cap, f)) >= 0) {
         char *p = line, *end = line + got;
         char *path;
@@ -198,8 +164,8 @@ static gr_status read_list(const char *arg, strv *paths, char *why, size_t len)
     free(line);
     fclose(f);
     if (st == GR_OK && paths->n == 0)
-        return fail(why, len, "list %s holds no paths (one per line; '#' starts a comment)",
-                    file);
+        return gr_io_fail(why, len, "list %s holds no paths (one per line; '#' starts a comment)",
+                          file);
     return st;
 }
 
@@ -212,13 +178,13 @@ static gr_status read_stdin(gr_inputs *in, char *why, size_t len)
 
     in->stdin_fd = memfd_create("graphrun-stdin", MFD_CLOEXEC);
     if (in->stdin_fd < 0)
-        return fail(why, len, "--input -: cannot hold stdin in memory: %s", strerror(errno));
+        return gr_io_fail(why, len, "--input -: cannot hold stdin in memory: %s", strerror(errno));
     snprintf(in->stdin_path, sizeof(in->stdin_path), "/proc/self/fd/%d", in->stdin_fd);
     while ((got = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
-            return fail(why, len, "--input -: cannot read stdin: %s", strerror(errno));
+            return gr_io_fail(why, len, "--input -: cannot read stdin: %s", strerror(errno));
         if (total == 0)
             in->stdin_npy = (size_t)got >= sizeof(NPY_MAGIC) - 1 &&
                             memcmp(buf, NPY_MAGIC, sizeof(NPY_MAGIC) - 1) == 0;
@@ -228,14 +194,15 @@ static gr_status read_stdin(gr_inputs *in, char *why, size_t len)
                     w = 0;
                     continue;
                 }
-                return fail(why, len, "--input -: cannot hold stdin in memory: %s",
-                            strerror(errno));
+                return gr_io_fail(why, len, "--input -: cannot hold stdin in memory: %s",
+                                  strerror(errno));
             }
         total += (uint64_t)got;
     }
     if (total == 0)
-        return fail(why, len, "--input -: stdin is empty (want one .npy, or raw data with "
-                              "--dtype)");
+        return gr_io_fail(why, len,
+                          "--input -: stdin is empty (want one .npy, or raw data with "
+                          "--dtype)");
     return GR_OK;
 }
 
@@ -251,15 +218,15 @@ static gr_status check_out_dir(const char *path, const char *inputs_are, char *w
     struct stat sb;
 
     if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        return fail(why, len,
-                    "--output %s: the inputs are %s, so each output is a directory of one "
-                    "file per tensor, and %s is a file",
-                    path, inputs_are, path);
-    if (stat(path, &sb) != 0 && ends_with(path, ".npy"))
-        return fail(why, len,
-                    "--output %s: the inputs are %s, so each output is a directory of one "
-                    "file per tensor, and %s is named like a file: give a directory",
-                    path, inputs_are, path);
+        return gr_io_fail(why, len,
+                          "--output %s: the inputs are %s, so each output is a directory of one "
+                          "file per tensor, and %s is a file",
+                          path, inputs_are, path);
+    if (stat(path, &sb) != 0 && gr_io_ends_with(path, ".npy"))
+        return gr_io_fail(why, len,
+                          "--output %s: the inputs are %s, so each output is a directory of one "
+                          "file per tensor, and %s is named like a file: give a directory",
+                          path, inputs_are, path);
     return GR_OK;
 }
 
@@ -279,16 +246,17 @@ static gr_status input_kind(const gr_inputs_options *opt, gr_inputs_kind *kind, 
             n[GR_INPUTS_FILES]++;
             stdins++;
         } else if (stat(a, &sb) != 0) {
-            return fail(why, len, "input %s: %s", a, strerror(errno));
+            return gr_io_fail(why, len, "input %s: %s", a, strerror(errno));
         } else {
             n[S_ISDIR(sb.st_mode) ? GR_INPUTS_DIRECTORIES : GR_INPUTS_FILES]++;
         }
     }
     if ((n[0] != 0) + (n[1] != 0) + (n[2] != 0) > 1)
-        return fail(why, len, "inputs must be all files, all directories or all lists (@FILE)");
+        return gr_io_fail(why, len,
+                          "inputs must be all files, all directories or all lists (@FILE)");
     if (stdins > 1)
-        return fail(why, len, "--input - (stdin) given %u times: stdin holds one tensor",
-                    stdins);
+        return gr_io_fail(why, len, "--input - (stdin) given %u times: stdin holds one tensor",
+                          stdins);
     *kind = n[GR_INPUTS_DIRECTORIES] ? GR_INPUTS_DIRECTORIES
             : n[GR_INPUTS_LISTS]     ? GR_INPUTS_LISTS
                                      : GR_INPUTS_FILES;
@@ -312,24 +280,25 @@ static gr_status resolve_dirs(const gr_inputs_options *opt, gr_inputs *in, char 
         if ((st = list_dir(opt->inputs[p], opt->raw, names, &skipped, why, len)) != GR_OK)
             break;
         if (p == 0 && first.n == 0)
-            st = fail(why, len, "%s: no input files in this directory (%s)", opt->inputs[0],
-                      opt->raw ? "every regular file is one" : "only .npy files are tensors; "
-                                                               "--raw reads every file");
+            st = gr_io_fail(why, len, "%s: no input files in this directory (%s)", opt->inputs[0],
+                            opt->raw ? "every regular file is one"
+                                     : "only .npy files are tensors; "
+                                       "--raw reads every file");
         if (p == 0)
             continue;
         nl = missing(&first, &other, lacks, sizeof(lacks));
         ne = missing(&other, &first, extra, sizeof(extra));
         if (nl && ne)
-            st = fail(why, len,
-                      "input directory %s lacks %s, which %s has, and has %s, which %s lacks "
-                      "(every input directory holds the same tensor names)",
-                      opt->inputs[p], lacks, opt->inputs[0], extra, opt->inputs[0]);
+            st = gr_io_fail(why, len,
+                            "input directory %s lacks %s, which %s has, and has %s, which %s lacks "
+                            "(every input directory holds the same tensor names)",
+                            opt->inputs[p], lacks, opt->inputs[0], extra, opt->inputs[0]);
         else if (nl || ne)
-            st = fail(why, len,
-                      "input directory %s %s %s, which %s %s (every input directory holds the "
-                      "same tensor names)",
-                      opt->inputs[p], nl ? "lacks" : "has", nl ? lacks : extra, opt->inputs[0],
-                      nl ? "has" : "lacks");
+            st = gr_io_fail(why, len,
+                            "input directory %s %s %s, which %s %s (every input directory holds "
+                            "the same tensor names)",
+                            opt->inputs[p], nl ? "lacks" : "has", nl ? lacks : extra,
+                            opt->inputs[0], nl ? "has" : "lacks");
     }
     strv_free(&other);
     if (st != GR_OK) {
@@ -337,7 +306,7 @@ static gr_status resolve_dirs(const gr_inputs_options *opt, gr_inputs *in, char 
         strv_free(&skipped);
         return st;
     }
-    qsort(skipped.v, skipped.n, sizeof(*skipped.v), name_cmp);
+    qsort(skipped.v, skipped.n, sizeof(*skipped.v), gr_io_name_cmp);
     in->total = first.n;
     in->names = first.v;
     in->skipped = skipped.v;
@@ -347,7 +316,7 @@ static gr_status resolve_dirs(const gr_inputs_options *opt, gr_inputs *in, char 
         return GR_ERR_OUT_OF_MEMORY;
     for (uint64_t i = 0; i < in->total; i++)
         for (uint32_t p = 0; p < ni; p++)
-            if ((in->in[i * ni + p] = join(opt->inputs[p], in->names[i])) == NULL)
+            if ((in->in[i * ni + p] = gr_io_join(opt->inputs[p], in->names[i])) == NULL)
                 return GR_ERR_OUT_OF_MEMORY;
     return GR_OK;
 }
@@ -375,11 +344,11 @@ static gr_status resolve_lists(const gr_inputs_options *opt, gr_inputs *in, char
                 return GR_ERR_OUT_OF_MEMORY;
             }
         } else if (paths.n != in->total) {
-            st = fail(why, len,
-                      "lists %s and %s differ in length: %llu and %llu paths (tensor i takes "
-                      "line i of each)",
-                      opt->inputs[0] + 1, opt->inputs[p] + 1, (unsigned long long)in->total,
-                      (unsigned long long)paths.n);
+            st = gr_io_fail(why, len,
+                            "lists %s and %s differ in length: %llu and %llu paths (tensor i takes "
+                            "line i of each)",
+                            opt->inputs[0] + 1, opt->inputs[p] + 1, (unsigned long long)in->total,
+                            (unsigned long long)paths.n);
             strv_free(&paths);
             return st;
         }
@@ -412,17 +381,18 @@ static gr_status resolve_outputs(const gr_inputs_options *opt, gr_inputs *in, ch
         stdouts += strcmp(opt->outputs[p], "-") == 0;
     }
     if (in->kind == GR_INPUTS_FILES && lists)
-        return fail(why, len, "--output @FILE (a list) needs inputs given as lists");
+        return gr_io_fail(why, len, "--output @FILE (a list) needs inputs given as lists");
     if (in->kind == GR_INPUTS_DIRECTORIES && lists)
-        return fail(why, len, "--output @FILE (a list) needs inputs given as lists; the "
-                              "inputs are directories, so the outputs are too");
+        return gr_io_fail(why, len,
+                          "--output @FILE (a list) needs inputs given as lists; the "
+                          "inputs are directories, so the outputs are too");
     if (in->kind != GR_INPUTS_FILES && stdouts)
-        return fail(why, len, "--output - (stdout) takes one tensor; the inputs are %s", are);
+        return gr_io_fail(why, len, "--output - (stdout) takes one tensor; the inputs are %s", are);
     if (stdouts > 1)
-        return fail(why, len, "--output - (stdout) given %u times: stdout holds one tensor",
-                    stdouts);
+        return gr_io_fail(why, len, "--output - (stdout) given %u times: stdout holds one tensor",
+                          stdouts);
     if (lists && lists != no)
-        return fail(why, len, "outputs must be all lists (@FILE) or all directories");
+        return gr_io_fail(why, len, "outputs must be all lists (@FILE) or all directories");
     in->out_dirs = in->kind == GR_INPUTS_DIRECTORIES || (in->kind == GR_INPUTS_LISTS && !lists);
     for (uint32_t p = 0; p < no; p++) {
         const char *o = opt->outputs[p];
@@ -440,11 +410,12 @@ static gr_status resolve_outputs(const gr_inputs_options *opt, gr_inputs *in, ch
                 snprintf(dir, sizeof(dir), "%s/graphrun-stdout-XXXXXX",
                          tmp && *tmp ? tmp : "/tmp");
                 if (mkdtemp(dir) == NULL)
-                    return fail(why, len, "--output -: cannot make a temporary directory in "
-                                          "%s: %s",
-                                tmp && *tmp ? tmp : "/tmp", strerror(errno));
+                    return gr_io_fail(why, len,
+                                      "--output -: cannot make a temporary directory in "
+                                      "%s: %s",
+                                      tmp && *tmp ? tmp : "/tmp", strerror(errno));
                 if ((in->stdout_dir = strdup(dir)) == NULL ||
-                    (in->stdout_file = join(dir, "stdout.npy")) == NULL)
+                    (in->stdout_file = gr_io_join(dir, "stdout.npy")) == NULL)
                     return GR_ERR_OUT_OF_MEMORY;
             }
             if ((in->out[p] = strdup(in->stdout_file ? in->stdout_file : "-")) == NULL)
@@ -457,10 +428,10 @@ static gr_status resolve_outputs(const gr_inputs_options *opt, gr_inputs *in, ch
                 return st;
             }
             if (paths.n != in->total) {
-                st = fail(why, len,
-                          "--output %s lists %llu paths but the inputs are %llu tensors "
-                          "(tensor i goes to line i)",
-                          o, (unsigned long long)paths.n, (unsigned long long)in->total);
+                st = gr_io_fail(why, len,
+                                "--output %s lists %llu paths but the inputs are %llu tensors "
+                                "(tensor i goes to line i)",
+                                o, (unsigned long long)paths.n, (unsigned long long)in->total);
                 strv_free(&paths);
                 return st;
             }
@@ -471,7 +442,7 @@ static gr_status resolve_outputs(const gr_inputs_options *opt, gr_inputs *in, ch
             if ((st = check_out_dir(o, are, why, len)) != GR_OK)
                 return st;
             for (uint64_t i = 0; i < in->total; i++)
-                if ((in->out[i * no + p] = join(o, in->names[i])) == NULL)
+                if ((in->out[i * no + p] = gr_io_join(o, in->names[i])) == NULL)
                     return GR_ERR_OUT_OF_MEMORY;
         }
     }
@@ -482,13 +453,13 @@ static gr_status resolve_outputs(const gr_inputs_options *opt, gr_inputs *in, ch
         if (sorted == NULL)
             return GR_ERR_OUT_OF_MEMORY;
         memcpy(sorted, in->names, in->total * sizeof(*sorted));
-        qsort(sorted, in->total, sizeof(*sorted), name_cmp);
+        qsort(sorted, in->total, sizeof(*sorted), gr_io_name_cmp);
         for (uint64_t i = 1; i < in->total; i++)
             if (strcmp(sorted[i - 1], sorted[i]) == 0) {
-                st = fail(why, len,
-                          "list %s names two files called %s, whose outputs in --output %s "
-                          "would be one: give the outputs as a list (--output @FILE)",
-                          opt->inputs[0] + 1, sorted[i], opt->outputs[0]);
+                st = gr_io_fail(why, len,
+                                "list %s names two files called %s, whose outputs in --output %s "
+                                "would be one: give the outputs as a list (--output @FILE)",
+                                opt->inputs[0] + 1, sorted[i], opt->outputs[0]);
                 free(sorted);
                 return st;
             }
@@ -532,9 +503,9 @@ gr_status gr_inputs_resolve(const gr_inputs_options *opt, gr_inputs *in, char *w
                 st = GR_ERR_OUT_OF_MEMORY;
         }
         if (st == GR_OK && in->stdin_path[0] != '\0' && !in->stdin_npy && !opt->raw)
-            st = fail(why, why_len,
-                      "--input -: stdin does not start with a .npy header; raw data on stdin "
-                      "needs --dtype (and --shape, else it is 1-D)");
+            st = gr_io_fail(why, why_len,
+                            "--input -: stdin does not start with a .npy header; raw data on stdin "
+                            "needs --dtype (and --shape, else it is 1-D)");
         break;
     }
     if (st == GR_OK && opt->n_outputs > 0)
@@ -556,7 +527,7 @@ gr_status gr_inputs_emit_stdout(const gr_inputs *in, int fd, char *why, size_t w
     if (in->stdout_file == NULL)
         return GR_OK;
     if ((src = open(in->stdout_file, O_RDONLY | O_CLOEXEC)) < 0)
-        return fail(why, why_len, "--output -: %s: %s", in->stdout_file, strerror(errno));
+        return gr_io_fail(why, why_len, "--output -: %s: %s", in->stdout_file, strerror(errno));
     while ((got = read(src, buf, sizeof(buf))) != 0) {
         if (got < 0 && errno == EINTR)
             continue;
@@ -569,12 +540,13 @@ gr_status gr_inputs_emit_stdout(const gr_inputs *in, int fd, char *why, size_t w
                     continue;
                 }
                 close(src);
-                return fail(why, why_len, "--output -: cannot write stdout: %s",
-                            strerror(errno));
+                return gr_io_fail(why, why_len, "--output -: cannot write stdout: %s",
+                                  strerror(errno));
             }
     }
     close(src);
-    return got < 0 ? fail(why, why_len, "--output -: cannot read %s", in->stdout_file) : GR_OK;
+    return got < 0 ? gr_io_fail(why, why_len, "--output -: cannot read %s", in->stdout_file)
+                   : GR_OK;
 }
 
 void gr_inputs_warn_skipped(const gr_inputs *in, const char *cmd)

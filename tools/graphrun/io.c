@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,43 +30,9 @@
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/hostbuf.h"
 #include "tools/graphrun/inputs.h"
+#include "tools/graphrun/io_util.h"
 
 #define HEADER_PROBE 65536 /* bytes read to parse a .npy header */
-
-static gr_status fail(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static gr_status fail(char *why, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-    return GR_ERR_INVALID_ARGUMENT;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 static void shape_str(const gr_io_shape *s, char *buf, size_t len)
 {
@@ -158,19 +123,20 @@ static gr_status describe(const gr_io_plan *plan, uint32_t port, gr_dtype raw,
     memset(f, 0, sizeof(*f));
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(why, len, "%s: cannot open: %s", label, strerror(errno));
+        return gr_io_fail(why, len, "%s: cannot open: %s", label, strerror(errno));
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return fail(why, len, "%s: not a regular file", label);
+        return gr_io_fail(why, len, "%s: not a regular file", label);
     }
     f->path = strdup(path);
-    f->npy = from_stdin ? plan->src.stdin_npy : ends_with(path, ".npy");
+    f->npy = from_stdin ? plan->src.stdin_npy : gr_io_ends_with(path, ".npy");
     if (f->npy && opt->raw_flag != NULL) {
         close(fd);
-        return fail(why, len,
-                    "%s: a .npy file, whose header gives its type and shape, but %s is for raw "
-                    "files: drop %s",
-                    label, opt->raw_flag, opt->raw_flag);
+        return gr_io_fail(
+            why, len,
+            "%s: a .npy file, whose header gives its type and shape, but %s is for raw "
+            "files: drop %s",
+            label, opt->raw_flag, opt->raw_flag);
     }
     if (f->npy) {
         gr_npy_header h;
@@ -178,9 +144,9 @@ static gr_status describe(const gr_io_plan *plan, uint32_t port, gr_dtype raw,
         got = pread(fd, buf, sizeof(buf), 0);
         close(fd);
         if (got < 0)
-            return fail(why, len, "%s: cannot read: %s", label, strerror(errno));
+            return gr_io_fail(why, len, "%s: cannot read: %s", label, strerror(errno));
         if (gr_npy_parse_header(buf, (size_t)got, &h, hwhy, sizeof(hwhy)) != GR_OK)
-            return fail(why, len, "%s: %s", label, hwhy);
+            return gr_io_fail(why, len, "%s: %s", label, hwhy);
         /* Before the size: a file of another type is that, not a wrong size. */
         if (gr_npy_check_dtype(&h, type, label, name, why, len) != GR_OK)
             return GR_ERR_INVALID_ARGUMENT;
@@ -192,39 +158,40 @@ static gr_status describe(const gr_io_plan *plan, uint32_t port, gr_dtype raw,
         need = h.data_offset + h.elems * size;
         if ((uint64_t)sb.st_size != need) {
             shape_str(&f->shape, shape, sizeof(shape));
-            return fail(why, len,
-                        "%s: the header says shape %s (%llu bytes of %s data after a "
-                        "%llu-byte header) but the file has %llu bytes: %s",
-                        label, shape, (unsigned long long)(h.elems * size), gr_dtype_name(type),
-                        (unsigned long long)h.data_offset, (unsigned long long)sb.st_size,
-                        (uint64_t)sb.st_size < need ? "truncated" : "trailing bytes");
+            return gr_io_fail(why, len,
+                              "%s: the header says shape %s (%llu bytes of %s data after a "
+                              "%llu-byte header) but the file has %llu bytes: %s",
+                              label, shape, (unsigned long long)(h.elems * size),
+                              gr_dtype_name(type), (unsigned long long)h.data_offset,
+                              (unsigned long long)sb.st_size,
+                              (uint64_t)sb.st_size < need ? "truncated" : "trailing bytes");
         }
     } else {
         close(fd);
         if (raw != type)
-            return fail(why, len,
-                        "%s: --dtype %s, but %s is %s: a raw file holds its port's type; "
-                        "convert the file (a.astype(...).tofile(path)), drop --dtype, or "
-                        "change the spec's buffer type",
-                        label, gr_dtype_name(raw), name, gr_dtype_name(type));
+            return gr_io_fail(why, len,
+                              "%s: --dtype %s, but %s is %s: a raw file holds its port's type; "
+                              "convert the file (a.astype(...).tofile(path)), drop --dtype, or "
+                              "change the spec's buffer type",
+                              label, gr_dtype_name(raw), name, gr_dtype_name(type));
         if (opt->raw_shape != NULL) {
             f->shape = *opt->raw_shape;
             if (!shape_elems(&f->shape, size, &f->elems))
-                return fail(why, len, "%s: --shape is too large", label);
+                return gr_io_fail(why, len, "%s: --shape is too large", label);
         } else {
             f->shape.ndim = 1;
             f->shape.dims[0] = f->elems = (uint64_t)sb.st_size / size;
         }
         if ((uint64_t)sb.st_size != f->elems * size) {
             shape_str(&f->shape, shape, sizeof(shape));
-            return fail(why, len,
-                        "%s: raw %s %s needs %llu bytes, the file has %llu (shape mismatch)",
-                        label, gr_dtype_name(type), opt->raw_shape ? shape : "data",
-                        (unsigned long long)(f->elems * size), (unsigned long long)sb.st_size);
+            return gr_io_fail(
+                why, len, "%s: raw %s %s needs %llu bytes, the file has %llu (shape mismatch)",
+                label, gr_dtype_name(type), opt->raw_shape ? shape : "data",
+                (unsigned long long)(f->elems * size), (unsigned long long)sb.st_size);
         }
     }
     if (f->elems == 0)
-        return fail(why, len, "%s: holds no elements", label);
+        return gr_io_fail(why, len, "%s: holds no elements", label);
     return GR_OK;
 }
 
@@ -235,13 +202,12 @@ static gr_status check_output(const gr_io_options *opt, const char *path, char *
     if (stat(path, &sb) != 0)
         return GR_OK;
     if (S_ISDIR(sb.st_mode))
-        return fail(why, len, "output %s is a directory", path);
-    if (opt->replaceable != NULL &&
-        bsearch(&path, opt->replaceable, opt->n_replaceable, sizeof(*opt->replaceable),
-                name_cmp) != NULL)
+        return gr_io_fail(why, len, "output %s is a directory", path);
+    if (opt->replaceable != NULL && bsearch(&path, opt->replaceable, opt->n_replaceable,
+                                            sizeof(*opt->replaceable), gr_io_name_cmp) != NULL)
         return GR_OK;
     if (!opt->force)
-        return fail(why, len, "output %s exists (use --force to overwrite it)", path);
+        return gr_io_fail(why, len, "output %s exists (use --force to overwrite it)", path);
     return GR_OK;
 }
 
@@ -263,15 +229,16 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
         gr_dtype t;
 
         if (gr_dtype_parse(opt->raw_dtype, &t) != GR_OK)
-            return fail(why, why_len,
-                        "--dtype %s is not a type: graphrun reads float32, float16, bfloat16, "
-                        "float64, int32 and uint8",
-                        opt->raw_dtype);
+            return gr_io_fail(
+                why, why_len,
+                "--dtype %s is not a type: graphrun reads float32, float16, bfloat16, "
+                "float64, int32 and uint8",
+                opt->raw_dtype);
         for (uint32_t p = 0; p < ni; p++)
             raw[p] = t;
     }
     if (opt->shard >= shards)
-        return fail(why, why_len, "shard %u of %u does not exist", opt->shard, shards);
+        return gr_io_fail(why, why_len, "shard %u of %u does not exist", opt->shard, shards);
     in_opt.inputs = opt->inputs;
     in_opt.n_inputs = ni;
     in_opt.outputs = opt->outputs;
@@ -290,8 +257,8 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
     plan->out = calloc(plan->count * no + 1, sizeof(*plan->out));
     plan->tmp = calloc(plan->count * no + 1, sizeof(*plan->tmp));
     if (!plan->index || !plan->in || !plan->out || !plan->tmp) {
-        st = fail(why, why_len, "out of memory planning %llu tensors",
-                  (unsigned long long)plan->count);
+        st = gr_io_fail(why, why_len, "out of memory planning %llu tensors",
+                        (unsigned long long)plan->count);
         goto out;
     }
     for (uint64_t i = 0; i < plan->count; i++) {
@@ -306,11 +273,11 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
             if (st != GR_OK)
                 goto out;
             if (opt->in_fixed[p] != 0 && f->elems != opt->in_fixed[p]) {
-                st = fail(why, why_len,
-                          "input %u %s has %llu elements, but the graph's input port %u takes "
-                          "exactly %llu per tensor (a fixed buffer)",
-                          p, f->path, (unsigned long long)f->elems, p,
-                          (unsigned long long)opt->in_fixed[p]);
+                st = gr_io_fail(why, why_len,
+                                "input %u %s has %llu elements, but the graph's input port %u "
+                                "takes exactly %llu per tensor (a fixed buffer)",
+                                p, f->path, (unsigned long long)f->elems, p,
+                                (unsigned long long)opt->in_fixed[p]);
                 goto out;
             }
             if (opt->in_fixed[p] == 0 && p != lead && f->elems != plan->in[i * ni + lead].elems) {
@@ -318,11 +285,11 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
                 char a[256], b[256];
                 shape_str(&l->shape, a, sizeof(a));
                 shape_str(&f->shape, b, sizeof(b));
-                st = fail(why, why_len,
-                          "shape mismatch: input %u %s has shape %s (%llu elements) but input "
-                          "%u %s has shape %s (%llu elements)",
-                          lead, l->path, a, (unsigned long long)l->elems, p, f->path, b,
-                          (unsigned long long)f->elems);
+                st = gr_io_fail(why, why_len,
+                                "shape mismatch: input %u %s has shape %s (%llu elements) but "
+                                "input %u %s has shape %s (%llu elements)",
+                                lead, l->path, a, (unsigned long long)l->elems, p, f->path, b,
+                                (unsigned long long)f->elems);
                 goto out;
             }
             plan->bytes_in += f->elems * gr_dtype_size(opt->in_dtype[p]);
@@ -332,14 +299,14 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
 
             plan->out[i * no + p] = path;
             if (path == NULL) {
-                st = fail(why, why_len, "out of memory");
+                st = gr_io_fail(why, why_len, "out of memory");
                 goto out;
             }
             if ((st = check_output(opt, path, why, why_len)) != GR_OK)
                 goto out;
             for (uint64_t q = 0; q < i * no + p; q++)
                 if (strcmp(plan->out[q], path) == 0) {
-                    st = fail(why, why_len, "output %s is named twice", path);
+                    st = gr_io_fail(why, why_len, "output %s is named twice", path);
                     goto out;
                 }
             plan->bytes_out += gr_io_out_elems(plan, i, p) * gr_dtype_size(opt->out_dtype[p]);
@@ -365,13 +332,13 @@ static gr_status make_tmp(const char *out, char **tmp_out, char *why, size_t why
     int fd;
 
     if (tmp == NULL)
-        return fail(why, why_len, "out of memory");
+        return gr_io_fail(why, why_len, "out of memory");
     snprintf(tmp, n, "%.*s%s.%s" TMP_INFIX "XXXXXX", (int)dirlen, out, slash ? "/" : "",
              slash ? slash + 1 : out);
     fd = mkstemp(tmp);
     if (fd < 0) {
-        gr_status st = fail(why, why_len, "output %s: cannot create a file in %.*s: %s", out,
-                            slash ? (int)dirlen : 1, slash ? out : ".", strerror(errno));
+        gr_status st = gr_io_fail(why, why_len, "output %s: cannot create a file in %.*s: %s", out,
+                                  slash ? (int)dirlen : 1, slash ? out : ".", strerror(errno));
         free(tmp);
         return st;
     }
@@ -436,8 +403,8 @@ gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
             const char *dir = plan->opt.outputs[p];
 
             if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
-                return fail(why, why_len, "output %s: not a directory (inputs are directories)",
-                            dir);
+                return gr_io_fail(why, why_len,
+                                  "output %s: not a directory (inputs are directories)", dir);
             if (stat(dir, &sb) == 0)
                 continue;
             if (mkdir(dir, 0777) == 0) {
@@ -446,13 +413,13 @@ gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
             }
             /* EEXIST: another process of the run (--mpi) made it meanwhile. */
             if (!(errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
-                return fail(why, why_len, "output directory %s: cannot create: %s", dir,
-                            strerror(errno));
+                return gr_io_fail(why, why_len, "output directory %s: cannot create: %s", dir,
+                                  strerror(errno));
         }
     }
     /* One probe per directory that holds outputs finds an unwritable one. */
     if ((dirs = one_per_dir(plan, &n)) == NULL)
-        return fail(why, why_len, "out of memory");
+        return gr_io_fail(why, why_len, "out of memory");
     for (uint64_t d = 0; d < n && st == GR_OK; d++) {
         char *tmp;
 
@@ -508,7 +475,7 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
     plan->out_data = calloc(plan->count * no + 1, sizeof(*plan->out_data));
     plan->tensors = calloc(plan->count + 1, sizeof(gr_tensor));
     if (!plan->in_data || !plan->out_data || !plan->tensors)
-        return fail(why, why_len, "out of memory");
+        return gr_io_fail(why, why_len, "out of memory");
     for (uint64_t i = 0; i < plan->count; i++) {
         const gr_io_file *lead = &plan->in[i * ni + gr_io_lead_port(&plan->opt)];
         uint64_t elems = lead->elems;
@@ -524,8 +491,8 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
             int fd;
 
             if (d == NULL) {
-                gr_status st = fail(why, why_len, "out of %s host memory loading %s",
-                                    gr_mem_kind_name(plan->opt.memory), f->path);
+                gr_status st = gr_io_fail(why, why_len, "out of %s host memory loading %s",
+                                          gr_mem_kind_name(plan->opt.memory), f->path);
                 return st == GR_ERR_INVALID_ARGUMENT ? GR_ERR_OUT_OF_MEMORY : st;
             }
             plan->in_data[i * ni + p] = d;
@@ -534,8 +501,8 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
                 int e = errno;
                 if (fd >= 0)
                     close(fd);
-                return fail(why, why_len, "%s: cannot read: %s", f->path,
-                            fd < 0 ? strerror(e) : "short read (file changed?)");
+                return gr_io_fail(why, why_len, "%s: cannot read: %s", f->path,
+                                  fd < 0 ? strerror(e) : "short read (file changed?)");
             }
             close(fd);
             if (f->swap)
@@ -547,8 +514,8 @@ gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size
                                                              gr_dtype_size(plan->opt.out_dtype[p]));
 
             if (d == NULL) {
-                fail(why, why_len, "out of %s host memory for output %s",
-                     gr_mem_kind_name(plan->opt.memory), plan->out[i * no + p]);
+                gr_io_fail(why, why_len, "out of %s host memory for output %s",
+                           gr_mem_kind_name(plan->opt.memory), plan->out[i * no + p]);
                 return GR_ERR_OUT_OF_MEMORY;
             }
             plan->out_data[i * no + p] = d;
@@ -591,10 +558,10 @@ static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *wh
     size_t hlen = 0;
     int fd;
 
-    if (ends_with(out, ".npy")) {
+    if (gr_io_ends_with(out, ".npy")) {
         hlen = gr_npy_format_header(type, shape->dims, shape->ndim, header, sizeof(header));
         if (hlen == 0)
-            return fail(why, len, "output %s: shape too large for a .npy header", out);
+            return gr_io_fail(why, len, "output %s: shape too large for a .npy header", out);
     }
     fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0 || (hlen && write_all(fd, header, hlen) != GR_OK) ||
@@ -603,10 +570,10 @@ static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *wh
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return fail(why, len, "output %s: cannot write: %s", out, strerror(e));
+        return gr_io_fail(why, len, "output %s: cannot write: %s", out, strerror(e));
     }
     if (close(fd) != 0)
-        return fail(why, len, "output %s: cannot write: %s", out, strerror(errno));
+        return gr_io_fail(why, len, "output %s: cannot write: %s", out, strerror(errno));
     return GR_OK;
 }
 
@@ -639,8 +606,8 @@ gr_status gr_io_write_tensor(gr_io_plan *plan, uint64_t i, char *why, size_t why
             return st;
         if ((st = write_output(plan, k, i, why, why_len)) == GR_OK &&
             rename(plan->tmp[k], plan->out[k]) != 0)
-            st = fail(why, why_len, "output %s: cannot rename into place: %s", plan->out[k],
-                      strerror(errno));
+            st = gr_io_fail(why, why_len, "output %s: cannot rename into place: %s", plan->out[k],
+                            strerror(errno));
         if (st != GR_OK)
             unlink(plan->tmp[k]);
         free(plan->tmp[k]);
@@ -676,7 +643,7 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
         return 0;
     }
     memcpy(sorted, plan->out, n * sizeof(*sorted));
-    qsort(sorted, n, sizeof(*sorted), name_cmp);
+    qsort(sorted, n, sizeof(*sorted), gr_io_name_cmp);
     for (uint64_t k = 0; k < n_dirs; k++) {
         const char *out = dirs[k];
         size_t len = dir_part(out);
@@ -696,8 +663,8 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
             if (!is_leftover(e->d_name, &base) || (want = malloc(len + base + 1)) == NULL)
                 continue;
             snprintf(want, len + base + 1, "%.*s%.*s", (int)len, out, (int)base, e->d_name + 1);
-            if (bsearch(&want, sorted, n, sizeof(*sorted), name_cmp) != NULL &&
-                (tmp = join(dir, e->d_name)) != NULL) {
+            if (bsearch(&want, sorted, n, sizeof(*sorted), gr_io_name_cmp) != NULL &&
+                (tmp = gr_io_join(dir, e->d_name)) != NULL) {
                 removed += unlink(tmp) == 0;
                 free(tmp);
             }
@@ -751,10 +718,11 @@ gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len)
     pthread_sigmask(SIG_BLOCK, &hold, &previous);
     for (uint64_t k = 0; k < plan->count * no; k++) {
         if (rename(plan->tmp[k], plan->out[k]) != 0) {
-            st = fail(why, why_len, "output %s: cannot rename into place: %s (%llu of %llu "
-                                    "outputs were already in place)",
-                      plan->out[k], strerror(errno), (unsigned long long)k,
-                      (unsigned long long)(plan->count * no));
+            st = gr_io_fail(why, why_len,
+                            "output %s: cannot rename into place: %s (%llu of %llu "
+                            "outputs were already in place)",
+                            plan->out[k], strerror(errno), (unsigned long long)k,
+                            (unsigned long long)(plan->count * no));
             break;
         }
         free(plan->tmp[k]);

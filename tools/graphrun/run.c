@@ -48,6 +48,7 @@
 #include "tools/graphrun/progress.h"
 #include "tools/graphrun/ranks.h"
 #include "tools/graphrun/run_report.h"
+#include "tools/graphrun/runopts.h"
 
 #define DEFAULT_MPI_TIMEOUT_S 600
 #define POLL_NS (50 * 1000000ll) /* how soon a done tensor's outputs are written */
@@ -155,38 +156,21 @@ static void usage(FILE *f)
             DEFAULT_MPI_TIMEOUT_S);
 }
 
-#define MAX_KERNEL_FILES 16
-
 typedef struct run_args {
-    const char *graph;
-    const char *kernels[MAX_KERNEL_FILES];
-    uint32_t n_kernels;
-    const char **inputs, **outputs;
-    uint32_t n_inputs, n_outputs;
-    const char *dtype;
-    gr_io_shape shape;
-    bool have_shape, force, json, ceilings, mpi, raw, have_timeout;
+    gr_run_opts o; /* what check shares (runopts.h) */
+    bool ceilings, mpi, have_timeout;
     bool resume, keep_going, all_or_nothing;
     bool to_stdout; /* an --output is `-` */
     int progress;
     double mpi_timeout;
     const char *manifest;
-    gr_runtime_opts rt;
 } run_args;
 
 static int parse_args(int argc, char **argv, run_args *a)
 {
     static const struct option longopts[] = {
-        GR_RUNTIME_LONGOPTS,
-        {"graph", required_argument, NULL, 'g'},
-        {"kernels", required_argument, NULL, 'K'},
-        {"input", required_argument, NULL, 'i'},
-        {"output", required_argument, NULL, 'o'},
-        {"dtype", required_argument, NULL, 'd'},
-        {"shape", required_argument, NULL, 'S'},
-        {"force", no_argument, NULL, 'f'},
+        GR_RUN_LONGOPTS,
         {"ceilings", no_argument, NULL, 'C'},
-        {"json", no_argument, NULL, 'j'},
         {"progress", required_argument, NULL, 'P'},
         {"manifest", required_argument, NULL, 'M'},
         {"mpi", no_argument, NULL, 'I'},
@@ -205,48 +189,11 @@ static int parse_args(int argc, char **argv, run_args *a)
     optind = 1;
     a->mpi_timeout = DEFAULT_MPI_TIMEOUT_S;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (!gr_cli_once(&seen, opt, "gdSPMT", "graphrun run", longopts))
+        if (!gr_cli_once(&seen, opt, GR_RUN_ONCE "PMT", "graphrun run", longopts))
             return GR_EXIT_USAGE;
         switch (opt) {
-        case 'g':
-            a->graph = optarg;
-            break;
-        case 'K':
-            if (a->n_kernels == MAX_KERNEL_FILES) {
-                fprintf(stderr, "graphrun run: at most %d --kernels files\n", MAX_KERNEL_FILES);
-                return GR_EXIT_USAGE;
-            }
-            a->kernels[a->n_kernels++] = optarg;
-            break;
-        case 'i':
-            if (a->n_inputs == GR_MAX_PORTS)
-                goto too_many;
-            a->inputs[a->n_inputs++] = optarg;
-            break;
-        case 'o':
-            if (a->n_outputs == GR_MAX_PORTS)
-                goto too_many;
-            a->outputs[a->n_outputs++] = optarg;
-            break;
-        case 'd':
-            a->dtype = optarg;
-            break;
-        case 'S':
-            if (!gr_io_parse_shape(optarg, &a->shape)) {
-                fprintf(stderr, "graphrun run: invalid value '%s' for --shape (want e.g. 3,4)\n",
-                        optarg);
-                return GR_EXIT_USAGE;
-            }
-            a->have_shape = true;
-            break;
-        case 'f':
-            a->force = true;
-            break;
         case 'C':
             a->ceilings = true;
-            break;
-        case 'j':
-            a->json = true;
             break;
         case 'P':
             if (strcmp(optarg, "auto") == 0)
@@ -284,14 +231,11 @@ static int parse_args(int argc, char **argv, run_args *a)
             }
             a->have_timeout = true;
             break;
-        case 'R':
-            a->raw = true;
-            break;
         case 'h':
             usage(stdout);
             return GR_EXIT_OK;
         default:
-            r = gr_runtime_opt("run", opt, optarg, &a->rt);
+            r = gr_run_opt("run", opt, optarg, &a->o);
             if (r == 1)
                 break;
             if (r == 0)
@@ -299,55 +243,44 @@ static int parse_args(int argc, char **argv, run_args *a)
             return GR_EXIT_USAGE;
         }
     }
-    if (optind != argc) {
-        fprintf(stderr, "graphrun run: unexpected argument '%s'\n", argv[optind]);
-        return GR_EXIT_USAGE;
-    }
-    if (a->graph == NULL || a->n_inputs == 0 || a->n_outputs == 0) {
-        fprintf(stderr, "graphrun run: --graph, --input and --output are required\n");
-        gr_cli_try_help("run");
-        return GR_EXIT_USAGE;
-    }
+    if ((r = gr_run_opts_finish("run", argc, argv, &a->o, true)) >= 0)
+        return r;
     if (a->all_or_nothing && (a->resume || a->keep_going)) {
         fprintf(stderr, "graphrun run: --all-or-nothing writes nothing unless every tensor "
                         "is done: not with %s\n",
                 a->resume ? "--resume" : "--keep-going");
         return GR_EXIT_USAGE;
     }
-    for (uint32_t p = 0; p < a->n_outputs; p++)
-        a->to_stdout |= strcmp(a->outputs[p], "-") == 0;
+    for (uint32_t p = 0; p < a->o.n_outputs; p++)
+        a->to_stdout |= strcmp(a->o.outputs[p], "-") == 0;
     if (a->have_timeout && !a->mpi) {
         fprintf(stderr, "graphrun run: --mpi-timeout applies to --mpi runs only: drop it or add "
                         "--mpi\n");
         return GR_EXIT_USAGE;
     }
-    if (a->to_stdout && a->json) {
+    if (a->to_stdout && a->o.json) {
         fprintf(stderr, "graphrun run: --json prints on stdout, which --output - takes for the "
                         "tensor: drop --json, or write the tensor to a file (the report goes "
                         "to stderr with --output -)\n");
         return GR_EXIT_USAGE;
     }
-    for (uint32_t p = 0; a->resume && p < a->n_inputs; p++)
-        if (strcmp(a->inputs[p], "-") == 0 || a->to_stdout) {
+    for (uint32_t p = 0; a->resume && p < a->o.n_inputs; p++)
+        if (strcmp(a->o.inputs[p], "-") == 0 || a->to_stdout) {
             fprintf(stderr, "graphrun run: --resume does not apply to --input - or --output - "
                             "(stdin and stdout are read and written anew by every run): drop "
                             "it\n");
             return GR_EXIT_USAGE;
         }
     if (a->mpi) {
-        for (uint32_t p = 0; p < a->n_inputs || p < a->n_outputs; p++)
-            if ((p < a->n_inputs && strcmp(a->inputs[p], "-") == 0) ||
-                (p < a->n_outputs && strcmp(a->outputs[p], "-") == 0)) {
+        for (uint32_t p = 0; p < a->o.n_inputs || p < a->o.n_outputs; p++)
+            if ((p < a->o.n_inputs && strcmp(a->o.inputs[p], "-") == 0) ||
+                (p < a->o.n_outputs && strcmp(a->o.outputs[p], "-") == 0)) {
                 fprintf(stderr, "graphrun run: --input - and --output - (stdin, stdout) hold "
                                 "one tensor of one process, not of --mpi ranks\n");
                 return GR_EXIT_USAGE;
             }
     }
     return -1; /* go on */
-too_many:
-    fprintf(stderr, "graphrun run: at most %d inputs and %d outputs\n", GR_MAX_PORTS,
-            GR_MAX_PORTS);
-    return GR_EXIT_USAGE;
 }
 
 /* Everything one run holds, so that any step can clean up after the others. */
@@ -424,51 +357,29 @@ static bool same_everywhere(gr_ranks *r, const char *step, int64_t v)
 static int check_setup(run_state *s)
 {
     run_args *a = &s->a;
-    gr_error_info err;
     uint32_t count = 0;
+    int rc;
 
-    for (uint32_t k = 0; k < a->n_kernels; k++)
-        if (gr_kernel_load_file(a->kernels[k], &err) != GR_OK) {
-            snprintf(s->why, sizeof(s->why), "--kernels: %s", err.message);
-            return GR_EXIT_USAGE;
-        }
-    if (gr_graph_load(a->graph, &s->g, &err) != GR_OK) {
-        snprintf(s->why, sizeof(s->why), "%s", err.message);
-        return GR_EXIT_USAGE;
-    }
-    if (a->n_inputs != gr_graph_input_count(s->g) ||
-        a->n_outputs != gr_graph_output_count(s->g)) {
-        snprintf(s->why, sizeof(s->why),
-                 "%s takes %u input(s) and %u output(s); got %u --input and %u --output",
-                 a->graph, gr_graph_input_count(s->g), gr_graph_output_count(s->g), a->n_inputs,
-                 a->n_outputs);
-        return GR_EXIT_USAGE;
-    }
-    if (gr_runtime_opts_resolve(&a->rt, &s->chosen, &err) != GR_OK ||
-        gr_backend_probe(s->chosen, &count, NULL, &err) != GR_OK) {
-        if (err.status == GR_ERR_INVALID_ARGUMENT) { /* the command line's */
-            snprintf(s->why, sizeof(s->why), "%s", err.message);
-            return GR_EXIT_USAGE;
-        }
-        snprintf(s->why, sizeof(s->why), "backend %s: %s", gr_backend_name(a->rt.cfg.backend),
-                 err.message);
-        return GR_EXIT_RUNTIME;
-    }
+    if ((rc = gr_run_opts_graph(&a->o, &s->g, s->why, sizeof(s->why))) != GR_EXIT_OK ||
+        (rc = gr_run_opts_backend(&a->o, &s->chosen, &count, s->why, sizeof(s->why))) !=
+            GR_EXIT_OK)
+        return rc;
     if (gr_ranks_multi(&s->ranks)) {
-        int pool = a->rt.cfg.device_count
-                       ? (int)a->rt.cfg.device_count
-                       : (int)(s->chosen == GR_BACKEND_HOST ? a->rt.cfg.host_devices : count);
-        int mine = a->rt.cfg.device_count ? a->rt.devices[s->ranks.world.local_rank % pool]
-                                          : s->ranks.world.local_rank % pool;
+        int pool = a->o.rt.cfg.device_count
+                       ? (int)a->o.rt.cfg.device_count
+                       : (int)(s->chosen == GR_BACKEND_HOST ? a->o.rt.cfg.host_devices : count);
+        int mine = a->o.rt.cfg.device_count
+                       ? a->o.rt.devices[s->ranks.world.local_rank % pool]
+                       : s->ranks.world.local_rank % pool;
 
-        a->rt.devices[0] = mine;
-        a->rt.cfg.devices = a->rt.devices;
-        a->rt.cfg.device_count = 1;
+        a->o.rt.devices[0] = mine;
+        a->o.rt.cfg.devices = a->o.rt.devices;
+        a->o.rt.cfg.device_count = 1;
     }
     s->report.backend = s->chosen;
-    s->report.ordinal = a->rt.cfg.device_count ? a->rt.devices[0] : 0;
+    s->report.ordinal = a->o.rt.cfg.device_count ? a->o.rt.devices[0] : 0;
     if (a->ceilings && s->chosen != GR_BACKEND_CUDA) {
-        if (a->rt.cfg.backend != GR_BACKEND_AUTO) {
+        if (a->o.rt.cfg.backend != GR_BACKEND_AUTO) {
             snprintf(s->why, sizeof(s->why), "--ceilings does not apply to the %s backend: it "
                      "measures CUDA's copies; drop it", gr_backend_name(s->chosen));
             return GR_EXIT_USAGE;
@@ -486,15 +397,15 @@ static int check_setup(run_state *s)
  * where it would pass for a tensor; for an output list @FILE, FILE.manifest.json). */
 static char *manifest_path(const run_args *a, bool multi)
 {
-    const char *out = a->outputs[0][0] == '@' ? a->outputs[0] + 1 : a->outputs[0];
+    const char *out = a->o.outputs[0][0] == '@' ? a->o.outputs[0] + 1 : a->o.outputs[0];
     size_t n = strlen(out);
     struct stat sb;
     char *p;
 
     if (a->manifest)
         return strdup(a->manifest);
-    if (!multi && a->inputs[0][0] != '@' &&
-        !(stat(a->inputs[0], &sb) == 0 && S_ISDIR(sb.st_mode)))
+    if (!multi && a->o.inputs[0][0] != '@' &&
+        !(stat(a->o.inputs[0], &sb) == 0 && S_ISDIR(sb.st_mode)))
         return NULL;
     while (n > 1 && out[n - 1] == '/')
         n--;
@@ -563,7 +474,7 @@ static int stage_manifests(run_state *s)
     if (a->resume && (rc = read_earlier(s)) != GR_EXIT_OK)
         return rc;
     if (s->ranks.world.rank == 0 &&
-        gr_manifest_stage(&s->manifest, s->manifest_path, a->force || a->resume, s->why,
+        gr_manifest_stage(&s->manifest, s->manifest_path, a->o.force || a->resume, s->why,
                           sizeof(s->why)) != GR_OK)
         return GR_EXIT_USAGE;
     if (s->own_path &&
@@ -581,30 +492,10 @@ static int load_inputs(run_state *s)
     gr_status st;
     int rc;
 
-    io.inputs = a->inputs;
-    io.n_inputs = a->n_inputs;
-    io.outputs = a->outputs;
-    io.n_outputs = a->n_outputs;
-    io.raw_dtype = a->dtype;
-    io.raw_shape = a->have_shape ? &a->shape : NULL;
-    io.raw_flag = a->raw ? "--raw" : a->dtype ? "--dtype" : a->have_shape ? "--shape" : NULL;
+    gr_run_opts_io(&a->o, s->g, &io);
     io.stage_stdout = true;
-    io.force = a->force;
-    io.memory = (gr_mem_kind)a->rt.memory;
     io.shard = (uint32_t)s->ranks.world.rank;
     io.shards = (uint32_t)s->ranks.world.size;
-    for (uint32_t p = 0; p < a->n_inputs || p < a->n_outputs; p++) {
-        gr_port_info port;
-
-        if (p < a->n_inputs && gr_graph_port_get(s->g, 0, p, &port) == GR_OK) {
-            io.in_fixed[p] = port.fixed_elems;
-            io.in_dtype[p] = port.dtype;
-        }
-        if (p < a->n_outputs && gr_graph_port_get(s->g, 1, p, &port) == GR_OK) {
-            io.out_fixed[p] = port.fixed_elems;
-            io.out_dtype[p] = port.dtype;
-        }
-    }
     /* The manifests first: --resume's tells which existing outputs are the run's own. */
     if ((rc = stage_manifests(s)) != GR_EXIT_OK)
         return rc;
@@ -620,7 +511,7 @@ static int load_inputs(run_state *s)
         gr_io_remove_leftovers_of(s->manifest_path);
     if (s->own_path)
         gr_io_remove_leftovers_of(s->own_path);
-    if ((st = gr_ledger_init(&s->ledger, &s->plan, a->graph, s->ranks.world.size, s->why,
+    if ((st = gr_ledger_init(&s->ledger, &s->plan, a->o.graph, s->ranks.world.size, s->why,
                              sizeof(s->why))) != GR_OK)
         return st == GR_ERR_OUT_OF_MEMORY ? GR_EXIT_RUNTIME : GR_EXIT_USAGE;
     if ((s->skip = calloc(s->plan.count + 1, sizeof(*s->skip))) == NULL) {
@@ -661,7 +552,7 @@ static int start_runtime(run_state *s)
         return GR_EXIT_OK;
     for (uint64_t i = 0; i < s->plan.count; i++) {
         uint32_t lead = gr_io_lead_port(&s->plan.opt);
-        uint64_t bytes = s->plan.in[i * a->n_inputs + lead].elems *
+        uint64_t bytes = s->plan.in[i * a->o.n_inputs + lead].elems *
                          gr_dtype_size(s->plan.opt.in_dtype[lead]);
 
         if (s->plan.tensors[i].elems > largest)
@@ -670,7 +561,7 @@ static int start_runtime(run_state *s)
             copy = bytes; /* the ceilings are measured at the largest input's size */
     }
     gr_graph_footprint(s->g, largest, &footprint);
-    a->rt.cfg.budget_bytes = gr_runtime_opts_budget(&a->rt, s->chosen, footprint);
+    a->o.rt.cfg.budget_bytes = gr_runtime_opts_budget(&a->o.rt, s->chosen, footprint);
     if (s->chosen == GR_BACKEND_CUDA && a->ceilings) {
         s->report.have_ceilings =
             gr_measure_ceilings((int)s->report.ordinal, copy, 8, &ceil, &err) == GR_OK;
@@ -682,7 +573,7 @@ static int start_runtime(run_state *s)
     if (s->chosen == GR_BACKEND_CUDA)
         s->report.have_devmem =
             gr_devmem_start((int)s->report.ordinal, 1000, &s->sampler, &err) == GR_OK;
-    if ((st = gr_runtime_create(&a->rt.cfg, &s->rt, &err)) != GR_OK) {
+    if ((st = gr_runtime_create(&a->o.rt.cfg, &s->rt, &err)) != GR_OK) {
         snprintf(s->why, sizeof(s->why), "cannot start the runtime: %s: %s", gr_status_str(st),
                  err.message);
         return GR_EXIT_RUNTIME;
@@ -718,14 +609,14 @@ static void set_run_fields(const run_state *s, json_t *doc)
     json_object_set_new(doc, "graphrun", json_string(version));
     if (s->ranks.mpi)
         json_object_set_new(doc, "mpi", json_string(s->ranks.mpi->library));
-    json_object_set_new(doc, "graph", json_string(a->graph));
+    json_object_set_new(doc, "graph", json_string(a->o.graph));
     v = json_array();
-    for (uint32_t p = 0; p < a->n_inputs; p++)
-        json_array_append_new(v, json_string(a->inputs[p]));
+    for (uint32_t p = 0; p < a->o.n_inputs; p++)
+        json_array_append_new(v, json_string(a->o.inputs[p]));
     json_object_set_new(doc, "inputs", v);
     v = json_array();
-    for (uint32_t p = 0; p < a->n_outputs; p++)
-        json_array_append_new(v, json_string(a->outputs[p]));
+    for (uint32_t p = 0; p < a->o.n_outputs; p++)
+        json_array_append_new(v, json_string(a->o.outputs[p]));
     json_object_set_new(doc, "outputs", v);
     json_object_set_new(doc, "mode", json_string(a->all_or_nothing ? "all-or-nothing"
                                                                    : "per-tensor"));
@@ -1038,7 +929,7 @@ static int run_job(run_state *s)
             if (st == GR_ERR_CANCELED)
                 s->why[0] = '\0';
         } else {
-            s->report.outputs = (int64_t)(s->plan.count * a->n_outputs);
+            s->report.outputs = (int64_t)(s->plan.count * a->o.n_outputs);
         }
     }
     return rc;
@@ -1082,8 +973,8 @@ static json_t *merged_files(const run_state *s, int ranks, bool all_done)
             if (name)
                 json_object_set_new(t, "name", json_string(name));
             json_object_set_new(t, "status", json_string(all_done ? "done" : "not run"));
-            for (uint32_t p = 0; p < a->n_outputs; p++)
-                json_array_append_new(outs, json_string(s->plan.src.out[i * a->n_outputs + p]));
+            for (uint32_t p = 0; p < a->o.n_outputs; p++)
+                json_array_append_new(outs, json_string(s->plan.src.out[i * a->o.n_outputs + p]));
             json_object_set_new(t, "outputs", outs);
         }
         json_array_append_new(files, t);
@@ -1151,7 +1042,7 @@ static void add_failures(const run_state *s, json_t *doc)
 
 static void print_summary(run_state *s, const gr_run_report *all, const gr_run_facts *f)
 {
-    if (s->a.json) {
+    if (s->a.o.json) {
         json_t *doc = gr_run_report_json(all, f);
 
         if (!f->mpi)
@@ -1253,7 +1144,7 @@ static int finish_all_or_nothing(run_state *s, int rc)
     bool lead = r->world.rank == 0;
     gr_run_report *all = NULL;
     gr_run_facts f = {.ranks = r->world.size, .mpi = gr_ranks_multi(r)};
-    int64_t outputs = (int64_t)(s->plan.count * s->a.n_outputs), wrote_rc = rc;
+    int64_t outputs = (int64_t)(s->plan.count * s->a.o.n_outputs), wrote_rc = rc;
     char why[512];
 
     snprintf(s->report.host, sizeof(s->report.host), "%s", r->world.host);
@@ -1277,9 +1168,9 @@ static int finish_all_or_nothing(run_state *s, int rc)
             gr_ledger_entry *e = &s->ledger.e[i];
 
             e->outcome = GR_OUTCOME_DONE;
-            for (uint32_t p = 0; p < s->a.n_outputs; p++) {
+            for (uint32_t p = 0; p < s->a.o.n_outputs; p++) {
                 struct stat sb;
-                const char *tmp = s->plan.tmp[i * s->a.n_outputs + p];
+                const char *tmp = s->plan.tmp[i * s->a.o.n_outputs + p];
 
                 e->out_size[p] = tmp && stat(tmp, &sb) == 0 ? (int64_t)sb.st_size : -1;
             }
@@ -1385,7 +1276,7 @@ static int parse_args_kept(int argc, char **argv, run_args *a, bool json, char *
 
 int gr_cmd_run(int argc, char **argv)
 {
-    const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS], *var = NULL;
+    const char *var = NULL;
     run_state *s = calloc(1, sizeof(*s));
     struct sigaction sa;
     int launched, rc, tensor_fd = -1;
@@ -1394,9 +1285,7 @@ int gr_cmd_run(int argc, char **argv)
         fprintf(stderr, "graphrun run: out of memory\n");
         return GR_EXIT_RUNTIME;
     }
-    s->a.inputs = inputs;
-    s->a.outputs = outputs;
-    if (!gr_runtime_opts_init(&s->a.rt, "run")) {
+    if (!gr_run_opts_init(&s->a.o, "run")) {
         rc = GR_EXIT_USAGE;
         goto out_free;
     }
@@ -1449,20 +1338,20 @@ int gr_cmd_run(int argc, char **argv)
         goto out;
     if (gr_ranks_multi(&s->ranks)) {
         /* What decides the shards and the outputs must be the same on every rank. */
-        const char *what[] = {s->a.graph,
-                              s->a.dtype,
-                              s->a.force ? "force" : "",
-                              s->a.have_shape ? "shape" : "",
+        const char *what[] = {s->a.o.graph,
+                              s->a.o.dtype,
+                              s->a.o.force ? "force" : "",
+                              s->a.o.have_shape ? "shape" : "",
                               s->a.resume ? "resume" : "",
                               s->a.keep_going ? "keep-going" : "",
                               s->a.all_or_nothing ? "all-or-nothing" : "",
                               s->a.manifest};
         uint64_t h = hash_strings(0xcbf29ce484222325ull, what, 8);
 
-        h = hash_strings(h, inputs, s->a.n_inputs);
-        h = hash_strings(h, outputs, s->a.n_outputs);
-        for (uint32_t d = 0; s->a.have_shape && d < s->a.shape.ndim; d++)
-            h = (h ^ s->a.shape.dims[d]) * 0x100000001b3ull;
+        h = hash_strings(h, s->a.o.inputs, s->a.o.n_inputs);
+        h = hash_strings(h, s->a.o.outputs, s->a.o.n_outputs);
+        for (uint32_t d = 0; s->a.o.have_shape && d < s->a.o.shape.ndim; d++)
+            h = (h ^ s->a.o.shape.dims[d]) * 0x100000001b3ull;
         rc = same_everywhere(&s->ranks, "checking the command line", (int64_t)h)
                  ? GR_EXIT_OK
                  : GR_EXIT_USAGE;
@@ -1482,13 +1371,13 @@ int gr_cmd_run(int argc, char **argv)
         /* Every rank must see the same tensors (a file system shared by every node): the
          * same paths, from a directory's listing or a list's lines. */
         uint64_t h = hash_strings(s->plan.total, (const char *const *)s->plan.src.in,
-                                  s->plan.total * s->a.n_inputs);
+                                  s->plan.total * s->a.o.n_inputs);
 
         if (!same_everywhere(&s->ranks, "listing inputs", (int64_t)h)) {
             if (s->ranks.world.rank == 0)
                 fprintf(stderr, "graphrun run: the ranks do not see the same input files (is "
                                 "%s on a file system every node shares?)\n",
-                        inputs[0]);
+                        s->a.o.inputs[0]);
             rc = GR_EXIT_USAGE;
             goto out;
         }
@@ -1505,7 +1394,7 @@ int gr_cmd_run(int argc, char **argv)
         rc = GR_EXIT_FAILED;
     }
 out:
-    if (!s->reported && s->a.json && s->ranks.world.rank == 0 && rc != GR_EXIT_OK)
+    if (!s->reported && s->a.o.json && s->ranks.world.rank == 0 && rc != GR_EXIT_OK)
         print_refusal(rc, s->why[0] ? s->why : "a rank failed: see the messages on stderr",
                       &s->plan.src);
     remove_temporaries(s);

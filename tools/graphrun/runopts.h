@@ -1,0 +1,83 @@
+/*
+ * runopts.h - the command line that `graphrun run` and `graphrun check` share: the graph
+ * and its kernels, the input and output paths and how to read them (--dtype, --shape, --raw,
+ * --force), --json, and the runtime options (opts.h). Both commands parse these flags, check
+ * them, load the graph, resolve the backend and describe the job to io.h with the functions
+ * below, so that check refuses exactly what run refuses, in the same words and with the same
+ * exit status. What only run has (--mpi, --resume, ...) stays in run.c. Called from the
+ * command's main thread (getopt's state is global).
+ */
+#ifndef GR_RUNOPTS_H
+#define GR_RUNOPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <graphrun.h>
+#include "tools/graphrun/io.h"
+#include "tools/graphrun/opts.h"
+
+#define GR_RUN_MAX_KERNELS 16 /* --kernels files */
+
+typedef struct gr_run_opts {
+    const char *graph;
+    const char *kernels[GR_RUN_MAX_KERNELS];
+    uint32_t n_kernels;
+    const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS];
+    uint32_t n_inputs, n_outputs;
+    const char *dtype;
+    gr_io_shape shape;
+    bool have_shape, raw, force, json;
+    gr_runtime_opts rt;
+} gr_run_opts;
+
+/* Option letters 'g' 'K' 'i' 'o' 'd' 'S' 'f' 'j', after the runtime options' (opts.h); each
+ * command adds {"raw", no_argument, NULL, 'R'} where its table has always had it: getopt lists
+ * an ambiguous abbreviation's candidates in the table's order (run's --r: --resume, --raw). */
+#define GR_RUN_LONGOPTS                                                                     \
+    GR_RUNTIME_LONGOPTS,                                                                    \
+    {"graph", required_argument, NULL, 'g'},                                                \
+    {"kernels", required_argument, NULL, 'K'},                                              \
+    {"input", required_argument, NULL, 'i'},                                                \
+    {"output", required_argument, NULL, 'o'},                                               \
+    {"dtype", required_argument, NULL, 'd'},                                                \
+    {"shape", required_argument, NULL, 'S'},                                                \
+    {"force", no_argument, NULL, 'f'},                                                      \
+    {"json", no_argument, NULL, 'j'}
+
+/* The letters of these options that take one value, given once (gr_cli_once). */
+#define GR_RUN_ONCE "gdS"
+
+/* Zeroes o and reads the runtime options' defaults (gr_runtime_opts_init: false after
+ * printing a bad GR_* variable). CMD: "run" or "check", for messages. */
+bool gr_run_opts_init(gr_run_opts *o, const char *cmd);
+
+/* Apply option `opt` with argument `arg`, one of the above or a runtime option. Returns 1
+ * when it was one of them and valid, 0 when it is not one of them, -1 after printing
+ * "graphrun CMD: ..." (too many files, a bad --shape, a bad runtime value). */
+int gr_run_opt(const char *cmd, int opt, const char *arg, gr_run_opts *o);
+
+/* After the options (argv[optind...]): -1 when the command line is whole, else GR_EXIT_USAGE
+ * after printing why (an argument left over, --graph or --input missing, or --output missing
+ * when `need_outputs`). */
+int gr_run_opts_finish(const char *cmd, int argc, char **argv, const gr_run_opts *o,
+                       bool need_outputs);
+
+/* Loads the --kernels files, then the graph into *g (the caller destroys it), and checks the
+ * inputs and outputs (when any are given) against its ports. GR_EXIT_OK, or GR_EXIT_USAGE
+ * with the reason in why[len]. */
+int gr_run_opts_graph(const gr_run_opts *o, gr_graph **g, char *why, size_t len);
+
+/* Resolves the backend (gr_runtime_opts_resolve) into *chosen and probes it, counting its
+ * devices into *count (NULL: not wanted). GR_EXIT_OK; GR_EXIT_USAGE for a mistake of the
+ * command line, GR_EXIT_RUNTIME for a backend that is not there ("backend B: ..."), with the
+ * reason in why[len]. */
+int gr_run_opts_backend(gr_run_opts *o, gr_backend *chosen, uint32_t *count, char *why,
+                        size_t len);
+
+/* The paths, raw-mode flags, memory kind and graph g's ports in *io; what a command adds
+ * (staging, shards, replaceable outputs) it sets itself. io keeps pointers into o. */
+void gr_run_opts_io(const gr_run_opts *o, const gr_graph *g, gr_io_options *io);
+
+#endif /* GR_RUNOPTS_H */
