@@ -665,11 +665,36 @@ assert d["status"] == "refused" and d["exit"] == 2 and "nope.graph" in d["error"
     run 0 check -h && has "$out" "usage: graphrun check"
 }
 
+outputs_compared_as_files() { # not as strings: ./d.npy is d.npy, sub/../e.npy is e.npy
+  local d="$T/dup" left
+  rm -rf "$d" && mkdir -p "$d/sub" && printf '%s\n' "$T/in_dir"/t{1,2,3,4}.npy >"$d/in.txt" &&
+    printf '%s\n' d.npy ./d.npy sub/../e.npy e.npy >"$d/out.txt" &&
+    printf '%s\n' d.npy f.npy sub/../e.npy e.npy >"$d/out2.txt" || return 1
+  run 2 run --graph "$examples/seed.graph" --input "@$d/in.txt" --output "@$d/out.txt" &&
+    has "$err" "--output: $d/d.npy (tensor 0, output 0) and $d/./d.npy (tensor 1, output 0) are the same file" &&
+    run 2 run --graph "$examples/seed.graph" --input "@$d/in.txt" --output "@$d/out2.txt" &&
+    has "$err" "$d/sub/../e.npy (tensor 2, output 0) and $d/e.npy (tensor 3, output 0) are the same file" &&
+    run 2 check --graph "$examples/seed.graph" --input "@$d/in.txt" --output "@$d/out2.txt" &&
+    has "$err" "are the same file" || return 1
+  # Two ports, one file; the manifest one of the outputs.
+  run 2 run --graph "$examples/dag.graph" --input "$T/da.npy" --input "$T/db.npy" \
+    --output "$d/x.npy" --output "$d/sub/../x.npy" && has "$err" "are the same file" &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$d/m.npy" \
+      --manifest "$d/./m.npy" &&
+    has "$err" "--manifest $d/./m.npy is also an output ($d/m.npy)" &&
+    mkdir "$d/o" && run 2 run --graph "$examples/seed.graph" --input "$T/in_dir" \
+      --output "$d/o" --manifest "$d/o/t3.npy" &&
+    has "$err" "--manifest $d/o/t3.npy is also an output" || return 1
+  left="$(ls -A "$d" | tr '\n' ' ')$(ls -A "$d/sub")$(ls -A "$d/o")"
+  [[ $left == "in.txt o out.txt out2.txt sub " ]] ||
+    { echo "    left: $left"; return 1; }
+}
 case_ npy_round_trip npy_round_trip
 case_ npy_shapes npy_shapes
 case_ raw_files raw_files
 case_ directories directories
 case_ two_inputs_two_outputs two_inputs_two_outputs
+case_ outputs_compared_as_files outputs_compared_as_files
 case_ unfused_graph_equals_fused unfused_graph_equals_fused
 softmax_rows_of_npy_shapes() { # the rows come from the file's shape
   local s

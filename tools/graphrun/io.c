@@ -245,6 +245,116 @@ static gr_status check_output(const gr_io_options *opt, const char *path, char *
     return GR_OK;
 }
 
+/* The length of `path`'s directory part, its final slash included (0: none). */
+static size_t dir_part(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+
+    return slash ? (size_t)(slash - path) + 1 : 0;
+}
+
+/* What file `path` names, as one string: its directory resolved (realpath), then its base
+ * name; a directory not there yet (the run creates it) is resolved from its own parent the
+ * same way. Two paths name the same file when their identities are equal (a hard link by
+ * another name aside). NULL: out of memory. */
+static char *identity(const char *path)
+{
+    size_t dl = dir_part(path);
+    const char *base = path + dl;
+    char *dir, *real, *id;
+
+    while (dl > 1 && path[dl - 2] == '/') /* "a//b" */
+        dl--;
+    dir = dl == 0 ? strdup(".") : dl == 1 ? strdup("/") : strndup(path, dl - 1);
+    if (dir == NULL)
+        return NULL;
+    real = realpath(dir, NULL);
+    if (real == NULL)
+        real = errno == ENOENT && dl > 1 ? identity(dir) : strdup(dir);
+    free(dir);
+    if (real == NULL)
+        return NULL;
+    if (strcmp(base, ".") == 0 || base[0] == '\0')
+        return real;
+    if (strcmp(base, "..") == 0) {
+        char *slash = strrchr(real, '/');
+
+        if (slash && slash != real)
+            *slash = '\0';
+        return real;
+    }
+    id = join(strcmp(real, "/") == 0 ? "" : real, base);
+    free(real);
+    return id;
+}
+
+typedef struct out_id {
+    char *id;
+    uint64_t k; /* among the total's outputs, tensor-major */
+} out_id;
+
+static int out_id_cmp(const void *a, const void *b)
+{
+    const out_id *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+
+    return c != 0 ? c : (x->k > y->k) - (x->k < y->k);
+}
+
+/* Every output of every shard a file of its own, and none the manifest: paths compared by
+ * the files they name (identity), not by their spelling, sorted. */
+static gr_status check_distinct(const gr_io_plan *plan, char *why, size_t why_len)
+{
+    uint32_t no = plan->opt.n_outputs;
+    uint64_t n = plan->total * no;
+    out_id *v = calloc(n + 1, sizeof(*v)), key = {NULL, 0};
+    gr_status st = GR_OK;
+
+    if (v == NULL)
+        return fail(why, why_len, "out of memory");
+    for (uint64_t k = 0; k < n && st == GR_OK; k++) {
+        v[k].k = k;
+        if ((v[k].id = identity(plan->src.out[k])) == NULL)
+            st = fail(why, why_len, "out of memory");
+    }
+    if (st == GR_OK)
+        qsort(v, n, sizeof(*v), out_id_cmp);
+    for (uint64_t k = 1; k < n && st == GR_OK; k++)
+        if (strcmp(v[k - 1].id, v[k].id) == 0) {
+            uint64_t a = v[k - 1].k, b = v[k].k;
+
+            st = fail(why, why_len,
+                      "--output: %s (tensor %llu, output %u) and %s (tensor %llu, output %u) "
+                      "are the same file: each output must be a file of its own",
+                      plan->src.out[a], (unsigned long long)(a / no), (unsigned)(a % no),
+                      plan->src.out[b], (unsigned long long)(b / no), (unsigned)(b % no));
+        }
+    if (st == GR_OK && plan->opt.manifest != NULL) {
+        uint64_t lo = 0, hi = n;
+
+        if ((key.id = identity(plan->opt.manifest)) == NULL)
+            st = fail(why, why_len, "out of memory");
+        while (st == GR_OK && lo < hi) { /* the first output of that identity */
+            uint64_t mid = lo + (hi - lo) / 2;
+
+            if (strcmp(v[mid].id, key.id) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (st == GR_OK && lo < n && strcmp(v[lo].id, key.id) == 0)
+            st = fail(why, why_len,
+                      "--manifest %s is also an output (%s): the manifest would replace it; "
+                      "give the manifest a file of its own",
+                      plan->opt.manifest, plan->src.out[v[lo].k]);
+    }
+    for (uint64_t k = 0; k < n; k++)
+        free(v[k].id);
+    free(v);
+    free(key.id);
+    return st;
+}
+
 gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *why,
                             size_t why_len)
 {
@@ -337,14 +447,10 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
             }
             if ((st = check_output(opt, path, why, why_len)) != GR_OK)
                 goto out;
-            for (uint64_t q = 0; q < i * no + p; q++)
-                if (strcmp(plan->out[q], path) == 0) {
-                    st = fail(why, why_len, "output %s is named twice", path);
-                    goto out;
-                }
             plan->bytes_out += gr_io_out_elems(plan, i, p) * gr_dtype_size(opt->out_dtype[p]);
         }
     }
+    st = check_distinct(plan, why, why_len);
 out:
     if (st != GR_OK)
         gr_io_plan_free(plan);
@@ -384,14 +490,6 @@ static gr_status make_tmp(const char *out, char **tmp_out, char *why, size_t why
 static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_len)
 {
     return make_tmp(plan->out[k], &plan->tmp[k], why, why_len);
-}
-
-/* The length of `path`'s directory part, its final slash included (0: none). */
-static size_t dir_part(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-
-    return slash ? (size_t)(slash - path) + 1 : 0;
 }
 
 /* Paths ordered by their directory parts. */

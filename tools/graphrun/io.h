@@ -70,6 +70,9 @@ typedef struct gr_io_options {
      * (--resume: the outputs the earlier run's manifest lists). NULL: none. */
     const char *const *replaceable;
     uint64_t n_replaceable;
+    /* The run's manifest, or NULL: refused when it is also an output (the same file by any
+     * spelling, as two outputs are). */
+    const char *manifest;
 } gr_io_options;
 
 typedef struct gr_io_file {

@@ -608,6 +608,7 @@ static int load_inputs(run_state *s)
     /* The manifests first: --resume's tells which existing outputs are the run's own. */
     if ((rc = stage_manifests(s)) != GR_EXIT_OK)
         return rc;
+    io.manifest = s->manifest_path;
     io.replaceable = (const char *const *)s->claimed;
     io.n_replaceable = s->n_claimed;
     if (gr_io_plan_create(&io, &s->plan, s->why, sizeof(s->why)) != GR_OK ||
