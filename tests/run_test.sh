@@ -289,6 +289,7 @@ interrupted_run_keeps_what_is_done_and_resumes() {
   has "$err" "graphrun run: interrupted: $done of 48 done, written; $((48 - done)) not run; rerun with --resume" &&
     has "$out" "interrupted: $done of 48 tensors done, 0 failed, $((48 - done)) not run; $done outputs written" ||
     return 1
+  ! grep -q 'first error' "$out" || { echo "    a first error of cancels:"; cat "$out"; return 1; }
   # --resume runs the rest only: the outputs already there are not written again.
   before=$(cd "$T/big_out" && stat -c '%n %i %Y' * | sort)
   run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/big_out" \
@@ -352,6 +353,23 @@ assert f[0]["status"] == "out of host memory" and "injected" in f[0]["message"],
       --output "$T/kg_out" --workers 1 --keep-going --force &&
     has "$out" "failed: 47 of 48 tensors done, 1 failed, 0 not run; 47 outputs written" &&
     has "$err" "graphrun run: failed: 47 of 48 done, written; 1 failed; 0 not run; rerun with --resume"
+}
+first_error_is_the_failure_not_a_cancel() { # an output not written (a full disk) stops the run
+  local c
+  # `ulimit -f` stands for the full disk: writing t04's 8 MiB output fails (EFBIG, SIGXFSZ
+  # ignored), the others are 4 MiB; the stop then cancels the tensors not started.
+  rm -rf "$T/fe_in" "$T/fe_out" && mkdir -p "$T/fe_in" && "$py" -c '
+import numpy as np, sys
+for i in range(24):
+    np.save(f"{sys.argv[1]}/t{i:02d}.npy", np.ones(2 << 20 if i == 4 else 1 << 20, np.float32))
+' "$T/fe_in" || return 1
+  (ulimit -f 6144 && trap '' XFSZ && run 1 run --graph "$examples/seed_unfused.graph" \
+    --input "$T/fe_in" --output "$T/fe_out" --workers 1 --progress never) || return 1
+  c=$(counts "$T/fe_out.manifest.json") || return 1
+  [[ $c =~ ^done=[0-9]+\ failed=1\ not_run=([1-9][0-9]*)\ earlier=0$ ]] || { echo "    $c"; return 1; }
+  has "$out" "first error: index 4: " && has "$out" "File too large" &&
+    has "$err" "first: tensor 4: " && ! grep -q 'canceled' "$out" "$err" ||
+    { sed 's/^/    | /' "$out" "$err"; return 1; }
 }
 all_or_nothing_keeps_the_old_way() { # nothing written unless every tensor is done
   local rc pid
@@ -889,6 +907,7 @@ case_ existing_output_needs_force existing_output_needs_force
 case_ interrupted_run_keeps_what_is_done_and_resumes interrupted_run_keeps_what_is_done_and_resumes
 case_ failing_tensor_stops_the_run failing_tensor_stops_the_run
 case_ keep_going_past_a_failing_tensor keep_going_past_a_failing_tensor
+case_ first_error_is_the_failure_not_a_cancel first_error_is_the_failure_not_a_cancel
 case_ all_or_nothing_keeps_the_old_way all_or_nothing_keeps_the_old_way
 case_ sigkill_leaves_no_partial_output sigkill_leaves_no_partial_output
 case_ resume_refuses_a_changed_graph resume_refuses_a_changed_graph

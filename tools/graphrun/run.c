@@ -890,7 +890,7 @@ static int run_job(run_state *s)
     gr_run_report *r = &s->report;
     gr_job *job = NULL;
     gr_progress progress;
-    gr_error_info err, first;
+    gr_error_info err;
     gr_runtime_info info;
     gr_status st, result = GR_OK, w;
     uint64_t base = 0, peak = 0, total = 0, n = 0, n_pend, *pend, *ready;
@@ -982,22 +982,23 @@ static int run_job(run_state *s)
     r->done = (int64_t)s->ledger.done;
     r->failed = (int64_t)s->ledger.failed;
     r->canceled = r->tensors - r->done - r->failed;
-    gr_job_error_get(job, &first);
-    r->first_status = first.status;
-    if (first.status != GR_OK) {
-        r->first_index = first.index < n ? (int64_t)s->plan.index[s->job_index[first.index]]
-                                         : (int64_t)first.index;
-        snprintf(r->first_node, sizeof(r->first_node), "%s", first.node);
-        snprintf(r->first_message, sizeof(r->first_message), "%s", first.message);
-    } else if (s->ledger.failed > 0) { /* an output not written */
-        for (uint64_t i = 0; i < s->plan.count; i++)
-            if (s->ledger.e[i].outcome == GR_OUTCOME_FAILED) {
-                r->first_status = GR_ERR_INVALID_ARGUMENT;
-                r->first_index = (int64_t)s->plan.index[i];
-                snprintf(r->first_message, sizeof(r->first_message), "%s",
-                         s->ledger.e[i].message ? s->ledger.e[i].message : "");
-                break;
-            }
+    /* The first error is the first failed tensor's, never a cancel: the job's own first
+     * error is the cancel of the run's stop when what failed was writing an output. */
+    r->first_status = GR_OK;
+    for (uint64_t j = 0; j < n; j++) {
+        const gr_ledger_entry *e = &s->ledger.e[s->job_index[j]];
+        gr_index_state state = GR_INDEX_QUEUED;
+        gr_status ist = GR_OK;
+
+        if (e->outcome != GR_OUTCOME_FAILED)
+            continue;
+        gr_job_index_get(job, j, &state, &ist);
+        r->first_status = state == GR_INDEX_FAILED ? ist : GR_ERR_INVALID_ARGUMENT;
+        r->first_index = (int64_t)s->plan.index[s->job_index[j]];
+        snprintf(r->first_node, sizeof(r->first_node), "%s", e->node);
+        snprintf(r->first_message, sizeof(r->first_message), "%s",
+                 e->message ? e->message : "");
+        break;
     }
     for (uint64_t j = 0; j < n; j++) {
         gr_status ist = GR_OK;
