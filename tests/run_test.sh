@@ -416,6 +416,20 @@ PY
   rm "$T/kill_out/.notes.graphrun-tmp.XyZ789" && c=$(counts "$T/kill_out.manifest.json") &&
     [[ $c =~ ^done=48\ failed=0\ not_run=0\ earlier=[1-9] ]] || { echo "    ${c:-}"; return 1; }
 }
+resume_matches_by_input_paths() { # not by index: a file added first moves every index
+  rm -rf "$T/rp_in" "$T/rp_out" "$T/rp_out.manifest.json" && cp -r "$T/in_dir" "$T/rp_in" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/rp_in" --output "$T/rp_out" &&
+    np make "$T/rp_in/a00.npy" 50 70 &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/rp_in" --output "$T/rp_out" \
+      --resume --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["done"] == 6 and d["resumed"] == 5, d
+assert d["outputs_written"] == 1, d' "$out" || return 1
+  local i
+  for i in a00 t1 t2 t3 t4 t5; do np check-seed "$T/rp_out/$i.npy" "$T/rp_in/$i.npy" || return 1; done
+  [[ $(counts "$T/rp_out.manifest.json") == "done=6 failed=0 not_run=0 earlier=5" ]]
+}
 resume_refuses_a_changed_graph() { # every output may be stale: none is skipped
   cp "$examples/seed.graph" "$T/g.graph" && rm -rf "$T/rg_out" &&
     run 0 run --graph "$T/g.graph" --input "$T/in_dir" --output "$T/rg_out" &&
@@ -911,6 +925,7 @@ case_ first_error_is_the_failure_not_a_cancel first_error_is_the_failure_not_a_c
 case_ all_or_nothing_keeps_the_old_way all_or_nothing_keeps_the_old_way
 case_ sigkill_leaves_no_partial_output sigkill_leaves_no_partial_output
 case_ resume_refuses_a_changed_graph resume_refuses_a_changed_graph
+case_ resume_matches_by_input_paths resume_matches_by_input_paths
 case_ refusals_in_json_create_nothing refusals_in_json_create_nothing
 case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes
 case_ sum_to_one_element_outputs sum_to_one_element_outputs
