@@ -430,6 +430,43 @@ assert d["outputs_written"] == 1, d' "$out" || return 1
   for i in a00 t1 t2 t3 t4 t5; do np check-seed "$T/rp_out/$i.npy" "$T/rp_in/$i.npy" || return 1; done
   [[ $(counts "$T/rp_out.manifest.json") == "done=6 failed=0 not_run=0 earlier=5" ]]
 }
+resume_refuses_other_flags() { # --dtype, --shape, --raw and kernel files decide the outputs too
+  local m="$T/rf.manifest.json" g="$examples/seed.graph"
+  rm -f "$T/rf_out.bin" "$m" &&
+    run 0 run --graph "$g" --input "$T/r.bin" --output "$T/rf_out.bin" --shape 4,6 \
+      --manifest "$m" && "$py" -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["settings"]
+assert s == {"dtype": None, "shape": "4,6", "raw": False, "kernel_files": []}, s' "$m" &&
+    run 2 run --graph "$g" --input "$T/r.bin" --output "$T/rf_out.bin" --shape 2,12 \
+      --manifest "$m" --resume &&
+    has "$err" "--resume: --shape differs from the run that wrote $m: every output may be stale" &&
+    run 2 run --graph "$g" --input "$T/r.bin" --output "$T/rf_out.bin" --shape 4,6 \
+      --dtype float32 --manifest "$m" --resume && has "$err" "--resume: --dtype differs from" &&
+    run 0 run --graph "$g" --input "$T/r.bin" --output "$T/rf_out.bin" --shape 4,6 \
+      --manifest "$m" --resume --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["resumed"] == 1 and d["outputs_written"] == 0, d' "$out" ||
+    return 1
+  # Kernel files, given (--kernels) or named by the spec (cuda "FILE"): NVRTC compiles them.
+  if ! ldconfig -p | grep -q libnvrtc.so.13 && [[ ! -e ${CUDA_PATH:-/usr/local/cuda}/lib64/libnvrtc.so.13 ]]; then
+    echo "    (no NVRTC on this machine: kernel files not tried)"
+    return
+  fi
+  rm -rf "$T/rk" && mkdir -p "$T/rk" && cp "$examples/user_kernel.cu" "$T/rk/k.cu" &&
+    cp "$examples/user_kernel.cu" "$T/rk/k2.cu" &&
+    { echo 'cuda "k.cu"'; cat "$g"; } >"$T/rk/g.graph" &&
+    run 0 run --graph "$T/rk/g.graph" --kernels "$T/rk/k2.cu" --input "$T/a.npy" \
+      --output "$T/rk/o.npy" --manifest "$m" --force && "$py" -c '
+import json, sys
+f = json.load(open(sys.argv[1]))["settings"]["kernel_files"]
+assert [x["path"] for x in f] == [sys.argv[2] + "/k2.cu", sys.argv[2] + "/k.cu"], f' "$m" "$T/rk" &&
+    touch -d '2001-01-01' "$T/rk/k.cu" &&
+    run 2 run --graph "$T/rk/g.graph" --kernels "$T/rk/k2.cu" --input "$T/a.npy" \
+      --output "$T/rk/o.npy" --manifest "$m" --resume &&
+    has "$err" "--resume: the kernel files (--kernels, the spec's cuda lines) changed since the run that wrote $m"
+}
 resume_refuses_a_changed_graph() { # every output may be stale: none is skipped
   cp "$examples/seed.graph" "$T/g.graph" && rm -rf "$T/rg_out" &&
     run 0 run --graph "$T/g.graph" --input "$T/in_dir" --output "$T/rg_out" &&
@@ -925,6 +962,7 @@ case_ first_error_is_the_failure_not_a_cancel first_error_is_the_failure_not_a_c
 case_ all_or_nothing_keeps_the_old_way all_or_nothing_keeps_the_old_way
 case_ sigkill_leaves_no_partial_output sigkill_leaves_no_partial_output
 case_ resume_refuses_a_changed_graph resume_refuses_a_changed_graph
+case_ resume_refuses_other_flags resume_refuses_other_flags
 case_ resume_matches_by_input_paths resume_matches_by_input_paths
 case_ refusals_in_json_create_nothing refusals_in_json_create_nothing
 case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes

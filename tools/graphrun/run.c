@@ -110,7 +110,8 @@ static void usage(FILE *f)
             "                   have the size and mtime it records and whose outputs are still\n"
             "                   there with their recorded size; run the others (replacing\n"
             "                   outputs the manifest lists, without --force; not with - for\n"
-            "                   stdin or stdout)\n"
+            "                   stdin or stdout); refused when the graph, --dtype, --shape,\n"
+            "                   --raw or a kernel file differs from the manifest's run\n"
             "  --keep-going     go on past failed tensors (default: the first failure stops\n"
             "                   the run: no new tensor starts, those done stay written)\n"
             "  --all-or-nothing write the outputs only when every tensor is done (a failed or\n"
@@ -366,6 +367,7 @@ typedef struct run_state {
     uint64_t *job_index;  /* the job's index j -> the plan's; n_job of them */
     uint64_t n_job;
     json_t *earlier[2];   /* --resume: the manifests read (the run's, this rank's) */
+    json_t *settings;     /* settings_json, as the run started */
     char **claimed;       /* --resume: the outputs they list, sorted */
     uint64_t n_claimed;
     int64_t manifest_at, manifest_cost; /* when it was last written, and what it took */
@@ -572,6 +574,90 @@ static int stage_manifests(run_state *s)
     return GR_EXIT_OK;
 }
 
+static void add_file_facts(json_t *files, const char *path)
+{
+    struct stat sb;
+    bool there = stat(path, &sb) == 0;
+
+    json_array_append_new(
+        files, json_pack("{s:s,s:I,s:I}", "path", path, "size",
+                         (json_int_t)(there ? sb.st_size : -1), "mtime_ns",
+                         (json_int_t)(there ? (int64_t)sb.st_mtim.tv_sec * 1000000000ll +
+                                                  sb.st_mtim.tv_nsec
+                                            : -1)));
+}
+
+/* What decides the outputs besides the graph file and the inputs, as the manifest records
+ * it for --resume: --dtype, --shape and --raw as given, and the kernel files (--kernels,
+ * and those the spec's `cuda "FILE"` lines name, from the spec's directory as its parser
+ * takes them) with their size and mtime_ns. */
+static json_t *settings_json(const run_args *a)
+{
+    json_t *files = json_array(), *shape = json_null();
+    const char *slash = strrchr(a->graph, '/');
+    char line[4096], path[8192];
+    FILE *spec;
+
+    if (a->have_shape) {
+        char buf[GR_NPY_MAX_DIMS * 21 + 1];
+        size_t at = 0;
+
+        for (uint32_t d = 0; d < a->shape.ndim && at < sizeof(buf); d++)
+            at += (size_t)snprintf(buf + at, sizeof(buf) - at, d ? ",%llu" : "%llu",
+                                   (unsigned long long)a->shape.dims[d]);
+        shape = json_string(buf);
+    }
+    for (uint32_t k = 0; k < a->n_kernels; k++)
+        add_file_facts(files, a->kernels[k]);
+    if ((spec = fopen(a->graph, "r")) != NULL) {
+        while (fgets(line, sizeof(line), spec)) {
+            char *p = line + strspn(line, " \t"), *end;
+
+            if (strncmp(p, "cuda", 4) != 0 || (p[4] != ' ' && p[4] != '\t'))
+                continue;
+            p += 4 + strspn(p + 4, " \t");
+            if (*p != '"' || (end = strchr(p + 1, '"')) == NULL)
+                continue;
+            snprintf(path, sizeof(path), "%.*s%.*s",
+                     p[1] == '/' || slash == NULL ? 0 : (int)(slash - a->graph + 1), a->graph,
+                     (int)(end - p - 1), p + 1);
+            add_file_facts(files, path);
+        }
+        fclose(spec);
+    }
+    return json_pack("{s:o,s:o,s:b,s:o}", "dtype", a->dtype ? json_string(a->dtype) : json_null(),
+                     "shape", shape, "raw", a->raw, "kernel_files", files);
+}
+
+/* --resume: refused when what decides the outputs (settings_json) is not what the run that
+ * wrote `doc` had, naming what differs. */
+static int same_settings(run_state *s, const json_t *doc, const char *path)
+{
+    static const char *const key[] = {"dtype", "shape", "raw", "kernel_files"};
+    static const char *const what[] = {"--dtype", "--shape", "--raw",
+                                       "the kernel files (--kernels, the spec's cuda lines)"};
+    const json_t *then = json_object_get(doc, "settings");
+    const json_t *now = s->settings;
+    int rc = GR_EXIT_OK;
+
+    if (then == NULL) {
+        snprintf(s->why, sizeof(s->why),
+                 "--resume: %s does not record --dtype, --shape, --raw and the kernel files "
+                 "(written by an older graphrun): run again without --resume (with --force)",
+                 path);
+        rc = GR_EXIT_USAGE;
+    }
+    for (int k = 0; rc == GR_EXIT_OK && k < 4; k++)
+        if (!json_equal(json_object_get(then, key[k]), json_object_get(now, key[k]))) {
+            snprintf(s->why, sizeof(s->why),
+                     "--resume: %s %s the run that wrote %s: every output may be stale; run "
+                     "again without --resume (with --force)",
+                     what[k], k < 3 ? "differs from" : "changed since", path);
+            rc = GR_EXIT_USAGE;
+        }
+    return rc;
+}
+
 /* Step 2: plan this rank's shard, stage its outputs (and the manifests), remove what a
  * killed run left, mark what --resume skips, load the inputs of the rest. */
 static int load_inputs(run_state *s)
@@ -605,6 +691,10 @@ static int load_inputs(run_state *s)
             io.out_dtype[p] = port.dtype;
         }
     }
+    if ((s->settings = settings_json(a)) == NULL) {
+        snprintf(s->why, sizeof(s->why), "out of memory");
+        return GR_EXIT_RUNTIME;
+    }
     /* The manifests first: --resume's tells which existing outputs are the run's own. */
     if ((rc = stage_manifests(s)) != GR_EXIT_OK)
         return rc;
@@ -628,6 +718,11 @@ static int load_inputs(run_state *s)
         snprintf(s->why, sizeof(s->why), "out of memory");
         return GR_EXIT_RUNTIME;
     }
+    for (int k = 0; k < 2; k++)
+        if (s->earlier[k] &&
+            (rc = same_settings(s, s->earlier[k], k == 0 ? s->manifest_path : s->own_path)) !=
+                GR_EXIT_OK)
+            return rc;
     for (int k = 0; k < 2; k++)
         if (s->earlier[k] &&
             gr_ledger_resume(&s->ledger, s->earlier[k],
@@ -730,6 +825,7 @@ static void set_run_fields(const run_state *s, json_t *doc)
     json_object_set_new(doc, "outputs", v);
     json_object_set_new(doc, "mode", json_string(a->all_or_nothing ? "all-or-nothing"
                                                                    : "per-tensor"));
+    json_object_set_new(doc, "settings", json_incref(s->settings));
 }
 
 /* Replace the manifest this rank keeps as the run goes; `now` forces it, else it is written
@@ -1528,6 +1624,7 @@ out:
     free(s->job_index);
     json_decref(s->earlier[0]);
     json_decref(s->earlier[1]);
+    json_decref(s->settings);
     for (uint64_t k = 0; k < s->n_claimed; k++)
         free(s->claimed[k]);
     free(s->claimed);
