@@ -222,6 +222,25 @@ refuses_port_count_mismatch() {
   run 2 run --graph "$examples/dag.graph" --input "$T/a.npy" --output "$T/pc.npy" &&
     has "$err" "takes 2 input(s) and 2 output(s)" && absent "$T/pc.npy"
 }
+long_output_name() { # 244 bytes, legal: its temporary file takes a short hashed name
+  local d="$T/long" name c
+  name="$(printf 'n%.0s' {1..240}).npy"
+  rm -rf "$d" && mkdir -p "$d" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$d/$name" &&
+    np check-seed "$d/$name" "$T/a.npy" || return 1
+  # What a run killed while writing it leaves is removed by the next; another's is not.
+  c=$("$py" -c '
+import sys
+h = 0xcbf29ce484222325
+for b in sys.argv[1].encode():
+    h = ((h ^ b) * 0x100000001b3) % (1 << 64)
+print(f".graphrun-tmp.{h:016x}")' "$name") || return 1
+  echo partial >"$d/$c.AbC123" && echo other >"$d/.graphrun-tmp.0123456789abcdef.XyZ789" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$d/$name" --force &&
+    np check-seed "$d/$name" "$T/a.npy" || return 1
+  c=$(ls -A "$d" | grep '^\.') || true
+  [[ $c == .graphrun-tmp.0123456789abcdef.XyZ789 ]] || { echo "    hidden files left: $c"; return 1; }
+}
 existing_output_needs_force() {
   cp "$T/a.npy" "$T/keep.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
     --output "$T/keep.npy" && has "$err" "exists (use --force" && cmp -s "$T/a.npy" "$T/keep.npy" &&
@@ -955,6 +974,7 @@ case_ refuses_unwritable_output refuses_unwritable_output
 case_ refuses_bad_spec_with_line_and_column refuses_bad_spec_with_line_and_column
 case_ refuses_port_count_mismatch refuses_port_count_mismatch
 case_ existing_output_needs_force existing_output_needs_force
+case_ long_output_name long_output_name
 case_ interrupted_run_keeps_what_is_done_and_resumes interrupted_run_keeps_what_is_done_and_resumes
 case_ failing_tensor_stops_the_run failing_tensor_stops_the_run
 case_ keep_going_past_a_failing_tensor keep_going_past_a_failing_tensor

@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -459,21 +460,64 @@ out:
 
 #define TMP_INFIX ".graphrun-tmp."
 #define TMP_RANDOM 6 /* mkstemp's XXXXXX */
+#define TMP_HASH 16  /* hex digits of a long name's hash */
+#define TMP_MAX_BASE (NAME_MAX - 1 - (sizeof(TMP_INFIX) - 1) - TMP_RANDOM)
 
-/* Create the temporary file of output `out`, ".NAME.graphrun-tmp.XXXXXX" beside it:
- * hidden, plainly ours, and never NAME itself. */
+/* FNV-1a of the string. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* `path`'s directory part and TMP_INFIX, then its name's hash: the hashed temporary name
+ * without its random part (malloc'd). */
+static char *hashed_stem(const char *path)
+{
+    size_t dl = dir_part(path), n = dl + sizeof(TMP_INFIX) + TMP_HASH + 1;
+    char *p = malloc(n);
+
+    if (p)
+        snprintf(p, n, "%.*s" TMP_INFIX "%016llx", (int)dl, path,
+                 (unsigned long long)name_hash(path + dl));
+    return p;
+}
+
+char *gr_io_tmp_template(const char *path)
+{
+    size_t dl = dir_part(path), n = strlen(path) + 64;
+    char *tmp;
+
+    if (strlen(path + dl) > TMP_MAX_BASE) {
+        char *stem = hashed_stem(path);
+
+        if (stem == NULL || (tmp = malloc(strlen(stem) + 8)) == NULL) {
+            free(stem);
+            return NULL;
+        }
+        sprintf(tmp, "%s.XXXXXX", stem);
+        free(stem);
+        return tmp;
+    }
+    if ((tmp = malloc(n)) != NULL)
+        snprintf(tmp, n, "%.*s.%s" TMP_INFIX "XXXXXX", (int)dl, path, path + dl);
+    return tmp;
+}
+
+/* Create the temporary file of output `out` beside it (gr_io_tmp_template): hidden, plainly
+ * ours, and never NAME itself. */
 static gr_status make_tmp(const char *out, char **tmp_out, char *why, size_t why_len)
 {
     const char *slash = strrchr(out, '/');
     size_t dirlen = slash ? (size_t)(slash - out) : 0;
-    size_t n = strlen(out) + 32;
-    char *tmp = malloc(n);
+    char *tmp = gr_io_tmp_template(out);
     int fd;
 
     if (tmp == NULL)
         return fail(why, why_len, "out of memory");
-    snprintf(tmp, n, "%.*s%s.%s" TMP_INFIX "XXXXXX", (int)dirlen, out, slash ? "/" : "",
-             slash ? slash + 1 : out);
     fd = mkstemp(tmp);
     if (fd < 0) {
         gr_status st = fail(why, why_len, "output %s: cannot create a file in %.*s: %s", out,
@@ -762,10 +806,19 @@ static bool is_leftover(const char *name, size_t *base)
     return true;
 }
 
+/* Whether `name` is the hashed form, ".graphrun-tmp.HASH.XXXXXX". */
+static bool is_hashed_leftover(const char *name)
+{
+    size_t m = sizeof(TMP_INFIX) - 1;
+
+    return strlen(name) == m + TMP_HASH + 1 + TMP_RANDOM && memcmp(name, TMP_INFIX, m) == 0 &&
+           strspn(name + m, "0123456789abcdef") == TMP_HASH && name[m + TMP_HASH] == '.';
+}
+
 uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
 {
-    uint64_t n = plan->count * plan->opt.n_outputs, removed = 0, n_dirs;
-    char **sorted = malloc((n + 1) * sizeof(*sorted));
+    uint64_t n = plan->count * plan->opt.n_outputs, removed = 0, n_dirs, n_stems = 0;
+    char **sorted = malloc((n + 1) * sizeof(*sorted)), **stems = NULL;
     const char **dirs = one_per_dir(plan, &n_dirs);
 
     if (sorted == NULL || dirs == NULL) {
@@ -775,6 +828,20 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
     }
     memcpy(sorted, plan->out, n * sizeof(*sorted));
     qsort(sorted, n, sizeof(*sorted), name_cmp);
+    /* The hashed stems of the outputs whose names are too long for the plain form. */
+    for (uint64_t k = 0; k < n; k++)
+        if (strlen(plan->out[k] + dir_part(plan->out[k])) > TMP_MAX_BASE) {
+            char **v = realloc(stems, (n_stems + 1) * sizeof(*v));
+
+            if (v == NULL || (v[n_stems] = hashed_stem(plan->out[k])) == NULL) {
+                stems = v ? v : stems;
+                break;
+            }
+            stems = v;
+            n_stems++;
+        }
+    if (stems)
+        qsort(stems, n_stems, sizeof(*stems), name_cmp);
     for (uint64_t k = 0; k < n_dirs; k++) {
         const char *out = dirs[k];
         size_t len = dir_part(out);
@@ -791,10 +858,24 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
             size_t base;
             char *want, *tmp;
 
-            if (!is_leftover(e->d_name, &base) || (want = malloc(len + base + 1)) == NULL)
+            char **among = sorted;
+            uint64_t n_among = n;
+
+            if (n_stems && is_hashed_leftover(e->d_name)) {
+                base = strlen(e->d_name) - 1 - TMP_RANDOM; /* the stem's own part */
+                if ((want = malloc(len + base + 1)) == NULL)
+                    continue;
+                snprintf(want, len + base + 1, "%.*s%.*s", (int)len, out, (int)base, e->d_name);
+                among = stems;
+                n_among = n_stems;
+            } else if (!is_leftover(e->d_name, &base) ||
+                       (want = malloc(len + base + 1)) == NULL) {
                 continue;
-            snprintf(want, len + base + 1, "%.*s%.*s", (int)len, out, (int)base, e->d_name + 1);
-            if (bsearch(&want, sorted, n, sizeof(*sorted), name_cmp) != NULL &&
+            } else {
+                snprintf(want, len + base + 1, "%.*s%.*s", (int)len, out, (int)base,
+                         e->d_name + 1);
+            }
+            if (bsearch(&want, among, n_among, sizeof(*among), name_cmp) != NULL &&
                 (tmp = join(dir, e->d_name)) != NULL) {
                 removed += unlink(tmp) == 0;
                 free(tmp);
@@ -804,6 +885,9 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
         closedir(d);
         free(dir);
     }
+    for (uint64_t k = 0; k < n_stems; k++)
+        free(stems[k]);
+    free(stems);
     free(sorted);
     free(dirs);
     return removed;
