@@ -707,6 +707,18 @@ flags_that_do_not_apply() { # refused in the flag's terms (exit 2); warned when 
   run 2 demo --contexts private --count 1 --elems 16 &&
     has "$err" "--contexts private does not apply to the host backend"
 }
+check_says_which_flags_it_takes() { # the help as check behaves: run's flags but how a run goes
+  local f
+  for f in --resume --keep-going --all-or-nothing "--manifest=$T/cm.json" "--progress=never" \
+    --mpi "--mpi-timeout=5"; do
+    run 2 check --graph "$examples/seed.graph" --input "$T/a.npy" "$f" &&
+      has "$err" "graphrun check: $f is a flag of graphrun run (how a run goes, not what it checks): drop it" ||
+      return 1
+  done
+  run 0 check --help && has "$out" "--keep-going, --all-or-nothing, --manifest, --progress, --mpi and --mpi-timeout" &&
+    run 0 run --help && has "$out" "--resume, --keep-going, --all-or-nothing, --manifest, --progress, --mpi and" &&
+    ! grep -q 'tries the same command line' "$out" && [[ ! -e $T/cm.json ]]
+}
 check_is_a_dry_run() { # footprints, the least budget, the cuts; nothing created or run
   mkdir -p "$T/ck_in" && np make "$T/ck_in/big.npy" 30000 80 && np make "$T/ck_in/s1.npy" 10 81 &&
     np make "$T/ck_in/s2.npy" 12 82 && printf 'x' >"$T/ck_in/readme" &&
@@ -1006,4 +1018,5 @@ case_ lists_per_tensor_and_resume lists_per_tensor_and_resume
 case_ stdout_only_after_success stdout_only_after_success
 case_ flags_that_do_not_apply flags_that_do_not_apply
 case_ check_is_a_dry_run check_is_a_dry_run
+case_ check_says_which_flags_it_takes check_says_which_flags_it_takes
 exit $failed
