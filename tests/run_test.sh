@@ -584,6 +584,21 @@ f = json.load(open(sys.argv[1]))["files"][0]
 assert f["status"] == "done" and f["outputs"] == ["-"] and f["inputs"][0]["path"] == "-", f' \
       "$T/pipe.manifest.json"
 }
+stdout_leaves_nothing_in_tmpdir() { # the tensor's file is unlinked at once: SIGKILL leaves none
+  local tmp="$T/so_tmp" pid left
+  big_inputs && rm -rf "$tmp" "$T/so_fifo" && mkdir -p "$tmp" && mkfifo "$T/so_fifo" || return 1
+  exec 3<>"$T/so_fifo" # held open both ways: the writer opens at once and blocks once full
+  TMPDIR=$tmp "$bin" run --graph "$examples/seed.graph" --input "$T/big_in/t00.npy" \
+    --output - >"$T/so_fifo" 2>"$err" &
+  pid=$!
+  head -c 1 <&3 >/dev/null # the tensor is being copied to stdout, 4 MiB into 64 KiB
+  left=$(find "$tmp" -type f)
+  kill -KILL "$pid"
+  wait "$pid"
+  exec 3>&-
+  left+=$(find "$tmp" -type f)
+  [[ -z $left ]] || { echo "    left in \$TMPDIR: $left"; return 1; }
+}
 directory_skips_what_is_not_a_tensor() { # only .npy; the rest named on stderr and in --json
   mkdir -p "$T/sk_in/sub" && cp "$T/in_dir"/t1.npy "$T/in_dir"/t2.npy "$T/sk_in/" &&
     printf 'notes' >"$T/sk_in/notes.txt" && touch "$T/sk_in/sub/t3.npy" &&
@@ -1016,6 +1031,7 @@ case_ input_lists input_lists
 case_ stdin_and_stdout stdin_and_stdout
 case_ lists_per_tensor_and_resume lists_per_tensor_and_resume
 case_ stdout_only_after_success stdout_only_after_success
+case_ stdout_leaves_nothing_in_tmpdir stdout_leaves_nothing_in_tmpdir
 case_ flags_that_do_not_apply flags_that_do_not_apply
 case_ check_is_a_dry_run check_is_a_dry_run
 case_ check_says_which_flags_it_takes check_says_which_flags_it_takes

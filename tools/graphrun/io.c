@@ -719,8 +719,9 @@ static gr_status write_all(int fd, const void *src, uint64_t bytes)
     return GR_OK;
 }
 
-/* Write output k (of index i) into its temporary file. */
-static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
+/* Write output k (of index i) into `fd` (fsynced when `sync`). */
+static gr_status write_into(gr_io_plan *plan, uint64_t k, uint64_t i, int fd, bool sync,
+                            char *why, size_t len)
 {
     const gr_io_file *lead = &plan->in[i * plan->opt.n_inputs + gr_io_lead_port(&plan->opt)];
     uint32_t port = (uint32_t)(k % plan->opt.n_outputs);
@@ -731,24 +732,68 @@ static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *wh
     const char *out = plan->out[k];
     char header[4096];
     size_t hlen = 0;
-    int fd;
 
     if (ends_with(out, ".npy")) {
         hlen = gr_npy_format_header(type, shape->dims, shape->ndim, header, sizeof(header));
         if (hlen == 0)
             return fail(why, len, "output %s: shape too large for a .npy header", out);
     }
-    fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
-    if (fd < 0 || (hlen && write_all(fd, header, hlen) != GR_OK) ||
+    if ((hlen && write_all(fd, header, hlen) != GR_OK) ||
         write_all(fd, plan->out_data[k], elems * gr_dtype_size(type)) != GR_OK ||
-        fsync(fd) != 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return fail(why, len, "output %s: cannot write: %s", out, strerror(e));
+        (sync && fsync(fd) != 0))
+        return fail(why, len, "output %s: cannot write: %s", out, strerror(errno));
+    return GR_OK;
+}
+
+/* Write output k (of index i) into its temporary file. */
+static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
+{
+    int fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
+    gr_status st;
+
+    if (fd < 0)
+        return fail(why, len, "output %s: cannot write: %s", plan->out[k], strerror(errno));
+    if ((st = write_into(plan, k, i, fd, true, why, len)) != GR_OK) {
+        close(fd);
+        return st;
     }
     if (close(fd) != 0)
-        return fail(why, len, "output %s: cannot write: %s", out, strerror(errno));
+        return fail(why, len, "output %s: cannot write: %s", plan->out[k], strerror(errno));
+    return GR_OK;
+}
+
+static bool is_stdout(const gr_io_plan *plan, uint64_t k)
+{
+    return plan->src.stdout_file && strcmp(plan->out[k], plan->src.stdout_file) == 0;
+}
+
+/* The `-` output k (of index i): into a file of stdout's directory, unlinked as soon as it
+ * is made, so that a process killed at any moment (SIGKILL) leaves no tensor in $TMPDIR;
+ * kept open for gr_inputs_emit_stdout. */
+static gr_status write_stdout(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
+{
+    gr_inputs *src = &plan->src;
+    char *tmp = gr_io_tmp_template(src->stdout_file);
+    gr_status st;
+    int fd;
+
+    if (tmp == NULL)
+        return fail(why, len, "out of memory");
+    fd = mkstemp(tmp);
+    if (fd >= 0)
+        unlink(tmp);
+    free(tmp);
+    if (fd < 0)
+        return fail(why, len, "--output -: cannot create a file in %s: %s", src->stdout_dir,
+                    strerror(errno));
+    if ((st = write_into(plan, k, i, fd, false, why, len)) != GR_OK) {
+        close(fd);
+        return st;
+    }
+    if (src->stdout_written)
+        close(src->stdout_fd);
+    src->stdout_fd = fd;
+    src->stdout_written = true;
     return GR_OK;
 }
 
@@ -761,6 +806,13 @@ gr_status gr_io_write(gr_io_plan *plan, volatile const int *stop, char *why, siz
         if (stop && *stop) {
             gr_io_abort(plan);
             return GR_ERR_CANCELED;
+        }
+        if (is_stdout(plan, k)) {
+            if ((st = write_stdout(plan, k, k / no, why, why_len)) != GR_OK) {
+                gr_io_abort(plan);
+                return st;
+            }
+            continue;
         }
         if ((plan->tmp[k] == NULL && (st = create_tmp(plan, k, why, why_len)) != GR_OK) ||
             (st = write_output(plan, k, k / no, why, why_len)) != GR_OK) {
@@ -777,6 +829,11 @@ gr_status gr_io_write_tensor(gr_io_plan *plan, uint64_t i, char *why, size_t why
     gr_status st;
 
     for (uint64_t k = i * no; k < (i + 1) * no; k++) {
+        if (is_stdout(plan, k)) {
+            if ((st = write_stdout(plan, k, i, why, why_len)) != GR_OK)
+                return st;
+            continue;
+        }
         if ((st = create_tmp(plan, k, why, why_len)) != GR_OK)
             return st;
         if ((st = write_output(plan, k, i, why, why_len)) == GR_OK &&
@@ -932,6 +989,8 @@ gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len)
     sigaddset(&hold, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &hold, &previous);
     for (uint64_t k = 0; k < plan->count * no; k++) {
+        if (plan->tmp[k] == NULL) /* stdout's, written already (write_stdout) */
+            continue;
         if (rename(plan->tmp[k], plan->out[k]) != 0) {
             st = fail(why, why_len, "output %s: cannot rename into place: %s (%llu of %llu "
                                     "outputs were already in place)",

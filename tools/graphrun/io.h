@@ -22,7 +22,7 @@
  * Temporary files are named ".NAME.graphrun-tmp.XXXXXX" beside output NAME (a NAME too
  * long for that: gr_io_tmp_template), never NAME itself, so a process killed at any moment
  * (SIGKILL included) leaves no partial file under an output's name; gr_io_clean_leftovers
- * removes what such a process left.
+ * removes what such a process left. stdout's (`-`) is unlinked as soon as it is made.
  *
  * Shards: several processes can share one set of inputs. Process `shard` of `shards` plans
  * only the tensors whose index i (a directory's names sorted, a list's in its order; 0 for
