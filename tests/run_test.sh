@@ -494,6 +494,24 @@ resume_refuses_a_changed_graph() { # every output may be stale: none is skipped
     has "$err" "--resume: the graph file changed since the run that wrote $T/rg_out.manifest.json" &&
     [[ $(counts "$T/rg_out.manifest.json") == "done=5 failed=0 not_run=0 earlier=0" ]]
 }
+usage_mistakes_in_runs_terms() { # --json abbreviated; getopt's mistakes named as run's
+  run 2 run --js --bogus && has "$err" "graphrun run: unrecognized option '--bogus'" && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "refused" and d["error"] == "unrecognized option '"'"'--bogus'"'"'", d' "$out" &&
+    run 2 run --graph && has "$err" "graphrun run: option '--graph' requires a value" &&
+    run 2 run --m x && has "$err" "graphrun run: ambiguous option '--m'" &&
+    run 2 run --jso --graph "$examples/seed.graph" --input "$T/a.npy" --out=- &&
+    [[ ! -s $out ]] && has "$err" "--json prints on stdout" || return 1
+  # --resume finding no manifest says so only when the run goes ahead.
+  printf '%s\n' "$T/in_dir/t1.npy" "$T/no_such.npy" >"$T/rn_in.txt" &&
+    run 2 run --graph "$examples/seed.graph" --input "@$T/rn_in.txt" --output "$T/rn_out" \
+      --resume && ! grep -q 'no manifest at' "$err" &&
+    printf '%s\n' "$T/in_dir/t1.npy" >"$T/rn_in.txt" &&
+    run 0 run --graph "$examples/seed.graph" --input "@$T/rn_in.txt" --output "$T/rn_out" \
+      --resume && has "$err" "--resume: no manifest at $T/rn_out.manifest.json" ||
+    { sed 's/^/    | /' "$err"; return 1; }
+}
 refusals_in_json_create_nothing() { # one JSON object for every refusal; nothing on disk
   local line want
   # Inputs (issue 15's other half): directories of other names, a list's output whose
@@ -1012,6 +1030,7 @@ case_ resume_refuses_a_changed_graph resume_refuses_a_changed_graph
 case_ resume_refuses_other_flags resume_refuses_other_flags
 case_ resume_matches_by_input_paths resume_matches_by_input_paths
 case_ refusals_in_json_create_nothing refusals_in_json_create_nothing
+case_ usage_mistakes_in_runs_terms usage_mistakes_in_runs_terms
 case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes
 case_ sum_to_one_element_outputs sum_to_one_element_outputs
 case_ cuda_source_kernels_refused_on_host cuda_source_kernels_refused_on_host

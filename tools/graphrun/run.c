@@ -177,6 +177,17 @@ typedef struct run_args {
     gr_runtime_opts rt;
 } run_args;
 
+/* How many of the options `arg` ("--NAME[=VALUE]") is a prefix of. */
+static int prefix_of(const struct option *longopts, const char *arg)
+{
+    size_t n = strcspn(arg + 2, "=");
+    int hits = 0;
+
+    for (; longopts->name; longopts++)
+        hits += strncmp(longopts->name, arg + 2, n) == 0;
+    return hits;
+}
+
 static int parse_args(int argc, char **argv, run_args *a)
 {
     static const struct option longopts[] = {
@@ -206,6 +217,7 @@ static int parse_args(int argc, char **argv, run_args *a)
     char *end;
 
     optind = 1;
+    opterr = 0; /* its mistakes said below, in run's terms */
     a->mpi_timeout = DEFAULT_MPI_TIMEOUT_S;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (!gr_cli_once(&seen, opt, "gdSPMT", "graphrun run", longopts))
@@ -293,6 +305,19 @@ static int parse_args(int argc, char **argv, run_args *a)
         case 'h':
             usage(stdout);
             return GR_EXIT_OK;
+        case '?':
+            if (optopt != 0 && strncmp(argv[optind - 1], "--", 2) == 0)
+                fprintf(stderr, "graphrun run: option '%s' requires a value\n",
+                        argv[optind - 1]);
+            else if (optopt != 0)
+                fprintf(stderr, "graphrun run: unrecognized option '-%c'\n", optopt);
+            else
+                fprintf(stderr, "graphrun run: %s option '%s'\n",
+                        prefix_of(longopts, argv[optind - 1]) > 1 ? "ambiguous"
+                                                                  : "unrecognized",
+                        argv[optind - 1]);
+            gr_cli_try_help("run");
+            return GR_EXIT_USAGE;
         default:
             r = gr_runtime_opt("run", opt, optarg, &a->rt);
             if (r == 1)
@@ -377,6 +402,7 @@ typedef struct run_state {
     bool manifest_dirty;                 /* a tensor ended since it was last written */
     bool reported;        /* the summary (or --json's object) is out */
     bool refused;         /* the job was refused (on some rank): nothing was written */
+    bool resume_from_nothing; /* --resume found no manifest (said once the run goes ahead) */
     gr_runtime *rt;
     gr_devmem_sampler *sampler;
     gr_run_report report; /* this rank's */
@@ -538,9 +564,7 @@ static int read_earlier(run_state *s)
     }
     if (s->claimed)
         qsort(s->claimed, s->n_claimed, sizeof(*s->claimed), str_cmp);
-    if (s->earlier[0] == NULL && s->earlier[1] == NULL && s->ranks.world.rank == 0)
-        fprintf(stderr, "graphrun run: --resume: no manifest at %s: running every tensor\n",
-                s->manifest_path);
+    s->resume_from_nothing = s->earlier[0] == NULL && s->earlier[1] == NULL;
     return GR_EXIT_OK;
 }
 
@@ -1417,18 +1441,36 @@ static int finish_all_or_nothing(run_state *s, int rc)
     return rc;
 }
 
-/* --json asked for anywhere on the command line (before a "--"): then even a mistake in
- * the command line is answered in JSON; but not with --output -, where stdout holds the
- * tensor alone or nothing (--json is refused then, on stderr only). */
+/* Whether `arg` is long option `name` as getopt_long takes it: the name or a prefix of it
+ * (getopt's abbreviations; none of run's other options starts as --json or --output do),
+ * its "=VALUE" in *value (NULL: none). */
+static bool is_long_opt(const char *arg, const char *name, const char **value)
+{
+    size_t n;
+
+    if (strncmp(arg, "--", 2) != 0)
+        return false;
+    arg += 2;
+    n = strcspn(arg, "=");
+    if (n == 0 || n > strlen(name) || strncmp(arg, name, n) != 0)
+        return false;
+    *value = arg[n] == '=' ? arg + n + 1 : NULL;
+    return true;
+}
+
+/* --json asked for anywhere on the command line (before a "--"), abbreviated or not: then
+ * even a mistake in the command line is answered in JSON; but not with --output -, where
+ * stdout holds the tensor alone or nothing (--json is refused then, on stderr only). */
 static bool wants_json(int argc, char **argv)
 {
     bool json = false;
+    const char *v;
 
     for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++) {
-        if ((strcmp(argv[k], "--output") == 0 && k + 1 < argc && strcmp(argv[k + 1], "-") == 0) ||
-            strcmp(argv[k], "--output=-") == 0)
+        if (is_long_opt(argv[k], "output", &v) &&
+            (v ? strcmp(v, "-") == 0 : k + 1 < argc && strcmp(argv[k + 1], "-") == 0))
             return false;
-        json |= strcmp(argv[k], "--json") == 0;
+        json |= is_long_opt(argv[k], "json", &v) && v == NULL;
     }
     return json;
 }
@@ -1596,6 +1638,9 @@ int gr_cmd_run(int argc, char **argv)
     rc = start_runtime(s);
     if ((rc = gr_ranks_agree(&s->ranks, "starting the runtime", rc, s->why)) != 0)
         goto out;
+    if (s->resume_from_nothing && s->ranks.world.rank == 0)
+        fprintf(stderr, "graphrun run: --resume: no manifest at %s: running every tensor\n",
+                s->manifest_path);
     rc = run_job(s);
     if (!s->refused)
         rc = s->a.all_or_nothing ? finish_all_or_nothing(s, rc) : finish_per_tensor(s, rc);
