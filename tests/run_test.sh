@@ -222,6 +222,25 @@ refuses_port_count_mismatch() {
   run 2 run --graph "$examples/dag.graph" --input "$T/a.npy" --output "$T/pc.npy" &&
     has "$err" "takes 2 input(s) and 2 output(s)" && absent "$T/pc.npy"
 }
+long_output_name() { # 244 bytes, legal: its temporary file takes a short hashed name
+  local d="$T/long" name c
+  name="$(printf 'n%.0s' {1..240}).npy"
+  rm -rf "$d" && mkdir -p "$d" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$d/$name" &&
+    np check-seed "$d/$name" "$T/a.npy" || return 1
+  # What a run killed while writing it leaves is removed by the next; another's is not.
+  c=$("$py" -c '
+import sys
+h = 0xcbf29ce484222325
+for b in sys.argv[1].encode():
+    h = ((h ^ b) * 0x100000001b3) % (1 << 64)
+print(f".graphrun-tmp.{h:016x}")' "$name") || return 1
+  echo partial >"$d/$c.AbC123" && echo other >"$d/.graphrun-tmp.0123456789abcdef.XyZ789" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$d/$name" --force &&
+    np check-seed "$d/$name" "$T/a.npy" || return 1
+  c=$(ls -A "$d" | grep '^\.') || true
+  [[ $c == .graphrun-tmp.0123456789abcdef.XyZ789 ]] || { echo "    hidden files left: $c"; return 1; }
+}
 existing_output_needs_force() {
   cp "$T/a.npy" "$T/keep.npy" && run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" \
     --output "$T/keep.npy" && has "$err" "exists (use --force" && cmp -s "$T/a.npy" "$T/keep.npy" &&
@@ -289,6 +308,7 @@ interrupted_run_keeps_what_is_done_and_resumes() {
   has "$err" "graphrun run: interrupted: $done of 48 done, written; $((48 - done)) not run; rerun with --resume" &&
     has "$out" "interrupted: $done of 48 tensors done, 0 failed, $((48 - done)) not run; $done outputs written" ||
     return 1
+  ! grep -q 'first error' "$out" || { echo "    a first error of cancels:"; cat "$out"; return 1; }
   # --resume runs the rest only: the outputs already there are not written again.
   before=$(cd "$T/big_out" && stat -c '%n %i %Y' * | sort)
   run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" --output "$T/big_out" \
@@ -353,6 +373,23 @@ assert f[0]["status"] == "out of host memory" and "injected" in f[0]["message"],
     has "$out" "failed: 47 of 48 tensors done, 1 failed, 0 not run; 47 outputs written" &&
     has "$err" "graphrun run: failed: 47 of 48 done, written; 1 failed; 0 not run; rerun with --resume"
 }
+first_error_is_the_failure_not_a_cancel() { # an output not written (a full disk) stops the run
+  local c
+  # `ulimit -f` stands for the full disk: writing t04's 8 MiB output fails (EFBIG, SIGXFSZ
+  # ignored), the others are 4 MiB; the stop then cancels the tensors not started.
+  rm -rf "$T/fe_in" "$T/fe_out" && mkdir -p "$T/fe_in" && "$py" -c '
+import numpy as np, sys
+for i in range(24):
+    np.save(f"{sys.argv[1]}/t{i:02d}.npy", np.ones(2 << 20 if i == 4 else 1 << 20, np.float32))
+' "$T/fe_in" || return 1
+  (ulimit -f 6144 && trap '' XFSZ && run 1 run --graph "$examples/seed_unfused.graph" \
+    --input "$T/fe_in" --output "$T/fe_out" --workers 1 --progress never) || return 1
+  c=$(counts "$T/fe_out.manifest.json") || return 1
+  [[ $c =~ ^done=[0-9]+\ failed=1\ not_run=([1-9][0-9]*)\ earlier=0$ ]] || { echo "    $c"; return 1; }
+  has "$out" "first error: index 4: " && has "$out" "File too large" &&
+    has "$err" "first: tensor 4: " && ! grep -q 'canceled' "$out" "$err" ||
+    { sed 's/^/    | /' "$out" "$err"; return 1; }
+}
 all_or_nothing_keeps_the_old_way() { # nothing written unless every tensor is done
   local rc pid
   big_inputs && interrupt_big_run "$T/aon_out" --all-or-nothing &&
@@ -398,6 +435,57 @@ PY
   rm "$T/kill_out/.notes.graphrun-tmp.XyZ789" && c=$(counts "$T/kill_out.manifest.json") &&
     [[ $c =~ ^done=48\ failed=0\ not_run=0\ earlier=[1-9] ]] || { echo "    ${c:-}"; return 1; }
 }
+resume_matches_by_input_paths() { # not by index: a file added first moves every index
+  rm -rf "$T/rp_in" "$T/rp_out" "$T/rp_out.manifest.json" && cp -r "$T/in_dir" "$T/rp_in" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/rp_in" --output "$T/rp_out" &&
+    np make "$T/rp_in/a00.npy" 50 70 &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/rp_in" --output "$T/rp_out" \
+      --resume --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["done"] == 6 and d["resumed"] == 5, d
+assert d["outputs_written"] == 1, d' "$out" || return 1
+  local i
+  for i in a00 t1 t2 t3 t4 t5; do np check-seed "$T/rp_out/$i.npy" "$T/rp_in/$i.npy" || return 1; done
+  [[ $(counts "$T/rp_out.manifest.json") == "done=6 failed=0 not_run=0 earlier=5" ]]
+}
+resume_refuses_other_flags() { # --dtype, --shape, --raw and kernel files decide the outputs too
+  local m="$T/rf.manifest.json" g="$examples/seed.graph"
+  rm -f "$T/rf_out.bin" "$m" &&
+    run 0 run --graph "$g" --input "$T/r.bin" --output "$T/rf_out.bin" --shape 4,6 \
+      --manifest "$m" && "$py" -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["settings"]
+assert s == {"dtype": None, "shape": "4,6", "raw": False, "kernel_files": []}, s' "$m" &&
+    run 2 run --graph "$g" --input "$T/r.bin" --output "$T/rf_out.bin" --shape 2,12 \
+      --manifest "$m" --resume &&
+    has "$err" "--resume: --shape differs from the run that wrote $m: every output may be stale" &&
+    run 2 run --graph "$g" --input "$T/r.bin" --output "$T/rf_out.bin" --shape 4,6 \
+      --dtype float32 --manifest "$m" --resume && has "$err" "--resume: --dtype differs from" &&
+    run 0 run --graph "$g" --input "$T/r.bin" --output "$T/rf_out.bin" --shape 4,6 \
+      --manifest "$m" --resume --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "ok" and d["resumed"] == 1 and d["outputs_written"] == 0, d' "$out" ||
+    return 1
+  # Kernel files, given (--kernels) or named by the spec (cuda "FILE"): NVRTC compiles them.
+  if ! ldconfig -p | grep -q libnvrtc.so.13 && [[ ! -e ${CUDA_PATH:-/usr/local/cuda}/lib64/libnvrtc.so.13 ]]; then
+    echo "    (no NVRTC on this machine: kernel files not tried)"
+    return
+  fi
+  rm -rf "$T/rk" && mkdir -p "$T/rk" && cp "$examples/user_kernel.cu" "$T/rk/k.cu" &&
+    cp "$examples/user_kernel.cu" "$T/rk/k2.cu" &&
+    { echo 'cuda "k.cu"'; cat "$g"; } >"$T/rk/g.graph" &&
+    run 0 run --graph "$T/rk/g.graph" --kernels "$T/rk/k2.cu" --input "$T/a.npy" \
+      --output "$T/rk/o.npy" --manifest "$m" --force && "$py" -c '
+import json, sys
+f = json.load(open(sys.argv[1]))["settings"]["kernel_files"]
+assert [x["path"] for x in f] == [sys.argv[2] + "/k2.cu", sys.argv[2] + "/k.cu"], f' "$m" "$T/rk" &&
+    touch -d '2001-01-01' "$T/rk/k.cu" &&
+    run 2 run --graph "$T/rk/g.graph" --kernels "$T/rk/k2.cu" --input "$T/a.npy" \
+      --output "$T/rk/o.npy" --manifest "$m" --resume &&
+    has "$err" "--resume: the kernel files (--kernels, the spec's cuda lines) changed since the run that wrote $m"
+}
 resume_refuses_a_changed_graph() { # every output may be stale: none is skipped
   cp "$examples/seed.graph" "$T/g.graph" && rm -rf "$T/rg_out" &&
     run 0 run --graph "$T/g.graph" --input "$T/in_dir" --output "$T/rg_out" &&
@@ -405,6 +493,24 @@ resume_refuses_a_changed_graph() { # every output may be stale: none is skipped
     run 2 run --graph "$T/g.graph" --input "$T/in_dir" --output "$T/rg_out" --resume &&
     has "$err" "--resume: the graph file changed since the run that wrote $T/rg_out.manifest.json" &&
     [[ $(counts "$T/rg_out.manifest.json") == "done=5 failed=0 not_run=0 earlier=0" ]]
+}
+usage_mistakes_in_runs_terms() { # --json abbreviated; getopt's mistakes named as run's
+  run 2 run --js --bogus && has "$err" "graphrun run: unrecognized option '--bogus'" && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "refused" and d["error"] == "unrecognized option '"'"'--bogus'"'"'", d' "$out" &&
+    run 2 run --graph && has "$err" "graphrun run: option '--graph' requires a value" &&
+    run 2 run --m x && has "$err" "graphrun run: ambiguous option '--m'" &&
+    run 2 run --jso --graph "$examples/seed.graph" --input "$T/a.npy" --out=- &&
+    [[ ! -s $out ]] && has "$err" "--json prints on stdout" || return 1
+  # --resume finding no manifest says so only when the run goes ahead.
+  printf '%s\n' "$T/in_dir/t1.npy" "$T/no_such.npy" >"$T/rn_in.txt" &&
+    run 2 run --graph "$examples/seed.graph" --input "@$T/rn_in.txt" --output "$T/rn_out" \
+      --resume && ! grep -q 'no manifest at' "$err" &&
+    printf '%s\n' "$T/in_dir/t1.npy" >"$T/rn_in.txt" &&
+    run 0 run --graph "$examples/seed.graph" --input "@$T/rn_in.txt" --output "$T/rn_out" \
+      --resume && has "$err" "--resume: no manifest at $T/rn_out.manifest.json" ||
+    { sed 's/^/    | /' "$err"; return 1; }
 }
 refusals_in_json_create_nothing() { # one JSON object for every refusal; nothing on disk
   local line want
@@ -495,6 +601,21 @@ import json, sys
 f = json.load(open(sys.argv[1]))["files"][0]
 assert f["status"] == "done" and f["outputs"] == ["-"] and f["inputs"][0]["path"] == "-", f' \
       "$T/pipe.manifest.json"
+}
+stdout_leaves_nothing_in_tmpdir() { # the tensor's file is unlinked at once: SIGKILL leaves none
+  local tmp="$T/so_tmp" pid left
+  big_inputs && rm -rf "$tmp" "$T/so_fifo" && mkdir -p "$tmp" && mkfifo "$T/so_fifo" || return 1
+  exec 3<>"$T/so_fifo" # held open both ways: the writer opens at once and blocks once full
+  TMPDIR=$tmp "$bin" run --graph "$examples/seed.graph" --input "$T/big_in/t00.npy" \
+    --output - >"$T/so_fifo" 2>"$err" &
+  pid=$!
+  head -c 1 <&3 >/dev/null # the tensor is being copied to stdout, 4 MiB into 64 KiB
+  left=$(find "$tmp" -type f)
+  kill -KILL "$pid"
+  wait "$pid"
+  exec 3>&-
+  left+=$(find "$tmp" -type f)
+  [[ -z $left ]] || { echo "    left in \$TMPDIR: $left"; return 1; }
 }
 directory_skips_what_is_not_a_tensor() { # only .npy; the rest named on stderr and in --json
   mkdir -p "$T/sk_in/sub" && cp "$T/in_dir"/t1.npy "$T/in_dir"/t2.npy "$T/sk_in/" &&
@@ -619,6 +740,18 @@ flags_that_do_not_apply() { # refused in the flag's terms (exit 2); warned when 
   run 2 demo --contexts private --count 1 --elems 16 &&
     has "$err" "--contexts private does not apply to the host backend"
 }
+check_says_which_flags_it_takes() { # the help as check behaves: run's flags but how a run goes
+  local f
+  for f in --resume --keep-going --all-or-nothing "--manifest=$T/cm.json" "--progress=never" \
+    --mpi "--mpi-timeout=5"; do
+    run 2 check --graph "$examples/seed.graph" --input "$T/a.npy" "$f" &&
+      has "$err" "graphrun check: $f is a flag of graphrun run (how a run goes, not what it checks): drop it" ||
+      return 1
+  done
+  run 0 check --help && has "$out" "--keep-going, --all-or-nothing, --manifest, --progress, --mpi and --mpi-timeout" &&
+    run 0 run --help && has "$out" "--resume, --keep-going, --all-or-nothing, --manifest, --progress, --mpi and" &&
+    ! grep -q 'tries the same command line' "$out" && [[ ! -e $T/cm.json ]]
+}
 check_is_a_dry_run() { # footprints, the least budget, the cuts; nothing created or run
   mkdir -p "$T/ck_in" && np make "$T/ck_in/big.npy" 30000 80 && np make "$T/ck_in/s1.npy" 10 81 &&
     np make "$T/ck_in/s2.npy" 12 82 && printf 'x' >"$T/ck_in/readme" &&
@@ -665,11 +798,36 @@ assert d["status"] == "refused" and d["exit"] == 2 and "nope.graph" in d["error"
     run 0 check -h && has "$out" "usage: graphrun check"
 }
 
+outputs_compared_as_files() { # not as strings: ./d.npy is d.npy, sub/../e.npy is e.npy
+  local d="$T/dup" left
+  rm -rf "$d" && mkdir -p "$d/sub" && printf '%s\n' "$T/in_dir"/t{1,2,3,4}.npy >"$d/in.txt" &&
+    printf '%s\n' d.npy ./d.npy sub/../e.npy e.npy >"$d/out.txt" &&
+    printf '%s\n' d.npy f.npy sub/../e.npy e.npy >"$d/out2.txt" || return 1
+  run 2 run --graph "$examples/seed.graph" --input "@$d/in.txt" --output "@$d/out.txt" &&
+    has "$err" "--output: $d/d.npy (tensor 0, output 0) and $d/./d.npy (tensor 1, output 0) are the same file" &&
+    run 2 run --graph "$examples/seed.graph" --input "@$d/in.txt" --output "@$d/out2.txt" &&
+    has "$err" "$d/sub/../e.npy (tensor 2, output 0) and $d/e.npy (tensor 3, output 0) are the same file" &&
+    run 2 check --graph "$examples/seed.graph" --input "@$d/in.txt" --output "@$d/out2.txt" &&
+    has "$err" "are the same file" || return 1
+  # Two ports, one file; the manifest one of the outputs.
+  run 2 run --graph "$examples/dag.graph" --input "$T/da.npy" --input "$T/db.npy" \
+    --output "$d/x.npy" --output "$d/sub/../x.npy" && has "$err" "are the same file" &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$d/m.npy" \
+      --manifest "$d/./m.npy" &&
+    has "$err" "--manifest $d/./m.npy is also an output ($d/m.npy)" &&
+    mkdir "$d/o" && run 2 run --graph "$examples/seed.graph" --input "$T/in_dir" \
+      --output "$d/o" --manifest "$d/o/t3.npy" &&
+    has "$err" "--manifest $d/o/t3.npy is also an output" || return 1
+  left="$(ls -A "$d" | tr '\n' ' ')$(ls -A "$d/sub")$(ls -A "$d/o")"
+  [[ $left == "in.txt o out.txt out2.txt sub " ]] ||
+    { echo "    left: $left"; return 1; }
+}
 case_ npy_round_trip npy_round_trip
 case_ npy_shapes npy_shapes
 case_ raw_files raw_files
 case_ directories directories
 case_ two_inputs_two_outputs two_inputs_two_outputs
+case_ outputs_compared_as_files outputs_compared_as_files
 case_ unfused_graph_equals_fused unfused_graph_equals_fused
 softmax_rows_of_npy_shapes() { # the rows come from the file's shape
   local s
@@ -861,13 +1019,18 @@ case_ refuses_unwritable_output refuses_unwritable_output
 case_ refuses_bad_spec_with_line_and_column refuses_bad_spec_with_line_and_column
 case_ refuses_port_count_mismatch refuses_port_count_mismatch
 case_ existing_output_needs_force existing_output_needs_force
+case_ long_output_name long_output_name
 case_ interrupted_run_keeps_what_is_done_and_resumes interrupted_run_keeps_what_is_done_and_resumes
 case_ failing_tensor_stops_the_run failing_tensor_stops_the_run
 case_ keep_going_past_a_failing_tensor keep_going_past_a_failing_tensor
+case_ first_error_is_the_failure_not_a_cancel first_error_is_the_failure_not_a_cancel
 case_ all_or_nothing_keeps_the_old_way all_or_nothing_keeps_the_old_way
 case_ sigkill_leaves_no_partial_output sigkill_leaves_no_partial_output
 case_ resume_refuses_a_changed_graph resume_refuses_a_changed_graph
+case_ resume_refuses_other_flags resume_refuses_other_flags
+case_ resume_matches_by_input_paths resume_matches_by_input_paths
 case_ refusals_in_json_create_nothing refusals_in_json_create_nothing
+case_ usage_mistakes_in_runs_terms usage_mistakes_in_runs_terms
 case_ softmax_rows_of_npy_shapes softmax_rows_of_npy_shapes
 case_ sum_to_one_element_outputs sum_to_one_element_outputs
 case_ cuda_source_kernels_refused_on_host cuda_source_kernels_refused_on_host
@@ -887,6 +1050,8 @@ case_ input_lists input_lists
 case_ stdin_and_stdout stdin_and_stdout
 case_ lists_per_tensor_and_resume lists_per_tensor_and_resume
 case_ stdout_only_after_success stdout_only_after_success
+case_ stdout_leaves_nothing_in_tmpdir stdout_leaves_nothing_in_tmpdir
 case_ flags_that_do_not_apply flags_that_do_not_apply
 case_ check_is_a_dry_run check_is_a_dry_run
+case_ check_says_which_flags_it_takes check_says_which_flags_it_takes
 exit $failed

@@ -42,6 +42,10 @@ static void usage(FILE *f)
             "  --json           print the check as JSON on stdout (refusals too)\n"
             "  --help           this text\n" GR_RUNTIME_OPTIONS_HELP
             "\n"
+            "Run's flags that say how a run goes, not what it is, are not taken: --resume,\n"
+            "--keep-going, --all-or-nothing, --manifest, --progress, --mpi and --mpi-timeout\n"
+            "(drop them to check a run's command line).\n"
+            "\n"
             "The budget is --budget, else run's default (three iterations of the largest\n"
             "tensor). Exit status: 0 run would take the job, 2 it would refuse it (a bad\n"
             "command line, graph, input, or a budget too small for a graph that cannot be\n"
@@ -50,6 +54,23 @@ static void usage(FILE *f)
 
 /* check takes exactly the flags it shares with run, parsed by the same code (runopts.h). */
 typedef gr_run_opts check_args;
+
+/* Whether `arg` is one of run's flags that check does not take (see usage). */
+static bool run_only(const char *arg)
+{
+    static const char *const flags[] = {"resume", "keep-going", "all-or-nothing", "manifest",
+                                        "progress", "mpi", "mpi-timeout"};
+    size_t n;
+
+    if (strncmp(arg, "--", 2) != 0)
+        return false;
+    arg += 2;
+    n = strcspn(arg, "=");
+    for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
+        if (strlen(flags[k]) == n && strncmp(arg, flags[k], n) == 0)
+            return true;
+    return false;
+}
 
 static int parse_args(int argc, char **argv, check_args *a)
 {
@@ -69,6 +90,11 @@ static int parse_args(int argc, char **argv, check_args *a)
         if (opt == 'h') {
             usage(stdout);
             return GR_EXIT_OK;
+        }
+        if (opt == '?' && optind > 1 && run_only(argv[optind - 1])) {
+            fprintf(stderr, "graphrun check: %s is a flag of graphrun run (how a run goes, "
+                            "not what it checks): drop it\n", argv[optind - 1]);
+            return GR_EXIT_USAGE;
         }
         r = gr_run_opt("check", opt, optarg, a);
         if (r == 1)

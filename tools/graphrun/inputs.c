@@ -3,9 +3,10 @@
  *
  * Everything here is decided from names and directory listings alone, before io.c opens a
  * tensor: a refused run has read nothing and created nothing (stdin, read into a memfd, is
- * memory, not a file). The one file this module creates, stdout's temporary .npy, is made
- * only with stage_stdout (a run, never a check), in a directory of its own that
- * gr_inputs_free removes whatever the outcome.
+ * memory, not a file). The one thing this module creates, the directory of stdout's
+ * temporary .npy (io.c writes the tensor there into a file it unlinks at once), is made
+ * only with stage_stdout (a run, never a check), and gr_inputs_free removes it whatever
+ * the outcome.
  */
 #define _GNU_SOURCE /* memfd_create, strdup */
 #include "tools/graphrun/inputs.h"
@@ -521,31 +522,31 @@ out:
 gr_status gr_inputs_emit_stdout(const gr_inputs *in, int fd, char *why, size_t why_len)
 {
     char buf[1 << 16];
+    off_t at = 0;
     ssize_t got;
-    int src;
 
     if (in->stdout_file == NULL)
         return GR_OK;
-    if ((src = open(in->stdout_file, O_RDONLY | O_CLOEXEC)) < 0)
-        return gr_io_fail(why, why_len, "--output -: %s: %s", in->stdout_file, strerror(errno));
-    while ((got = read(src, buf, sizeof(buf))) != 0) {
+    if (!in->stdout_written)
+        return gr_io_fail(why, why_len, "--output -: no tensor was written");
+    while ((got = pread(in->stdout_fd, buf, sizeof(buf), at)) != 0) {
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
             break;
+        at += got;
         for (ssize_t put = 0, w; put < got; put += w)
             if ((w = write(fd, buf + put, (size_t)(got - put))) < 0) {
                 if (errno == EINTR) {
                     w = 0;
                     continue;
                 }
-                close(src);
                 return gr_io_fail(why, why_len, "--output -: cannot write stdout: %s",
-                                  strerror(errno));
+                            strerror(errno));
             }
     }
-    close(src);
-    return got < 0 ? gr_io_fail(why, why_len, "--output -: cannot read %s", in->stdout_file)
+    return got < 0 ? gr_io_fail(why, why_len, "--output -: cannot read the tensor back: %s",
+                          strerror(errno))
                    : GR_OK;
 }
 
@@ -574,6 +575,8 @@ void gr_inputs_free(gr_inputs *in)
         free(in->out[i]);
     free(in->in);
     free(in->out);
+    if (in->stdout_written)
+        close(in->stdout_fd);
     if (in->stdout_file) {
         unlink(in->stdout_file);
         rmdir(in->stdout_dir);

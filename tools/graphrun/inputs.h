@@ -6,8 +6,9 @@
  * The forms, the same for every port of a run (mixing them is refused):
  *   - files: one tensor. `-` as an input is stdin (one .npy, or raw data with --dtype,
  *     --shape or --raw), read whole into memory (a memfd: no file is created); `-` as an
- *     output is stdout: the .npy is written to a temporary file in $TMPDIR and copied to
- *     stdout once the run has succeeded (nothing on stdout otherwise).
+ *     output is stdout: the .npy is written to a temporary file in $TMPDIR, unlinked as soon as
+ *     it is made (io.c), and copied to stdout once the run has succeeded (nothing on stdout
+ *     otherwise).
  *   - directories: one tensor per file. Without raw mode only `.npy` files are tensors; in
  *     raw mode (--raw, --dtype or --shape) every regular file is one. Everything else that
  *     is there (other files, subdirectories, sockets, ...) is skipped, and listed as skipped;
@@ -51,7 +52,9 @@ typedef struct gr_inputs {
     int stdin_fd;      /* with stdin_path: the memfd holding stdin */
     bool stdin_npy;    /* it starts with the .npy magic */
     char *stdout_dir;  /* `-` output: a directory of ours in $TMPDIR, and the file in it */
-    char *stdout_file;
+    char *stdout_file; /* (its name as an output: io.c writes it unlinked, into stdout_fd) */
+    int stdout_fd;     /* with stdout_written: the tensor, for gr_inputs_emit_stdout */
+    bool stdout_written;
 } gr_inputs;
 
 typedef struct gr_inputs_options {
@@ -71,7 +74,8 @@ gr_status gr_inputs_resolve(const gr_inputs_options *opt, gr_inputs *in, char *w
 /* Whether `path` is stdin's memfd (so io.c names it "stdin"). */
 bool gr_inputs_is_stdin(const gr_inputs *in, const char *path);
 
-/* `-` output: copy its file to `fd` (the real stdout). GR_OK when there is none. */
+/* `-` output: copy its tensor (stdout_fd) to `fd` (the real stdout). GR_OK when there is
+ * none. */
 gr_status gr_inputs_emit_stdout(const gr_inputs *in, int fd, char *why, size_t why_len);
 
 /* One warning line on stderr naming what was skipped (none when nothing was). */

@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -211,6 +212,116 @@ static gr_status check_output(const gr_io_options *opt, const char *path, char *
     return GR_OK;
 }
 
+/* The length of `path`'s directory part, its final slash included (0: none). */
+static size_t dir_part(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+
+    return slash ? (size_t)(slash - path) + 1 : 0;
+}
+
+/* What file `path` names, as one string: its directory resolved (realpath), then its base
+ * name; a directory not there yet (the run creates it) is resolved from its own parent the
+ * same way. Two paths name the same file when their identities are equal (a hard link by
+ * another name aside). NULL: out of memory. */
+static char *identity(const char *path)
+{
+    size_t dl = dir_part(path);
+    const char *base = path + dl;
+    char *dir, *real, *id;
+
+    while (dl > 1 && path[dl - 2] == '/') /* "a//b" */
+        dl--;
+    dir = dl == 0 ? strdup(".") : dl == 1 ? strdup("/") : strndup(path, dl - 1);
+    if (dir == NULL)
+        return NULL;
+    real = realpath(dir, NULL);
+    if (real == NULL)
+        real = errno == ENOENT && dl > 1 ? identity(dir) : strdup(dir);
+    free(dir);
+    if (real == NULL)
+        return NULL;
+    if (strcmp(base, ".") == 0 || base[0] == '\0')
+        return real;
+    if (strcmp(base, "..") == 0) {
+        char *slash = strrchr(real, '/');
+
+        if (slash && slash != real)
+            *slash = '\0';
+        return real;
+    }
+    id = gr_io_join(strcmp(real, "/") == 0 ? "" : real, base);
+    free(real);
+    return id;
+}
+
+typedef struct out_id {
+    char *id;
+    uint64_t k; /* among the total's outputs, tensor-major */
+} out_id;
+
+static int out_id_cmp(const void *a, const void *b)
+{
+    const out_id *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+
+    return c != 0 ? c : (x->k > y->k) - (x->k < y->k);
+}
+
+/* Every output of every shard a file of its own, and none the manifest: paths compared by
+ * the files they name (identity), not by their spelling, sorted. */
+static gr_status check_distinct(const gr_io_plan *plan, char *why, size_t why_len)
+{
+    uint32_t no = plan->opt.n_outputs;
+    uint64_t n = plan->total * no;
+    out_id *v = calloc(n + 1, sizeof(*v)), key = {NULL, 0};
+    gr_status st = GR_OK;
+
+    if (v == NULL)
+        return gr_io_fail(why, why_len, "out of memory");
+    for (uint64_t k = 0; k < n && st == GR_OK; k++) {
+        v[k].k = k;
+        if ((v[k].id = identity(plan->src.out[k])) == NULL)
+            st = gr_io_fail(why, why_len, "out of memory");
+    }
+    if (st == GR_OK)
+        qsort(v, n, sizeof(*v), out_id_cmp);
+    for (uint64_t k = 1; k < n && st == GR_OK; k++)
+        if (strcmp(v[k - 1].id, v[k].id) == 0) {
+            uint64_t a = v[k - 1].k, b = v[k].k;
+
+            st = gr_io_fail(why, why_len,
+                      "--output: %s (tensor %llu, output %u) and %s (tensor %llu, output %u) "
+                      "are the same file: each output must be a file of its own",
+                      plan->src.out[a], (unsigned long long)(a / no), (unsigned)(a % no),
+                      plan->src.out[b], (unsigned long long)(b / no), (unsigned)(b % no));
+        }
+    if (st == GR_OK && plan->opt.manifest != NULL) {
+        uint64_t lo = 0, hi = n;
+
+        if ((key.id = identity(plan->opt.manifest)) == NULL)
+            st = gr_io_fail(why, why_len, "out of memory");
+        while (st == GR_OK && lo < hi) { /* the first output of that identity */
+            uint64_t mid = lo + (hi - lo) / 2;
+
+            if (strcmp(v[mid].id, key.id) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (st == GR_OK && lo < n && strcmp(v[lo].id, key.id) == 0)
+            st = gr_io_fail(why, why_len,
+                      "--manifest %s is also an output (%s): the manifest would replace it; "
+                      "give the manifest a file of its own",
+                      plan->opt.manifest, plan->src.out[v[lo].k]);
+    }
+    for (uint64_t k = 0; k < n; k++)
+        free(v[k].id);
+    free(v);
+    free(key.id);
+    return st;
+}
+
 gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *why,
                             size_t why_len)
 {
@@ -304,14 +415,10 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
             }
             if ((st = check_output(opt, path, why, why_len)) != GR_OK)
                 goto out;
-            for (uint64_t q = 0; q < i * no + p; q++)
-                if (strcmp(plan->out[q], path) == 0) {
-                    st = gr_io_fail(why, why_len, "output %s is named twice", path);
-                    goto out;
-                }
             plan->bytes_out += gr_io_out_elems(plan, i, p) * gr_dtype_size(opt->out_dtype[p]);
         }
     }
+    st = check_distinct(plan, why, why_len);
 out:
     if (st != GR_OK)
         gr_io_plan_free(plan);
@@ -320,21 +427,64 @@ out:
 
 #define TMP_INFIX ".graphrun-tmp."
 #define TMP_RANDOM 6 /* mkstemp's XXXXXX */
+#define TMP_HASH 16  /* hex digits of a long name's hash */
+#define TMP_MAX_BASE (NAME_MAX - 1 - (sizeof(TMP_INFIX) - 1) - TMP_RANDOM)
 
-/* Create the temporary file of output `out`, ".NAME.graphrun-tmp.XXXXXX" beside it:
- * hidden, plainly ours, and never NAME itself. */
+/* FNV-1a of the string. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* `path`'s directory part and TMP_INFIX, then its name's hash: the hashed temporary name
+ * without its random part (malloc'd). */
+static char *hashed_stem(const char *path)
+{
+    size_t dl = dir_part(path), n = dl + sizeof(TMP_INFIX) + TMP_HASH + 1;
+    char *p = malloc(n);
+
+    if (p)
+        snprintf(p, n, "%.*s" TMP_INFIX "%016llx", (int)dl, path,
+                 (unsigned long long)name_hash(path + dl));
+    return p;
+}
+
+char *gr_io_tmp_template(const char *path)
+{
+    size_t dl = dir_part(path), n = strlen(path) + 64;
+    char *tmp;
+
+    if (strlen(path + dl) > TMP_MAX_BASE) {
+        char *stem = hashed_stem(path);
+
+        if (stem == NULL || (tmp = malloc(strlen(stem) + 8)) == NULL) {
+            free(stem);
+            return NULL;
+        }
+        sprintf(tmp, "%s.XXXXXX", stem);
+        free(stem);
+        return tmp;
+    }
+    if ((tmp = malloc(n)) != NULL)
+        snprintf(tmp, n, "%.*s.%s" TMP_INFIX "XXXXXX", (int)dl, path, path + dl);
+    return tmp;
+}
+
+/* Create the temporary file of output `out` beside it (gr_io_tmp_template): hidden, plainly
+ * ours, and never NAME itself. */
 static gr_status make_tmp(const char *out, char **tmp_out, char *why, size_t why_len)
 {
     const char *slash = strrchr(out, '/');
     size_t dirlen = slash ? (size_t)(slash - out) : 0;
-    size_t n = strlen(out) + 32;
-    char *tmp = malloc(n);
+    char *tmp = gr_io_tmp_template(out);
     int fd;
 
     if (tmp == NULL)
         return gr_io_fail(why, why_len, "out of memory");
-    snprintf(tmp, n, "%.*s%s.%s" TMP_INFIX "XXXXXX", (int)dirlen, out, slash ? "/" : "",
-             slash ? slash + 1 : out);
     fd = mkstemp(tmp);
     if (fd < 0) {
         gr_status st = gr_io_fail(why, why_len, "output %s: cannot create a file in %.*s: %s", out,
@@ -351,14 +501,6 @@ static gr_status make_tmp(const char *out, char **tmp_out, char *why, size_t why
 static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_len)
 {
     return make_tmp(plan->out[k], &plan->tmp[k], why, why_len);
-}
-
-/* The length of `path`'s directory part, its final slash included (0: none). */
-static size_t dir_part(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-
-    return slash ? (size_t)(slash - path) + 1 : 0;
 }
 
 /* Paths ordered by their directory parts. */
@@ -544,8 +686,9 @@ static gr_status write_all(int fd, const void *src, uint64_t bytes)
     return GR_OK;
 }
 
-/* Write output k (of index i) into its temporary file. */
-static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
+/* Write output k (of index i) into `fd` (fsynced when `sync`). */
+static gr_status write_into(gr_io_plan *plan, uint64_t k, uint64_t i, int fd, bool sync,
+                            char *why, size_t len)
 {
     const gr_io_file *lead = &plan->in[i * plan->opt.n_inputs + gr_io_lead_port(&plan->opt)];
     uint32_t port = (uint32_t)(k % plan->opt.n_outputs);
@@ -556,24 +699,68 @@ static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *wh
     const char *out = plan->out[k];
     char header[4096];
     size_t hlen = 0;
-    int fd;
 
     if (gr_io_ends_with(out, ".npy")) {
         hlen = gr_npy_format_header(type, shape->dims, shape->ndim, header, sizeof(header));
         if (hlen == 0)
             return gr_io_fail(why, len, "output %s: shape too large for a .npy header", out);
     }
-    fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
-    if (fd < 0 || (hlen && write_all(fd, header, hlen) != GR_OK) ||
+    if ((hlen && write_all(fd, header, hlen) != GR_OK) ||
         write_all(fd, plan->out_data[k], elems * gr_dtype_size(type)) != GR_OK ||
-        fsync(fd) != 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return gr_io_fail(why, len, "output %s: cannot write: %s", out, strerror(e));
+        (sync && fsync(fd) != 0))
+        return gr_io_fail(why, len, "output %s: cannot write: %s", out, strerror(errno));
+    return GR_OK;
+}
+
+/* Write output k (of index i) into its temporary file. */
+static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
+{
+    int fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
+    gr_status st;
+
+    if (fd < 0)
+        return gr_io_fail(why, len, "output %s: cannot write: %s", plan->out[k], strerror(errno));
+    if ((st = write_into(plan, k, i, fd, true, why, len)) != GR_OK) {
+        close(fd);
+        return st;
     }
     if (close(fd) != 0)
-        return gr_io_fail(why, len, "output %s: cannot write: %s", out, strerror(errno));
+        return gr_io_fail(why, len, "output %s: cannot write: %s", plan->out[k], strerror(errno));
+    return GR_OK;
+}
+
+static bool is_stdout(const gr_io_plan *plan, uint64_t k)
+{
+    return plan->src.stdout_file && strcmp(plan->out[k], plan->src.stdout_file) == 0;
+}
+
+/* The `-` output k (of index i): into a file of stdout's directory, unlinked as soon as it
+ * is made, so that a process killed at any moment (SIGKILL) leaves no tensor in $TMPDIR;
+ * kept open for gr_inputs_emit_stdout. */
+static gr_status write_stdout(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
+{
+    gr_inputs *src = &plan->src;
+    char *tmp = gr_io_tmp_template(src->stdout_file);
+    gr_status st;
+    int fd;
+
+    if (tmp == NULL)
+        return gr_io_fail(why, len, "out of memory");
+    fd = mkstemp(tmp);
+    if (fd >= 0)
+        unlink(tmp);
+    free(tmp);
+    if (fd < 0)
+        return gr_io_fail(why, len, "--output -: cannot create a file in %s: %s", src->stdout_dir,
+                    strerror(errno));
+    if ((st = write_into(plan, k, i, fd, false, why, len)) != GR_OK) {
+        close(fd);
+        return st;
+    }
+    if (src->stdout_written)
+        close(src->stdout_fd);
+    src->stdout_fd = fd;
+    src->stdout_written = true;
     return GR_OK;
 }
 
@@ -586,6 +773,13 @@ gr_status gr_io_write(gr_io_plan *plan, volatile const int *stop, char *why, siz
         if (stop && *stop) {
             gr_io_abort(plan);
             return GR_ERR_CANCELED;
+        }
+        if (is_stdout(plan, k)) {
+            if ((st = write_stdout(plan, k, k / no, why, why_len)) != GR_OK) {
+                gr_io_abort(plan);
+                return st;
+            }
+            continue;
         }
         if ((plan->tmp[k] == NULL && (st = create_tmp(plan, k, why, why_len)) != GR_OK) ||
             (st = write_output(plan, k, k / no, why, why_len)) != GR_OK) {
@@ -602,6 +796,11 @@ gr_status gr_io_write_tensor(gr_io_plan *plan, uint64_t i, char *why, size_t why
     gr_status st;
 
     for (uint64_t k = i * no; k < (i + 1) * no; k++) {
+        if (is_stdout(plan, k)) {
+            if ((st = write_stdout(plan, k, i, why, why_len)) != GR_OK)
+                return st;
+            continue;
+        }
         if ((st = create_tmp(plan, k, why, why_len)) != GR_OK)
             return st;
         if ((st = write_output(plan, k, i, why, why_len)) == GR_OK &&
@@ -631,10 +830,19 @@ static bool is_leftover(const char *name, size_t *base)
     return true;
 }
 
+/* Whether `name` is the hashed form, ".graphrun-tmp.HASH.XXXXXX". */
+static bool is_hashed_leftover(const char *name)
+{
+    size_t m = sizeof(TMP_INFIX) - 1;
+
+    return strlen(name) == m + TMP_HASH + 1 + TMP_RANDOM && memcmp(name, TMP_INFIX, m) == 0 &&
+           strspn(name + m, "0123456789abcdef") == TMP_HASH && name[m + TMP_HASH] == '.';
+}
+
 uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
 {
-    uint64_t n = plan->count * plan->opt.n_outputs, removed = 0, n_dirs;
-    char **sorted = malloc((n + 1) * sizeof(*sorted));
+    uint64_t n = plan->count * plan->opt.n_outputs, removed = 0, n_dirs, n_stems = 0;
+    char **sorted = malloc((n + 1) * sizeof(*sorted)), **stems = NULL;
     const char **dirs = one_per_dir(plan, &n_dirs);
 
     if (sorted == NULL || dirs == NULL) {
@@ -644,6 +852,20 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
     }
     memcpy(sorted, plan->out, n * sizeof(*sorted));
     qsort(sorted, n, sizeof(*sorted), gr_io_name_cmp);
+    /* The hashed stems of the outputs whose names are too long for the plain form. */
+    for (uint64_t k = 0; k < n; k++)
+        if (strlen(plan->out[k] + dir_part(plan->out[k])) > TMP_MAX_BASE) {
+            char **v = realloc(stems, (n_stems + 1) * sizeof(*v));
+
+            if (v == NULL || (v[n_stems] = hashed_stem(plan->out[k])) == NULL) {
+                stems = v ? v : stems;
+                break;
+            }
+            stems = v;
+            n_stems++;
+        }
+    if (stems)
+        qsort(stems, n_stems, sizeof(*stems), gr_io_name_cmp);
     for (uint64_t k = 0; k < n_dirs; k++) {
         const char *out = dirs[k];
         size_t len = dir_part(out);
@@ -660,10 +882,24 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
             size_t base;
             char *want, *tmp;
 
-            if (!is_leftover(e->d_name, &base) || (want = malloc(len + base + 1)) == NULL)
+            char **among = sorted;
+            uint64_t n_among = n;
+
+            if (n_stems && is_hashed_leftover(e->d_name)) {
+                base = strlen(e->d_name) - 1 - TMP_RANDOM; /* the stem's own part */
+                if ((want = malloc(len + base + 1)) == NULL)
+                    continue;
+                snprintf(want, len + base + 1, "%.*s%.*s", (int)len, out, (int)base, e->d_name);
+                among = stems;
+                n_among = n_stems;
+            } else if (!is_leftover(e->d_name, &base) ||
+                       (want = malloc(len + base + 1)) == NULL) {
                 continue;
-            snprintf(want, len + base + 1, "%.*s%.*s", (int)len, out, (int)base, e->d_name + 1);
-            if (bsearch(&want, sorted, n, sizeof(*sorted), gr_io_name_cmp) != NULL &&
+            } else {
+                snprintf(want, len + base + 1, "%.*s%.*s", (int)len, out, (int)base,
+                         e->d_name + 1);
+            }
+            if (bsearch(&want, among, n_among, sizeof(*among), gr_io_name_cmp) != NULL &&
                 (tmp = gr_io_join(dir, e->d_name)) != NULL) {
                 removed += unlink(tmp) == 0;
                 free(tmp);
@@ -673,6 +909,9 @@ uint64_t gr_io_clean_leftovers(const gr_io_plan *plan)
         closedir(d);
         free(dir);
     }
+    for (uint64_t k = 0; k < n_stems; k++)
+        free(stems[k]);
+    free(stems);
     free(sorted);
     free(dirs);
     return removed;
@@ -717,6 +956,8 @@ gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len)
     sigaddset(&hold, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &hold, &previous);
     for (uint64_t k = 0; k < plan->count * no; k++) {
+        if (plan->tmp[k] == NULL) /* stdout's, written already (write_stdout) */
+            continue;
         if (rename(plan->tmp[k], plan->out[k]) != 0) {
             st = gr_io_fail(why, why_len,
                             "output %s: cannot rename into place: %s (%llu of %llu "

@@ -19,9 +19,10 @@
  *     beside it, then rename them all into place) or abort (remove the temporary files).
  *     Commit is write then publish; a run of several processes (--mpi) agrees between the
  *     two.
- * Temporary files are named ".NAME.graphrun-tmp.XXXXXX" beside output NAME, never NAME
- * itself, so a process killed at any moment (SIGKILL included) leaves no partial file under
- * an output's name; gr_io_clean_leftovers removes what such a process left.
+ * Temporary files are named ".NAME.graphrun-tmp.XXXXXX" beside output NAME (a NAME too
+ * long for that: gr_io_tmp_template), never NAME itself, so a process killed at any moment
+ * (SIGKILL included) leaves no partial file under an output's name; gr_io_clean_leftovers
+ * removes what such a process left. stdout's (`-`) is unlinked as soon as it is made.
  *
  * Shards: several processes can share one set of inputs. Process `shard` of `shards` plans
  * only the tensors whose index i (a directory's names sorted, a list's in its order; 0 for
@@ -70,6 +71,9 @@ typedef struct gr_io_options {
      * (--resume: the outputs the earlier run's manifest lists). NULL: none. */
     const char *const *replaceable;
     uint64_t n_replaceable;
+    /* The run's manifest, or NULL: refused when it is also an output (the same file by any
+     * spelling, as two outputs are). */
+    const char *manifest;
 } gr_io_options;
 
 typedef struct gr_io_file {
@@ -144,6 +148,12 @@ gr_status gr_io_write_tensor(gr_io_plan *plan, uint64_t i, char *why, size_t why
  * outputs left beside them (".NAME.graphrun-tmp.XXXXXX" for this plan's outputs NAME
  * only: the outputs of other shards may be another live process's). Returns how many. */
 uint64_t gr_io_clean_leftovers(const gr_io_plan *plan);
+
+/* mkstemp's template for the temporary file of `path` (malloc'd; NULL: out of memory):
+ * ".NAME.graphrun-tmp.XXXXXX" beside it, or, for a NAME too long to take that within
+ * NAME_MAX, ".graphrun-tmp.HASH.XXXXXX" (HASH: 16 hex digits of NAME's FNV-1a), which
+ * gr_io_clean_leftovers recognises too. */
+char *gr_io_tmp_template(const char *path);
 
 /* The same for one file of ours (the manifest): its ".NAME.graphrun-tmp.XXXXXX" files. */
 uint64_t gr_io_remove_leftovers_of(const char *path);

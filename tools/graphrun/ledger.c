@@ -251,12 +251,49 @@ static bool may_skip(const gr_ledger *l, uint64_t i, const json_t *f)
     return true;
 }
 
+/* Planned tensors ordered by their input paths (port 0's, then port 1's, ...). */
+static int by_inputs(const void *a, const void *b, void *arg)
+{
+    const gr_io_plan *plan = arg;
+    uint32_t ni = plan->opt.n_inputs;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    for (uint32_t p = 0; p < ni; p++) {
+        int c = strcmp(plan->in[x * ni + p].path, plan->in[y * ni + p].path);
+
+        if (c != 0)
+            return c;
+    }
+    return (x > y) - (x < y);
+}
+
+/* Manifest entry f's input paths against planned tensor i's: <0, 0, >0; 2 when f has not
+ * as many (or not strings), which matches nothing. */
+static int entry_cmp(const gr_io_plan *plan, const json_t *f, uint64_t i)
+{
+    uint32_t ni = plan->opt.n_inputs;
+    const json_t *ins = json_object_get(f, "inputs");
+
+    if (json_array_size(ins) != ni)
+        return 2;
+    for (uint32_t p = 0; p < ni; p++) {
+        const json_t *path = json_object_get(json_array_get(ins, p), "path");
+        int c;
+
+        if (!json_is_string(path))
+            return 2;
+        if ((c = strcmp(json_string_value(path), plan->in[i * ni + p].path)) != 0)
+            return c;
+    }
+    return 0;
+}
+
 gr_status gr_ledger_resume(gr_ledger *l, const json_t *doc, const char *path, bool *skip,
                            char *why, size_t why_len)
 {
     const gr_io_plan *plan = l->plan;
-    uint64_t shards = plan->opt.shards > 1 ? plan->opt.shards : 1, shard = plan->opt.shard;
     const json_t *gf = json_object_get(doc, "graph_file");
+    uint64_t *order;
     size_t k;
     json_t *f;
 
@@ -276,27 +313,44 @@ gr_status gr_ledger_resume(gr_ledger *l, const json_t *doc, const char *path, bo
                  path);
         return GR_ERR_INVALID_ARGUMENT;
     }
+    /* Entries are found by their tensors' input paths, not by index: a directory's index is
+     * its sorted position, which a file added since moves. Only this plan's tensors (this
+     * rank's shard) are looked among. */
+    if ((order = malloc((plan->count + 1) * sizeof(*order))) == NULL) {
+        snprintf(why, why_len, "out of memory");
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    for (uint64_t i = 0; i < plan->count; i++)
+        order[i] = i;
+    qsort_r(order, plan->count, sizeof(*order), by_inputs, (void *)plan);
     json_array_foreach(json_object_get(doc, "files"), k, f)
     {
-        const json_t *idx = json_object_get(f, "index");
-        uint64_t g, i;
+        uint64_t lo = 0, hi = plan->count;
 
-        if (!json_is_integer(idx) || json_integer_value(idx) < 0)
-            continue;
-        g = (uint64_t)json_integer_value(idx);
-        if (g >= plan->total || g % shards != shard)
-            continue;
-        i = g / shards;
-        if (i >= plan->count || l->e[i].earlier || !may_skip(l, i, f))
-            continue;
-        for (uint32_t p = 0; p < plan->opt.n_outputs; p++)
-            l->e[i].out_size[p] = (int64_t)json_integer_value(
-                json_array_get(json_object_get(f, "output_sizes"), p));
-        l->e[i].outcome = GR_OUTCOME_DONE;
-        l->e[i].earlier = true;
-        l->done++;
-        l->earlier++;
-        skip[i] = true;
+        while (lo < hi) { /* the first tensor of these inputs */
+            uint64_t mid = lo + (hi - lo) / 2;
+
+            if (entry_cmp(plan, f, order[mid]) > 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (; lo < plan->count && entry_cmp(plan, f, order[lo]) == 0; lo++) {
+            uint64_t i = order[lo];
+
+            if (l->e[i].earlier || !may_skip(l, i, f))
+                continue; /* a list may name the same inputs twice, to other outputs */
+            for (uint32_t p = 0; p < plan->opt.n_outputs; p++)
+                l->e[i].out_size[p] = (int64_t)json_integer_value(
+                    json_array_get(json_object_get(f, "output_sizes"), p));
+            l->e[i].outcome = GR_OUTCOME_DONE;
+            l->e[i].earlier = true;
+            l->done++;
+            l->earlier++;
+            skip[i] = true;
+            break;
+        }
     }
+    free(order);
     return GR_OK;
 }

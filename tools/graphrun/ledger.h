@@ -5,7 +5,8 @@
  * --resume, which reads an earlier run's manifest and marks the tensors it may skip.
  *
  * A tensor of an earlier run is skipped when the manifest records it as done with this
- * run's index, name, input paths and output paths, every input file still has the size and
+ * run's input paths (by which its entry is found: not by index, which a file added to a
+ * directory moves), name and output paths, every input file still has the size and
  * modification time (st_mtim, in nanoseconds) the manifest records, and every output file
  * still exists with the size it records. Size and mtime, not a hash: a hash would read every
  * input again, which is what resuming saves. The graph file is checked the same way, and a

@@ -111,7 +111,8 @@ static void usage(FILE *f)
             "                   have the size and mtime it records and whose outputs are still\n"
             "                   there with their recorded size; run the others (replacing\n"
             "                   outputs the manifest lists, without --force; not with - for\n"
-            "                   stdin or stdout)\n"
+            "                   stdin or stdout); refused when the graph, --dtype, --shape,\n"
+            "                   --raw or a kernel file differs from the manifest's run\n"
             "  --keep-going     go on past failed tensors (default: the first failure stops\n"
             "                   the run: no new tensor starts, those done stay written)\n"
             "  --all-or-nothing write the outputs only when every tensor is done (a failed or\n"
@@ -127,8 +128,10 @@ static void usage(FILE *f)
             "\n"
             "A flag that takes one value is given once; one that does not apply is refused\n"
             "(--contexts private on the host backend, --host-devices on CUDA; a warning when\n"
-            "auto chose the backend). 'graphrun check' tries the same command line without\n"
-            "running it.\n"
+            "auto chose the backend). 'graphrun check' checks a run's command line without\n"
+            "running it; it takes every flag above but those that say how a run goes:\n"
+            "--resume, --keep-going, --all-or-nothing, --manifest, --progress, --mpi and\n"
+            "--mpi-timeout (drop them to check).\n"
             "\n"
             "Element types: each port has its buffer's type (the spec's `buffer x uint8`;\n"
             "float32 without one), and each input must hold exactly that type, else it is\n"
@@ -166,6 +169,17 @@ typedef struct run_args {
     const char *manifest;
 } run_args;
 
+/* How many of the options `arg` ("--NAME[=VALUE]") is a prefix of. */
+static int prefix_of(const struct option *longopts, const char *arg)
+{
+    size_t n = strcspn(arg + 2, "=");
+    int hits = 0;
+
+    for (; longopts->name; longopts++)
+        hits += strncmp(longopts->name, arg + 2, n) == 0;
+    return hits;
+}
+
 static int parse_args(int argc, char **argv, run_args *a)
 {
     static const struct option longopts[] = {
@@ -187,6 +201,7 @@ static int parse_args(int argc, char **argv, run_args *a)
     char *end;
 
     optind = 1;
+    opterr = 0; /* its mistakes said below, in run's terms */
     a->mpi_timeout = DEFAULT_MPI_TIMEOUT_S;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (!gr_cli_once(&seen, opt, GR_RUN_ONCE "PMT", "graphrun run", longopts))
@@ -234,6 +249,19 @@ static int parse_args(int argc, char **argv, run_args *a)
         case 'h':
             usage(stdout);
             return GR_EXIT_OK;
+        case '?':
+            if (optopt != 0 && strncmp(argv[optind - 1], "--", 2) == 0)
+                fprintf(stderr, "graphrun run: option '%s' requires a value\n",
+                        argv[optind - 1]);
+            else if (optopt != 0)
+                fprintf(stderr, "graphrun run: unrecognized option '-%c'\n", optopt);
+            else
+                fprintf(stderr, "graphrun run: %s option '%s'\n",
+                        prefix_of(longopts, argv[optind - 1]) > 1 ? "ambiguous"
+                                                                  : "unrecognized",
+                        argv[optind - 1]);
+            gr_cli_try_help("run");
+            return GR_EXIT_USAGE;
         default:
             r = gr_run_opt("run", opt, optarg, &a->o);
             if (r == 1)
@@ -299,6 +327,7 @@ typedef struct run_state {
     uint64_t *job_index;  /* the job's index j -> the plan's; n_job of them */
     uint64_t n_job;
     json_t *earlier[2];   /* --resume: the manifests read (the run's, this rank's) */
+    json_t *settings;     /* settings_json, as the run started */
     char **claimed;       /* --resume: the outputs they list, sorted */
     uint64_t n_claimed;
     int64_t manifest_at, manifest_cost; /* when it was last written, and what it took */
@@ -306,6 +335,7 @@ typedef struct run_state {
     bool manifest_dirty;                 /* a tensor ended since it was last written */
     bool reported;        /* the summary (or --json's object) is out */
     bool refused;         /* the job was refused (on some rank): nothing was written */
+    bool resume_from_nothing; /* --resume found no manifest (said once the run goes ahead) */
     gr_runtime *rt;
     gr_devmem_sampler *sampler;
     gr_run_report report; /* this rank's */
@@ -445,9 +475,7 @@ static int read_earlier(run_state *s)
     }
     if (s->claimed)
         qsort(s->claimed, s->n_claimed, sizeof(*s->claimed), str_cmp);
-    if (s->earlier[0] == NULL && s->earlier[1] == NULL && s->ranks.world.rank == 0)
-        fprintf(stderr, "graphrun run: --resume: no manifest at %s: running every tensor\n",
-                s->manifest_path);
+    s->resume_from_nothing = s->earlier[0] == NULL && s->earlier[1] == NULL;
     return GR_EXIT_OK;
 }
 
@@ -483,6 +511,91 @@ static int stage_manifests(run_state *s)
     return GR_EXIT_OK;
 }
 
+static void add_file_facts(json_t *files, const char *path)
+{
+    struct stat sb;
+    bool there = stat(path, &sb) == 0;
+
+    json_array_append_new(
+        files, json_pack("{s:s,s:I,s:I}", "path", path, "size",
+                         (json_int_t)(there ? sb.st_size : -1), "mtime_ns",
+                         (json_int_t)(there ? (int64_t)sb.st_mtim.tv_sec * 1000000000ll +
+                                                  sb.st_mtim.tv_nsec
+                                            : -1)));
+}
+
+/* What decides the outputs besides the graph file and the inputs, as the manifest records
+ * it for --resume: --dtype, --shape and --raw as given, and the kernel files (--kernels,
+ * and those the spec's `cuda "FILE"` lines name, from the spec's directory as its parser
+ * takes them) with their size and mtime_ns. */
+static json_t *settings_json(const run_args *ra)
+{
+    const gr_run_opts *a = &ra->o;
+    json_t *files = json_array(), *shape = json_null();
+    const char *slash = strrchr(a->graph, '/');
+    char line[4096], path[8192];
+    FILE *spec;
+
+    if (a->have_shape) {
+        char buf[GR_NPY_MAX_DIMS * 21 + 1];
+        size_t at = 0;
+
+        for (uint32_t d = 0; d < a->shape.ndim && at < sizeof(buf); d++)
+            at += (size_t)snprintf(buf + at, sizeof(buf) - at, d ? ",%llu" : "%llu",
+                                   (unsigned long long)a->shape.dims[d]);
+        shape = json_string(buf);
+    }
+    for (uint32_t k = 0; k < a->n_kernels; k++)
+        add_file_facts(files, a->kernels[k]);
+    if ((spec = fopen(a->graph, "r")) != NULL) {
+        while (fgets(line, sizeof(line), spec)) {
+            char *p = line + strspn(line, " \t"), *end;
+
+            if (strncmp(p, "cuda", 4) != 0 || (p[4] != ' ' && p[4] != '\t'))
+                continue;
+            p += 4 + strspn(p + 4, " \t");
+            if (*p != '"' || (end = strchr(p + 1, '"')) == NULL)
+                continue;
+            snprintf(path, sizeof(path), "%.*s%.*s",
+                     p[1] == '/' || slash == NULL ? 0 : (int)(slash - a->graph + 1), a->graph,
+                     (int)(end - p - 1), p + 1);
+            add_file_facts(files, path);
+        }
+        fclose(spec);
+    }
+    return json_pack("{s:o,s:o,s:b,s:o}", "dtype", a->dtype ? json_string(a->dtype) : json_null(),
+                     "shape", shape, "raw", a->raw, "kernel_files", files);
+}
+
+/* --resume: refused when what decides the outputs (settings_json) is not what the run that
+ * wrote `doc` had, naming what differs. */
+static int same_settings(run_state *s, const json_t *doc, const char *path)
+{
+    static const char *const key[] = {"dtype", "shape", "raw", "kernel_files"};
+    static const char *const what[] = {"--dtype", "--shape", "--raw",
+                                       "the kernel files (--kernels, the spec's cuda lines)"};
+    const json_t *then = json_object_get(doc, "settings");
+    const json_t *now = s->settings;
+    int rc = GR_EXIT_OK;
+
+    if (then == NULL) {
+        snprintf(s->why, sizeof(s->why),
+                 "--resume: %s does not record --dtype, --shape, --raw and the kernel files "
+                 "(written by an older graphrun): run again without --resume (with --force)",
+                 path);
+        rc = GR_EXIT_USAGE;
+    }
+    for (int k = 0; rc == GR_EXIT_OK && k < 4; k++)
+        if (!json_equal(json_object_get(then, key[k]), json_object_get(now, key[k]))) {
+            snprintf(s->why, sizeof(s->why),
+                     "--resume: %s %s the run that wrote %s: every output may be stale; run "
+                     "again without --resume (with --force)",
+                     what[k], k < 3 ? "differs from" : "changed since", path);
+            rc = GR_EXIT_USAGE;
+        }
+    return rc;
+}
+
 /* Step 2: plan this rank's shard, stage its outputs (and the manifests), remove what a
  * killed run left, mark what --resume skips, load the inputs of the rest. */
 static int load_inputs(run_state *s)
@@ -496,9 +609,14 @@ static int load_inputs(run_state *s)
     io.stage_stdout = true;
     io.shard = (uint32_t)s->ranks.world.rank;
     io.shards = (uint32_t)s->ranks.world.size;
+    if ((s->settings = settings_json(a)) == NULL) {
+        snprintf(s->why, sizeof(s->why), "out of memory");
+        return GR_EXIT_RUNTIME;
+    }
     /* The manifests first: --resume's tells which existing outputs are the run's own. */
     if ((rc = stage_manifests(s)) != GR_EXIT_OK)
         return rc;
+    io.manifest = s->manifest_path;
     io.replaceable = (const char *const *)s->claimed;
     io.n_replaceable = s->n_claimed;
     if (gr_io_plan_create(&io, &s->plan, s->why, sizeof(s->why)) != GR_OK ||
@@ -518,6 +636,11 @@ static int load_inputs(run_state *s)
         snprintf(s->why, sizeof(s->why), "out of memory");
         return GR_EXIT_RUNTIME;
     }
+    for (int k = 0; k < 2; k++)
+        if (s->earlier[k] &&
+            (rc = same_settings(s, s->earlier[k], k == 0 ? s->manifest_path : s->own_path)) !=
+                GR_EXIT_OK)
+            return rc;
     for (int k = 0; k < 2; k++)
         if (s->earlier[k] &&
             gr_ledger_resume(&s->ledger, s->earlier[k],
@@ -620,6 +743,7 @@ static void set_run_fields(const run_state *s, json_t *doc)
     json_object_set_new(doc, "outputs", v);
     json_object_set_new(doc, "mode", json_string(a->all_or_nothing ? "all-or-nothing"
                                                                    : "per-tensor"));
+    json_object_set_new(doc, "settings", json_incref(s->settings));
 }
 
 /* Replace the manifest this rank keeps as the run goes; `now` forces it, else it is written
@@ -780,7 +904,7 @@ static int run_job(run_state *s)
     gr_run_report *r = &s->report;
     gr_job *job = NULL;
     gr_progress progress;
-    gr_error_info err, first;
+    gr_error_info err;
     gr_runtime_info info;
     gr_status st, result = GR_OK, w;
     uint64_t base = 0, peak = 0, total = 0, n = 0, n_pend, *pend, *ready;
@@ -872,22 +996,23 @@ static int run_job(run_state *s)
     r->done = (int64_t)s->ledger.done;
     r->failed = (int64_t)s->ledger.failed;
     r->canceled = r->tensors - r->done - r->failed;
-    gr_job_error_get(job, &first);
-    r->first_status = first.status;
-    if (first.status != GR_OK) {
-        r->first_index = first.index < n ? (int64_t)s->plan.index[s->job_index[first.index]]
-                                         : (int64_t)first.index;
-        snprintf(r->first_node, sizeof(r->first_node), "%s", first.node);
-        snprintf(r->first_message, sizeof(r->first_message), "%s", first.message);
-    } else if (s->ledger.failed > 0) { /* an output not written */
-        for (uint64_t i = 0; i < s->plan.count; i++)
-            if (s->ledger.e[i].outcome == GR_OUTCOME_FAILED) {
-                r->first_status = GR_ERR_INVALID_ARGUMENT;
-                r->first_index = (int64_t)s->plan.index[i];
-                snprintf(r->first_message, sizeof(r->first_message), "%s",
-                         s->ledger.e[i].message ? s->ledger.e[i].message : "");
-                break;
-            }
+    /* The first error is the first failed tensor's, never a cancel: the job's own first
+     * error is the cancel of the run's stop when what failed was writing an output. */
+    r->first_status = GR_OK;
+    for (uint64_t j = 0; j < n; j++) {
+        const gr_ledger_entry *e = &s->ledger.e[s->job_index[j]];
+        gr_index_state state = GR_INDEX_QUEUED;
+        gr_status ist = GR_OK;
+
+        if (e->outcome != GR_OUTCOME_FAILED)
+            continue;
+        gr_job_index_get(job, j, &state, &ist);
+        r->first_status = state == GR_INDEX_FAILED ? ist : GR_ERR_INVALID_ARGUMENT;
+        r->first_index = (int64_t)s->plan.index[s->job_index[j]];
+        snprintf(r->first_node, sizeof(r->first_node), "%s", e->node);
+        snprintf(r->first_message, sizeof(r->first_message), "%s",
+                 e->message ? e->message : "");
+        break;
     }
     for (uint64_t j = 0; j < n; j++) {
         gr_status ist = GR_OK;
@@ -1208,18 +1333,36 @@ static int finish_all_or_nothing(run_state *s, int rc)
     return rc;
 }
 
-/* --json asked for anywhere on the command line (before a "--"): then even a mistake in
- * the command line is answered in JSON; but not with --output -, where stdout holds the
- * tensor alone or nothing (--json is refused then, on stderr only). */
+/* Whether `arg` is long option `name` as getopt_long takes it: the name or a prefix of it
+ * (getopt's abbreviations; none of run's other options starts as --json or --output do),
+ * its "=VALUE" in *value (NULL: none). */
+static bool is_long_opt(const char *arg, const char *name, const char **value)
+{
+    size_t n;
+
+    if (strncmp(arg, "--", 2) != 0)
+        return false;
+    arg += 2;
+    n = strcspn(arg, "=");
+    if (n == 0 || n > strlen(name) || strncmp(arg, name, n) != 0)
+        return false;
+    *value = arg[n] == '=' ? arg + n + 1 : NULL;
+    return true;
+}
+
+/* --json asked for anywhere on the command line (before a "--"), abbreviated or not: then
+ * even a mistake in the command line is answered in JSON; but not with --output -, where
+ * stdout holds the tensor alone or nothing (--json is refused then, on stderr only). */
 static bool wants_json(int argc, char **argv)
 {
     bool json = false;
+    const char *v;
 
     for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++) {
-        if ((strcmp(argv[k], "--output") == 0 && k + 1 < argc && strcmp(argv[k + 1], "-") == 0) ||
-            strcmp(argv[k], "--output=-") == 0)
+        if (is_long_opt(argv[k], "output", &v) &&
+            (v ? strcmp(v, "-") == 0 : k + 1 < argc && strcmp(argv[k + 1], "-") == 0))
             return false;
-        json |= strcmp(argv[k], "--json") == 0;
+        json |= is_long_opt(argv[k], "json", &v) && v == NULL;
     }
     return json;
 }
@@ -1385,6 +1528,9 @@ int gr_cmd_run(int argc, char **argv)
     rc = start_runtime(s);
     if ((rc = gr_ranks_agree(&s->ranks, "starting the runtime", rc, s->why)) != 0)
         goto out;
+    if (s->resume_from_nothing && s->ranks.world.rank == 0)
+        fprintf(stderr, "graphrun run: --resume: no manifest at %s: running every tensor\n",
+                s->manifest_path);
     rc = run_job(s);
     if (!s->refused)
         rc = s->a.all_or_nothing ? finish_all_or_nothing(s, rc) : finish_per_tensor(s, rc);
@@ -1415,6 +1561,7 @@ out:
     free(s->job_index);
     json_decref(s->earlier[0]);
     json_decref(s->earlier[1]);
+    json_decref(s->settings);
     for (uint64_t k = 0; k < s->n_claimed; k++)
         free(s->claimed[k]);
     free(s->claimed);

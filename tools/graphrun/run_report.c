@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tools/graphrun/cli.h"
+#include "tools/graphrun/io.h"
 
 typedef struct totals {
     int64_t tensors, done, resumed, failed, canceled, bytes_in, bytes_out;
@@ -259,16 +260,12 @@ json_t *gr_run_refusal_json(const char *status, int rc, const char *why)
  * (io.c, whose gr_io_remove_leftovers removes those a killed run left). */
 static gr_status create_tmp(gr_manifest *m, char *why, size_t why_len)
 {
-    const char *slash = strrchr(m->path, '/');
-    size_t n = strlen(m->path) + 32;
     int fd;
 
-    if ((m->tmp = malloc(n)) == NULL) {
+    if ((m->tmp = gr_io_tmp_template(m->path)) == NULL) {
         snprintf(why, why_len, "out of memory");
         return GR_ERR_OUT_OF_MEMORY;
     }
-    snprintf(m->tmp, n, "%.*s%s.%s.graphrun-tmp.XXXXXX", slash ? (int)(slash - m->path) : 0,
-             m->path, slash ? "/" : "", slash ? slash + 1 : m->path);
     fd = mkstemp(m->tmp);
     if (fd < 0) {
         snprintf(why, why_len, "manifest %s: cannot create a file beside it: %s", m->path,
