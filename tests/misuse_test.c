@@ -277,7 +277,10 @@ static void forked_child_can_create_a_runtime(void)
             gr_runtime *own;
             gr_job *job;
 
-            alarm(5); /* a child stuck on a lock dies of SIGALRM, which fails the test */
+            /* A child stuck on a lock dies of SIGALRM, which fails the test. Not sooner:
+             * under asan on a loaded 2-core machine (two churners spinning, another test
+             * beside it) a child's runtime and job once took more than 5 s. */
+            alarm(30);
             own = make_rt();
             job = submit(own, g, NULL);
             if (gr_test_wait(job, GR_WAIT_FOREVER) != GR_OK)
