@@ -95,7 +95,8 @@ static gr_status list_dir(const char *dir, bool raw, strv *names, strv *skipped,
             goto out_nomem;
     }
     closedir(d);
-    qsort(names->v, names->n, sizeof(*names->v), gr_io_name_cmp);
+    if (names->n > 1)
+        qsort(names->v, names->n, sizeof(*names->v), gr_io_name_cmp);
     return GR_OK;
 
 out_nomem:
@@ -307,7 +308,8 @@ static gr_status resolve_dirs(const gr_inputs_options *opt, gr_inputs *in, char 
         strv_free(&skipped);
         return st;
     }
-    qsort(skipped.v, skipped.n, sizeof(*skipped.v), gr_io_name_cmp);
+    if (skipped.n > 1) /* none: skipped.v is NULL, which qsort must not be given */
+        qsort(skipped.v, skipped.n, sizeof(*skipped.v), gr_io_name_cmp);
     in->total = first.n;
     in->names = first.v;
     in->skipped = skipped.v;
