@@ -145,7 +145,7 @@ gr_status gr_copier_create(unsigned threads, gr_copier **out)
     /* Fewer helpers than asked for (the system is out of threads) only slow copies down:
      * the caller of gr_copier_copy always works too. */
     for (unsigned i = 0; i < threads; i++) {
-        if (gr__thread_create(&c->threads[i], helper_main, c) != 0)
+        if (gr__thread_create(&c->threads[i], "gr-copy", helper_main, c) != 0)
             break;
         c->n_threads++;
     }

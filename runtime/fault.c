@@ -13,6 +13,7 @@
  * call k depends on the interleaving, so which job a fault lands in can differ between two
  * runs of the same seed; the count of faults for the same number of calls cannot.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "runtime/fault.h"
 
 #include <errno.h>
@@ -256,7 +257,16 @@ void *gr__realloc(void *p, size_t bytes)
     return gr__fault_hit(GR_FAULT_ALLOC) ? NULL : realloc(p, bytes);
 }
 
-int gr__thread_create(pthread_t *thread, void *(*start)(void *), void *arg)
+int gr__thread_create(pthread_t *thread, const char *name, void *(*start)(void *), void *arg)
 {
-    return gr__fault_hit(GR_FAULT_THREAD) ? EAGAIN : pthread_create(thread, NULL, start, arg);
+    int e = gr__fault_hit(GR_FAULT_THREAD) ? EAGAIN : pthread_create(thread, NULL, start, arg);
+
+    if (e == 0)
+        gr__thread_name(*thread, name);
+    return e;
+}
+
+void gr__thread_name(pthread_t thread, const char *name)
+{
+    (void)pthread_setname_np(thread, name);
 }

@@ -87,7 +87,15 @@ void *gr__calloc(size_t n, size_t size);
 void *gr__realloc(void *p, size_t bytes);
 
 /* pthread_create with default attributes, a call of the "thread" site (EAGAIN when the
- * plan fails it, as when the system is out of threads). */
-int gr__thread_create(pthread_t *thread, void *(*start)(void *), void *arg);
+ * plan fails it, as when the system is out of threads). The thread is named `name`
+ * (gr__thread_name). */
+int gr__thread_create(pthread_t *thread, const char *name, void *(*start)(void *), void *arg);
+
+/* Every thread graphrun starts is named "gr-" and what it does (at most 15 characters:
+ * "gr-worker", "gr-copy", "gr-deadline", "gr-hostcache"), so that top -H, gdb and the
+ * stress test's leak check (tools/graphrun/stress.c) tell them from the CUDA driver's and
+ * the application's. A name that cannot be set is no failure. */
+#define GR_THREAD_NAME_PREFIX "gr-"
+void gr__thread_name(pthread_t thread, const char *name);
 
 #endif /* GR_FAULT_H */

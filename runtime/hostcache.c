@@ -415,6 +415,7 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
             pthread_mutex_unlock(&c->mu);
             return GR_OK; /* no thread, no registrations: the job runs as without a cache */
         }
+        gr__thread_name(c->thread, "gr-hostcache");
         c->thread_started = true;
     }
     for (uint64_t i = 0; i < count && st == GR_OK; i++) {

@@ -506,7 +506,7 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
         w->env = &rt->env;
         w->id = i;
         w->dev = &rt->devices[i % rt->n_devices];
-        if (gr__thread_create(&w->thread, gr__worker_main, w) != 0) {
+        if (gr__thread_create(&w->thread, "gr-worker", gr__worker_main, w) != 0) {
             st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                               "cannot create worker thread %u of %u", i, n);
             break;
@@ -677,7 +677,7 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     rt->cfg.devices = NULL; /* the caller's array: copied into the devices' ordinals */
     if ((st = observe_open(rt, err)) != GR_OK || (st = start_workers(rt, err)) != GR_OK)
         goto out_teardown;
-    if (gr__thread_create(&rt->deadline_thread, deadline_main, rt) != 0) {
+    if (gr__thread_create(&rt->deadline_thread, "gr-deadline", deadline_main, rt) != 0) {
         st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                           "cannot create the deadline thread");
         goto out_teardown;

@@ -6,9 +6,12 @@
  *   - gr_runtime_destroy returning while another thread still runs a job's callback;
  *   - a completion callback submitting follow-up work into a full ring;
  *   - a detached job whose callback calls gr_job_destroy;
- *   - the deadline's contract for an iteration already executing.
+ *   - the deadline's contract for an iteration already executing;
+ *   - every thread the runtime starts named as its own and joined by destroy (the stress
+ *     test's leak check counts threads by these names).
  * Run under asan and tsan by tools/test: several of these only show as memory errors there.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -384,10 +387,61 @@ static void deadline_lets_an_executing_iteration_finish(void)
     free(d);
 }
 
+/* ------------------------------------------------------------------------------------- */
+
+/* Threads of this process whose name is `name`. */
+static long threads_named(const char *name)
+{
+    char path[64], comm[32];
+    struct dirent *e;
+    DIR *d = opendir("/proc/self/task");
+    long n = 0;
+
+    ASSERT_TRUE(d != NULL);
+    while ((e = readdir(d)) != NULL) {
+        FILE *f;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%.20s/comm", e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        if (fgets(comm, sizeof(comm), f) != NULL) {
+            comm[strcspn(comm, "\n")] = '\0';
+            n += strcmp(comm, name) == 0;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static void threads_are_named_and_joined(void)
+{
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_runtime *rt = NULL;
+    gr_error_info err;
+
+    cfg.backend = GR_BACKEND_HOST;
+    cfg.host_devices = 2;
+    cfg.workers_per_device = 3;
+    cfg.copy_threads = 4;
+    cfg.budget_bytes = 1u << 20;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+    ASSERT_EQ_U64(threads_named("gr-worker"), 6);
+    ASSERT_EQ_U64(threads_named("gr-deadline"), 1);
+    ASSERT_EQ_U64(threads_named("gr-copy"), 4);
+    gr_runtime_destroy(rt);
+    ASSERT_EQ_U64(threads_named("gr-worker"), 0);
+    ASSERT_EQ_U64(threads_named("gr-deadline"), 0);
+    ASSERT_EQ_U64(threads_named("gr-copy"), 0);
+}
+
 GR_TEST_MAIN(GR_TEST(destroy_waits_for_validating_submit),
              GR_TEST(lost_device_leaves_work_to_the_others),
              GR_TEST(retired_workers_leave_work_to_the_others),
              GR_TEST(destroy_waits_for_running_callbacks), GR_TEST(submit_from_callback_is_refused),
              GR_TEST(detached_job_destroyed_by_its_callback),
              GR_TEST(double_destroy_of_live_job_is_harmless),
-             GR_TEST(deadline_lets_an_executing_iteration_finish))
+             GR_TEST(deadline_lets_an_executing_iteration_finish),
+             GR_TEST(threads_are_named_and_joined))

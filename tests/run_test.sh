@@ -141,6 +141,16 @@ assert json.load(open(sys.argv[1]))["budget_bytes"] == 4096' "$out" || return 1
       (($(wc -l <"$err") <= 2)) || { echo "    $cmd: $(wc -l <"$err") lines"; return 1; }
   done
 }
+bench_flags_refused_before_any_device() { # exit 2 in the flag's terms, with or without a GPU
+  run 2 bench --layout scattered && has "$err" "invalid value 'scattered' for --layout" &&
+    run 2 bench --layout pooled --layout separate && has "$err" "--layout given twice" &&
+    run 2 bench --pipeline 1000 &&
+    has "$err" "invalid value '1000' for --pipeline (0, or 1MiB or more)" &&
+    run 2 bench --pipeline 64MiB --pipeline 0 && has "$err" "--pipeline given twice" &&
+    run 2 bench --host-cache 1GiB --host-cache 2GiB && has "$err" "--host-cache given twice" &&
+    run 2 bench --passes 2 --passes 3 && has "$err" "--passes given twice" &&
+    run 0 bench -h && has "$out" "pooled (one allocation, a page between tensors"
+}
 outputs_honour_the_umask() { # a new file's mode is 0666 less the umask, as open(2) makes it
   (umask 022 && run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" \
     --output "$T/um1.npy" --manifest "$T/um1.json") &&
@@ -1007,6 +1017,7 @@ refuses_other_types() { # before the run, with the file, the port, both types, t
 case_ json_summary json_summary
 case_ environment_defaults environment_defaults
 case_ sizes_and_usage_mistakes sizes_and_usage_mistakes
+case_ bench_flags_refused_before_any_device bench_flags_refused_before_any_device
 case_ outputs_honour_the_umask outputs_honour_the_umask
 case_ device_list_flags device_list_flags
 case_ manifest_of_one_process manifest_of_one_process

@@ -52,8 +52,10 @@ static void usage(FILE *f)
             "memory against the budget, and the host memory the runtime adds. Every output\n"
             "is verified.\n"
             "\n" GR_SEED_OPTIONS_HELP
-            "  --layout L       separate (each tensor its own allocation, default) or\n"
-            "                   contiguous (all tensors back to back in one allocation)\n"
+            "  --layout L       separate (each tensor its own allocation, default),\n"
+            "                   contiguous (all tensors back to back in one allocation) or\n"
+            "                   pooled (one allocation, a page between tensors: apart, as\n"
+            "                   a pooled allocator's tensors are)\n"
             "  --sweep          run every budget of 1, 2, 3, 4, 8 tensors with 1, 2, 3, 4, 8\n"
             "                   workers (the table of docs/PERFORMANCE.md)\n"
             "  --reps N         copies per direction per trial when measuring ceilings\n"
@@ -61,6 +63,9 @@ static void usage(FILE *f)
             "  --passes N       run the job N times (at most %d) over the same tensors, one\n"
             "                   runtime, inputs refilled between passes (untimed); one report\n"
             "                   per pass (default 1)\n"
+            "  --pipeline SIZE  gr_config.pipeline_bytes: tensors of more host bytes than this\n"
+            "                   are cut into chunks of about this size (default 128MiB;\n"
+            "                   0: only what does not fit)\n"
             "  --host-cache SIZE  the registration cache (gr_config.host_cache_bytes) for\n"
             "                   pageable tensors used again, e.g. 8GiB (default 0: off)\n"
             "  --json           print JSON (one object per run) instead of text\n"
@@ -77,6 +82,7 @@ static void usage(FILE *f)
 
 typedef struct run_result {
     uint64_t budget_asked, budget;
+    uint64_t pipeline_bytes; /* gr_config.pipeline_bytes the run used */
     uint32_t workers;
     uint32_t n_devices;                      /* devices the run used */
     int ordinals[GR_OPTS_MAX_DEVICES];
@@ -125,6 +131,7 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
     int64_t t0;
 
     r->budget_asked = cfg.budget_bytes;
+    r->pipeline_bytes = cfg.pipeline_bytes;
     r->workers = cfg.workers_per_device;
     r->n_devices = cfg.device_count;
     memcpy(r->ordinals, cfg.devices, cfg.device_count * sizeof(int));
@@ -420,7 +427,7 @@ static void pass_units(const run_result *r, uint32_t k, uint64_t *direct, uint64
 static void print_text_run(const report *rep, const gr_seed_opts *o, const run_result *r,
                            uint32_t k)
 {
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     double per_ms = r->pass_s[k] * 1e3 / (double)o->count;
     uint64_t direct, staged, scattered;
     double floor = floor_ms_at(run_bidir(rep, r), o);
@@ -435,10 +442,13 @@ static void print_text_run(const report *rep, const gr_seed_opts *o, const run_r
     }
     if (r->passes > 1)
         printf("pass %u of %u: ", k + 1, r->passes);
-    printf("budget %s, %u workers: %.3f s, %.3f ms per tensor, %.0f tensors/s, ratio %.3f; "
+    printf("budget %s, %u workers, pipeline %s: %.3f s, %.3f ms per tensor, %.0f tensors/s, "
+           "ratio %.3f; "
            "device memory peak %s above baseline; runtime host memory %s; graphs %llu "
            "instantiated, %llu updated; start %.1f ms; %s\n",
-           gr_cli_bytes(r->budget, b1, sizeof(b1)), r->workers, r->pass_s[k], per_ms,
+           gr_cli_bytes(r->budget, b1, sizeof(b1)), r->workers,
+           r->pipeline_bytes ? gr_cli_bytes(r->pipeline_bytes, b4, sizeof(b4)) : "off",
+           r->pass_s[k], per_ms,
            (double)o->count / r->pass_s[k], floor / per_ms,
            gr_cli_bytes(above, b2, sizeof(b2)), gr_cli_bytes(rss_added, b3, sizeof(b3)),
            (unsigned long long)r->stats.graph_instantiations,
@@ -494,6 +504,7 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
     json_object_set_new(root, "memory", json_string(gr_mem_kind_name((gr_mem_kind)o->rt.memory)));
     json_object_set_new(root, "layout", json_string(rep->layout));
     json_object_set_new(root, "workers", json_integer(r->workers));
+    json_object_set_new(root, "pipeline_bytes", json_integer((json_int_t)r->pipeline_bytes));
     json_object_set_new(root, "contexts", json_string(o->rt.cfg.context_mode == GR_CONTEXT_PRIVATE
                                                           ? "private"
                                                           : "primary"));
@@ -561,7 +572,8 @@ int gr_cmd_bench(int argc, char **argv)
         {"sweep", no_argument, NULL, 'W'},
         {"reps", required_argument, NULL, 'r'},
         {"passes", required_argument, NULL, 'P'},
-        {"host-cache", required_argument, NULL, 'H'},
+        {"host-cache", required_argument, NULL, 'A'},
+        {"pipeline", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -569,8 +581,9 @@ int gr_cmd_bench(int argc, char **argv)
     static const uint32_t sweep_budgets[] = {1, 2, 3, 4, 8}, sweep_workers[] = {1, 2, 3, 4, 8};
     gr_seed_opts o;
     report rep = {.layout = "separate"};
-    bool json = false, sweep = false, contiguous = false, all_ok = true;
-    uint64_t reps = DEFAULT_REPS, passes = 1, host_cache = 0, footprint, copy_bytes;
+    bool json = false, sweep = false, all_ok = true, pipeline_set = false;
+    uint64_t reps = DEFAULT_REPS, passes = 1, host_cache = 0, pipeline = 0, footprint;
+    uint64_t copy_bytes;
     gr_tensor_set set = {0};
     gr_graph *graph = NULL;
     gr_error_info err;
@@ -586,7 +599,7 @@ int gr_cmd_bench(int argc, char **argv)
     o.rt.cfg.backend = GR_BACKEND_CUDA;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (!gr_cli_once(&seen, opt, "Lr", "graphrun bench", longopts))
+        if (!gr_cli_once(&seen, opt, "LrPAp", "graphrun bench", longopts))
             return GR_EXIT_USAGE;
         if (opt == 'h') {
             usage(stdout);
@@ -596,9 +609,11 @@ int gr_cmd_bench(int argc, char **argv)
         } else if (opt == 'W') {
             sweep = true;
         } else if (opt == 'L') {
-            if (strcmp(optarg, "contiguous") == 0 || strcmp(optarg, "separate") == 0) {
-                contiguous = optarg[0] == 'c';
-                rep.layout = contiguous ? "contiguous" : "separate";
+            if (strcmp(optarg, "contiguous") == 0 || strcmp(optarg, "separate") == 0 ||
+                strcmp(optarg, "pooled") == 0) {
+                rep.layout = strcmp(optarg, "contiguous") == 0 ? "contiguous"
+                             : strcmp(optarg, "pooled") == 0   ? "pooled"
+                                                               : "separate";
             } else {
                 fprintf(stderr, "graphrun bench: invalid value '%s' for --layout\n", optarg);
                 return GR_EXIT_USAGE;
@@ -614,12 +629,21 @@ int gr_cmd_bench(int argc, char **argv)
                         optarg, MAX_PASSES);
                 return GR_EXIT_USAGE;
             }
-        } else if (opt == 'H') {
+        } else if (opt == 'A') {
             if (!gr_cli_parse_size(optarg, &host_cache)) {
-                fprintf(stderr, "graphrun bench: invalid value '%s' for --host-cache %s\n",
+                fprintf(stderr, "graphrun bench: invalid value '%s' for --host-cache%s\n",
                         optarg, GR_CLI_SIZE_FORMS);
                 return GR_EXIT_USAGE;
             }
+        } else if (opt == 'p') {
+            if (!gr_cli_parse_size(optarg, &pipeline) || (pipeline != 0 && pipeline < (1u << 20))) {
+                fprintf(stderr,
+                        "graphrun bench: invalid value '%s' for --pipeline (0, or 1MiB or more)"
+                        "%s\n",
+                        optarg, GR_CLI_SIZE_FORMS);
+                return GR_EXIT_USAGE;
+            }
+            pipeline_set = true;
         } else if ((v = gr_seed_opt("bench", opt, optarg, &o)) <= 0) {
             if (v == 0)
                 gr_cli_try_help("bench");
@@ -668,10 +692,14 @@ int gr_cmd_bench(int argc, char **argv)
         fprintf(stderr, "graphrun bench: measuring copy ceilings: %s\n", err.message);
         return GR_EXIT_RUNTIME;
     }
-    st = contiguous ? gr_tensor_set_alloc_contiguous(&set, o.count, o.elems,
-                                                     (gr_mem_kind)o.rt.memory, o.seed)
-                    : gr_tensor_set_alloc(&set, o.count, o.elems, (gr_mem_kind)o.rt.memory,
-                                          o.seed);
+    if (strcmp(rep.layout, "contiguous") == 0)
+        st = gr_tensor_set_alloc_contiguous(&set, o.count, o.elems, (gr_mem_kind)o.rt.memory,
+                                            o.seed);
+    else if (strcmp(rep.layout, "pooled") == 0)
+        st = gr_tensor_set_alloc_pooled(&set, o.count, o.elems, (gr_mem_kind)o.rt.memory,
+                                        o.seed);
+    else
+        st = gr_tensor_set_alloc(&set, o.count, o.elems, (gr_mem_kind)o.rt.memory, o.seed);
     if (st != GR_OK) {
         fprintf(stderr, "graphrun bench: not enough %s host memory for the tensors\n",
                 gr_mem_kind_name((gr_mem_kind)o.rt.memory));
@@ -697,6 +725,8 @@ int gr_cmd_bench(int argc, char **argv)
         if (rep.n_devices > 1 && k == 0)
             cfg.device_count = 1;
         cfg.host_cache_bytes = host_cache;
+        if (pipeline_set)
+            cfg.pipeline_bytes = pipeline;
         r->passes = (uint32_t)passes;
         if ((st = run_once(&o, cfg, graph, &set, r)) != GR_OK) {
             fprintf(stderr, "graphrun bench: cannot run: %s: %s\n", gr_status_str(st),

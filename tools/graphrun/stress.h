@@ -53,9 +53,9 @@ typedef struct gr_stress_report {
     uint64_t fault_failed, fault_refused;
     /* Host memory (resident set) after create, its peak, at a quarter of the run (after
      * the warm-up) and at the end before destroy; process threads before create and after
-     * destroy. */
+     * destroy, and graphrun's own among them (named "gr-...": runtime/fault.h). */
     uint64_t rss_start, rss_peak, rss_quarter, rss_end;
-    long threads_before, threads_after;
+    long threads_before, threads_after, gr_threads_before, gr_threads_after;
     uint64_t budget_bytes, peak_budget, budget_samples;
     /* Breaches: every one must be 0. */
     uint64_t budget_violations; /* budget in use above the budget, at a sample */
@@ -68,8 +68,8 @@ typedef struct gr_stress_report {
     uint64_t submit_errors;     /* submissions refused for no reason */
     uint64_t leftover;          /* budget still in use at the end */
     uint64_t wrong_status;      /* a failed index whose status nothing in the run explains */
-    uint64_t threads_left;      /* host backend (not under tsan): more threads after destroy
-                                   than before create */
+    uint64_t threads_left;      /* more of graphrun's threads after destroy than before
+                                   create (the CUDA driver's and tsan's are not counted) */
     uint64_t rss_growth;        /* runs of 60 s or more: the resident set grew from the
                                    quarter to the end by over max(64 MiB, a quarter) */
     char first_breach[256];

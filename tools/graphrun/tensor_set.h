@@ -16,7 +16,7 @@ typedef struct gr_tensor_set {
     gr_mem_kind kind;   /* as asked for; pinned memory that could not be had is pageable */
     float **data;
     gr_tensor *tensors; /* in place: in[0] == out[0] == data[i] */
-    float *slab;        /* the one allocation of a contiguous set, else NULL */
+    float *slab;        /* the one allocation of a contiguous or pooled set, else NULL */
 } gr_tensor_set;
 
 /* Allocate `count` tensors of `elems` floats, each its own allocation; GR_ERR_OUT_OF_MEMORY
@@ -27,6 +27,14 @@ gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
 /* The same, all in one allocation, back to back (rows of one array). */
 gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
                                          gr_mem_kind kind, uint64_t seed);
+
+/* The same, all in one allocation, each tensor at a page boundary with a page between it and
+ * the next: apart, as separate allocations are, but in one pinned region, as tensors from a
+ * pooled allocator (PyTorch's pinned caching allocator) are. Measures what the driver's
+ * per-allocation lookups cost a batch of separate tensors. */
+#define GR_TENSOR_SET_POOL_GAP 4096u
+gr_status gr_tensor_set_alloc_pooled(gr_tensor_set *s, uint64_t count, uint64_t elems,
+                                     gr_mem_kind kind, uint64_t seed);
 
 /* Fill every tensor with its synthetic input, on all CPUs. */
 void gr_tensor_set_fill(gr_tensor_set *s);
