@@ -252,23 +252,32 @@ static gr_host_entry *find(gr_host_cache *c, uintptr_t base, uintptr_t end, uint
 
 static bool held_already(const gr_host_hold *h, const gr_host_entry *e)
 {
-    for (uint32_t k = h->n; k-- > 0 && k + 8 >= h->n;) /* in place: in and out are one */
+    for (uint64_t k = h->n; k-- > 0 && k + 8 >= h->n;) /* in place: in and out are one */
         if (h->v[k] == e)
             return true;
     return false;
 }
 
+/* Room for one more in the entry array *v of *cap slots, *n used (the cache's entries, a
+ * hold's): doubled when full. False when host memory ran out (the array is as it was). */
+static bool entries_room(gr_host_entry ***v, uint64_t n, uint64_t *cap)
+{
+    if (n == *cap) {
+        uint64_t more = *cap ? 2 * *cap : 64;
+        gr_host_entry **grown = gr__realloc(*v, more * sizeof(*grown));
+
+        if (grown == NULL)
+            return false;
+        *v = grown;
+        *cap = more;
+    }
+    return true;
+}
+
 static gr_status hold_push(gr_host_hold *h, gr_host_entry *e)
 {
-    if (h->n == h->cap) {
-        uint32_t cap = h->cap ? 2 * h->cap : 64;
-        gr_host_entry **v = gr__realloc(h->v, cap * sizeof(*v));
-
-        if (v == NULL)
-            return GR_ERR_OUT_OF_MEMORY;
-        h->v = v;
-        h->cap = cap;
-    }
+    if (!entries_room(&h->v, h->n, &h->cap))
+        return GR_ERR_OUT_OF_MEMORY;
     e->holds++;
     h->v[h->n++] = e;
     return GR_OK;
@@ -337,15 +346,8 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
         /* Memory its owner registered is never the cache's to touch. */
         if (c->ops->dma_ready(p))
             return GR_OK;
-        if (c->n == c->cap) {
-            uint64_t cap = c->cap ? 2 * c->cap : 64;
-            gr_host_entry **v = gr__realloc(c->v, cap * sizeof(*v));
-
-            if (v == NULL)
-                return GR_ERR_OUT_OF_MEMORY;
-            c->v = v;
-            c->cap = cap;
-        }
+        if (!entries_room(&c->v, c->n, &c->cap))
+            return GR_ERR_OUT_OF_MEMORY;
         if ((e = gr__calloc(1, sizeof(*e))) == NULL)
             return GR_ERR_OUT_OF_MEMORY;
         e->base = base;
@@ -376,15 +378,15 @@ static int range_cmp(const void *a, const void *b)
 /* The hold's snapshot of its registered entries (under mu): see gr_host_hold.ready. */
 static gr_status snapshot_ready(gr_host_hold *h)
 {
-    uint32_t n = 0;
+    uint64_t n = 0;
 
-    for (uint32_t k = 0; k < h->n; k++)
+    for (uint64_t k = 0; k < h->n; k++)
         n += h->v[k]->state == ENTRY_REGISTERED;
     if (n == 0)
         return GR_OK;
     if ((h->ready = gr__malloc(n * sizeof(*h->ready))) == NULL)
         return GR_ERR_OUT_OF_MEMORY;
-    for (uint32_t k = 0; k < h->n; k++)
+    for (uint64_t k = 0; k < h->n; k++)
         if (h->v[k]->state == ENTRY_REGISTERED) {
             h->ready[h->n_ready][0] = h->v[k]->base;
             h->ready[h->n_ready][1] = h->v[k]->end;
@@ -446,7 +448,7 @@ void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h, bool discard)
     h->live = false;
     if (--c->live_jobs == 0 && c->queued > 0)
         pthread_cond_signal(&c->work); /* idle: the queued ranges' turn */
-    for (uint32_t k = 0; k < h->n; k++) {
+    for (uint64_t k = 0; k < h->n; k++) {
         gr_host_entry *e = h->v[k];
 
         /* Dropped by close while held, or known but not registered: its last hold goes

@@ -67,14 +67,14 @@ typedef struct gr_host_cache_stats {
 /* A job's hold: the entries it keeps from eviction. */
 typedef struct gr_host_hold {
     struct gr_host_entry **v;
-    uint32_t n, cap;
+    uint64_t n, cap;
     bool live; /* counted among the cache's live jobs */
     /* The held entries that were registered when the job was submitted, as [lo, hi)
      * ranges sorted by address: all the job may copy by DMA of what the cache knows (one
      * registered later is not the job's to use: its plan was made without it, and a
      * lookup of the driver's between the two would disagree with the plan). */
     uintptr_t (*ready)[2];
-    uint32_t n_ready;
+    uint64_t n_ready;
 } gr_host_hold;
 
 /* A cache of at most `capacity` page-locked bytes (> 0). The thread starts on first use. */

@@ -9,8 +9,7 @@
  * GR_UNIT_MAX_TENSORS. A batch whose tensors lie back to back in DMA-ready memory (rows of
  * one array, say) is one contiguous range and goes direct; any other batch is staged. When
  * nothing was cut or packed the plan is dropped (identity), so the common case costs no
- * memory. Last, the ramp (units.h: gr_unit_limits.ramp) cuts the plan's first and last
- * units finer.
+ * memory.
  */
 #include "runtime/units.h"
 
@@ -57,8 +56,6 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
         lim.batch_below = lim.stage_elems;
     lim.spread = 4 * (workers ? workers : 1);
     lim.spread_floor = GR_SPREAD_FLOOR_BYTES / gr_graph_widest_port(g);
-    lim.ramp = workers ? workers : 1;
-    lim.ramp_floor = lim.spread_floor;
     return lim;
 }
 
@@ -138,86 +135,6 @@ static bool push(plan *p, gr_unit u)
         p->cap = cap;
     }
     p->v[p->n++] = u;
-    return true;
-}
-
-/* Unit u cut into up to GR_RAMP_PIECES pieces of at least lim->ramp_floor elements, pushed
- * in order: a batch between its tensors (about equal elements each), a chunk of a tensor
- * already in chunks into equal parts (pend counts them), anything else as it is. */
-static bool push_ramped(plan *p, gr_unit u, const gr_tensor *t, const gr_unit_limits *lim,
-                        uint32_t *pend)
-{
-    uint64_t floor = lim->ramp_floor ? lim->ramp_floor : 1;
-    uint64_t pieces = u.elems / floor;
-
-    if (pieces > GR_RAMP_PIECES)
-        pieces = GR_RAMP_PIECES;
-    if (u.tensors == 1) {
-        if (pieces < 2 || pend[u.index] < 2)
-            return push(p, u);
-        for (uint64_t k = 0; k < pieces; k++) {
-            gr_unit c = u;
-
-            c.offset = u.offset + u.elems * k / pieces;
-            c.elems = u.elems * (k + 1) / pieces - u.elems * k / pieces;
-            if (!push(p, c))
-                return false;
-        }
-        pend[u.index] += (uint32_t)pieces - 1;
-        return true;
-    }
-    if (pieces > u.tensors)
-        pieces = u.tensors;
-    if (pieces < 2)
-        return push(p, u);
-    /* Tensors go to the current piece until it holds its share of the elements; every
-     * piece gets at least one, and the last takes the rest. */
-    {
-        gr_unit c = u;
-        uint64_t left = u.tensors, done_elems = 0, made = 0;
-
-        c.tensors = 0;
-        c.elems = 0;
-        for (uint64_t i = u.index; left > 0; i++, left--) {
-            uint64_t target = u.elems * (made + 1) / pieces;
-
-            c.tensors++;
-            c.elems += t[i].elems;
-            done_elems += t[i].elems;
-            if (made + 1 < pieces && (done_elems >= target || left - 1 == pieces - made - 1)) {
-                if (!push(p, c))
-                    return false;
-                made++;
-                c.index = i + 1;
-                c.tensors = 0;
-                c.elems = 0;
-            }
-        }
-        return push(p, c);
-    }
-}
-
-/* The ramp (units.h): the plan's first lim->ramp units and its last lim->ramp cut finer.
- * False when host memory ran out (the plan is then as it was). */
-static bool ramp_ends(plan *p, const gr_tensor *t, const gr_unit_limits *lim, uint32_t *pend)
-{
-    uint64_t ends = lim->ramp, n = p->n;
-    plan out = {0};
-
-    if (ends == 0 || n == 0)
-        return true;
-    if (ends > (n + 1) / 2)
-        ends = (n + 1) / 2; /* a short plan: every unit is at one end or the other */
-    for (uint64_t k = 0; k < n; k++) {
-        bool at_end = k < ends || k >= n - ends;
-
-        if (!(at_end ? push_ramped(&out, p->v[k], t, lim, pend) : push(&out, p->v[k]))) {
-            free(out.v);
-            return false;
-        }
-    }
-    free(p->v);
-    *p = out;
     return true;
 }
 
@@ -340,8 +257,6 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         free(pend);
         return GR_OK;
     }
-    if (!ramp_ends(&p, t, lim, pend))
-        goto out_nomem;
     *units = p.v;
     *n_units = p.n;
     *pending = pend;

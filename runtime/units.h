@@ -63,26 +63,14 @@ typedef struct gr_unit_limits {
      * 0.90 for 10,000 tensors). */
     uint32_t spread;
     uint64_t spread_floor;
-    /* The job's ends ramped for `ramp` workers (0: no ramp): its first `ramp` units and its
-     * last `ramp` are each cut into up to GR_RAMP_PIECES pieces of at least ramp_floor
-     * elements, where they can be (a batch between its tensors, a chunk of a tensor cut
-     * into chunks anyway; never a tensor that was one unit). All workers start at once, so
-     * a job's first copy out waits for `ramp` first copies in sharing the link, and its
-     * last copies out run after every copy in: small units at both ends shorten the
-     * stretches when only one direction of the link is busy (docs/PERFORMANCE.md). */
-    uint32_t ramp;
-    uint64_t ramp_floor;
 } gr_unit_limits;
-
-#define GR_RAMP_PIECES 4
 
 /* The measured sizes behind gr_unit_limits.scatter_below and scatter_from, per tensor on
  * its widest port: on an H200, 16 KiB tensors gathered by the CPU went at 357,000 a second
  * and scattered at 284,000; 64 KiB ones at 45,000 and 414,000 (docs/PERFORMANCE.md). */
 #define GR_SCATTER_FROM_BYTES (32u << 10)
 #define GR_SCATTER_BELOW_BYTES (16u << 20)
-/* The smallest unit the spread rule (gr_unit_limits.spread) cuts a short job into, and the
- * smallest piece of the ramp (gr_unit_limits.ramp). */
+/* The smallest unit the spread rule (gr_unit_limits.spread) cuts a short job into. */
 #define GR_SPREAD_FLOOR_BYTES (1u << 20)
 
 /* The limits for graph `g` on devices whose smallest arena is `arena_bytes`, shared by

@@ -125,7 +125,7 @@ static void stays_whole_when_everything_fits(void)
     const uint64_t elems[] = {1000, 5000, 262144};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -144,7 +144,7 @@ static void unsplittable_graph_stays_whole(void)
     const float two = 2;
     const uint64_t elems[] = {10, 1u << 30};
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -173,7 +173,7 @@ static void pipelined_chunks_of_tensors_that_fit(void)
     const uint64_t elems[] = {1000, 250, 2501};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -202,7 +202,7 @@ static void large_tensors_are_chunked_evenly(void)
     const uint64_t elems[] = {1000, 1001, 3000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -230,7 +230,7 @@ static void pageable_tensors_are_staged_to_the_staging_limit(void)
     const uint64_t elems[] = {300, 1000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -255,7 +255,7 @@ static void pageable_medium_tensors_share_staged_units(void)
     enum { N = sizeof(elems) / sizeof(elems[0]) };
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, N);
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -278,79 +278,6 @@ static void pageable_medium_tensors_share_staged_units(void)
     free(t);
 }
 
-/* The ramp: the plan's first and last `ramp` units cut into up to GR_RAMP_PIECES pieces of
- * at least ramp_floor elements: chunks of a chunked tensor, batches between tensors; a
- * tensor that was one unit stays one. */
-static void job_ends_ramped(void)
-{
-    enum { N = 100 };
-    uint64_t elems[N];
-    gr_graph *g = seed_graph();
-    gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1000, 1 << 20, 64, false, 0, 0, 0, 0, 3, 100};
-    gr_unit *u;
-    uint32_t *pending;
-    uint64_t n;
-
-    /* One tensor in 12 chunks of 1000: the first 3 and the last 3 in 4 pieces each. */
-    elems[0] = 12000;
-    t = tensors_of(elems, 1);
-    ASSERT_STATUS(gr__units_plan(g, t, 1, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 1, pending, &lim);
-    ASSERT_EQ_U64(n, 6 + 2 * 3 * 4);
-    ASSERT_EQ_U64(pending[0], n);
-    ASSERT_EQ_U64(u[0].elems, 250);
-    ASSERT_EQ_U64(u[11].elems, 250);
-    ASSERT_EQ_U64(u[12].elems, 1000);
-    ASSERT_EQ_U64(u[17].elems, 1000);
-    ASSERT_EQ_U64(u[18].elems, 250);
-    ASSERT_EQ_U64(u[n - 1].elems, 250);
-    free(u);
-    free(pending);
-    free(t);
-    /* A chunk under two floors stays whole: ramp_floor 600 allows 1 piece of 1000. */
-    lim.ramp_floor = 600;
-    t = tensors_of(elems, 1);
-    ASSERT_STATUS(gr__units_plan(g, t, 1, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 1, pending, &lim);
-    ASSERT_EQ_U64(n, 12);
-    free(u);
-    free(pending);
-    free(t);
-    /* 100 tensors of 1000 spread into 13 batches (12 of 8, one of 4): the first 3 and the
-     * last 2 of 8 in 4 pieces of 2 tensors, the last of 4 in 4 of 1. */
-    for (int i = 0; i < N; i++)
-        elems[i] = 1000;
-    lim = (gr_unit_limits){1 << 20, 1 << 20, 1 << 20, 1 << 20, false, 0, 0, 12, 100, 3, 1000};
-    t = tensors_of(elems, N);
-    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, N, pending, &lim);
-    ASSERT_EQ_U64(n, 7 + 6 * 4);
-    for (int k = 0; k < 12; k++)
-        ASSERT_EQ_U64(u[k].tensors, 2);
-    ASSERT_EQ_U64(u[12].tensors, 8);
-    ASSERT_EQ_U64(u[n - 1].tensors, 1);
-    free(u);
-    free(pending);
-    free(t);
-    /* A tensor that was one unit is not cut for the ramp; the batch after it is. */
-    elems[0] = 5000;
-    for (int i = 1; i <= 10; i++)
-        elems[i] = 10;
-    lim = (gr_unit_limits){1 << 20, 10000, 1 << 20, 64, false, 0, 0, 0, 0, 3, 10};
-    t = tensors_of(elems, 11);
-    ASSERT_STATUS(gr__units_plan(g, t, 11, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 11, pending, &lim);
-    ASSERT_EQ_U64(n, 1 + 4);
-    ASSERT_EQ_U64(u[0].elems, 5000);
-    ASSERT_EQ_U64(pending[0], 1);
-    ASSERT_EQ_U64(u[1].tensors + u[2].tensors + u[3].tensors + u[4].tensors, 10);
-    free(u);
-    free(pending);
-    free(t);
-    gr_graph_destroy(g);
-}
-
 /* A short job of many tensors is batched into at least `spread` units (none under
  * spread_floor), so that its workers overlap; a long one, and one tensor, as before. */
 static void short_jobs_spread_over_the_workers(void)
@@ -359,7 +286,7 @@ static void short_jobs_spread_over_the_workers(void)
     uint64_t elems[N];
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 1 << 20, 16, 12, 100, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 1 << 20, 16, 12, 100};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -419,7 +346,7 @@ static bool ready_by_class(const gr_backend_env *env, const struct gr_host_hold 
 static void batches_lie_alike_with_the_cache(void)
 {
     const gr_backend_env env = {.host_ready = ready_by_class, .host_class = class_of};
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0};
     gr_graph *g = seed_graph();
     gr_tensor t[8];
     gr_unit *u;
@@ -449,7 +376,7 @@ static void small_tensors_are_batched(void)
     uint64_t elems[N], rng = 3;
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -490,7 +417,7 @@ static void separate_batches_scattered_where_the_backend_can(void)
     uint64_t elems[N];
     float *block = calloc(N * 8, sizeof(float));
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0, 0, 0};
     gr_tensor *t;
     gr_unit *u;
     uint32_t *pending;
@@ -532,7 +459,7 @@ static void medium_tensors_batched_small_ones_staged(void)
     enum { N = 100 };
     uint64_t elems[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16, 0, 0};
     gr_tensor *t;
     gr_unit *u;
     uint32_t *pending;
@@ -580,7 +507,7 @@ static void mixed_sizes_keep_order(void)
     const uint64_t elems[] = {5, 7, 900, 3, 3, 3, 50, 2000, 1};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 9);
-    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -606,7 +533,7 @@ static void contiguous_batches_go_direct(void)
     static float slab[N * 10 + 1];
     gr_tensor t[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -638,7 +565,7 @@ GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct), GR_TEST(sta
              GR_TEST(pipelined_chunks_of_tensors_that_fit),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
              GR_TEST(pageable_medium_tensors_share_staged_units),
-             GR_TEST(short_jobs_spread_over_the_workers), GR_TEST(job_ends_ramped),
+             GR_TEST(short_jobs_spread_over_the_workers),
              GR_TEST(batches_lie_alike_with_the_cache), GR_TEST(small_tensors_are_batched),
              GR_TEST(separate_batches_scattered_where_the_backend_can),
              GR_TEST(medium_tensors_batched_small_ones_staged),
