@@ -56,6 +56,11 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
         lim.batch_below = lim.stage_elems;
     lim.spread = 4 * (workers ? workers : 1);
     lim.spread_floor = GR_SPREAD_FLOOR_BYTES / gr_graph_widest_port(g);
+    {
+        const char *env = getenv("GR_STAGGER");
+
+        lim.stagger = env != NULL && strcmp(env, "0") == 0 ? 0 : workers;
+    }
     return lim;
 }
 
@@ -135,6 +140,77 @@ static bool push(plan *p, gr_unit u)
         p->cap = cap;
     }
     p->v[p->n++] = u;
+    return true;
+}
+
+/* The staggered start (units.h): the plan's first unit cut into pieces of 1, 2, ...,
+ * lim->stagger - 1 parts, in place of it, where it can be (a batch between its tensors, a
+ * chunk of a tensor in chunks anyway, never a tensor that was one unit), no piece under
+ * lim->spread_floor elements. False when host memory ran out (the plan is as it was). */
+static bool stagger_start(plan *p, const gr_tensor *t, const gr_unit_limits *lim,
+                          uint32_t *pend)
+{
+    uint64_t floor = lim->spread_floor ? lim->spread_floor : 1, pieces, parts;
+    gr_unit u, piece[GR_STAGGER_MAX];
+    uint64_t made = 0;
+
+    if (lim->stagger < 3 || p->n < lim->stagger)
+        return true; /* two workers: one piece is the unit itself; few units: no round */
+    u = p->v[0];
+    pieces = lim->stagger - 1 < GR_STAGGER_MAX ? lim->stagger - 1 : GR_STAGGER_MAX;
+    if (u.tensors == 1 && pend[u.index] < 2)
+        return true;
+    if (u.tensors > 1 && pieces > u.tensors)
+        pieces = u.tensors;
+    parts = pieces * (pieces + 1) / 2;
+    if (pieces < 2 || u.elems / parts < floor)
+        return true;
+    if (u.tensors == 1) {
+        uint64_t at = 0;
+
+        for (uint64_t k = 0; k < pieces; k++) {
+            uint64_t len = k + 1 == pieces ? u.elems - at : u.elems * (k + 1) / parts;
+
+            piece[made] = u;
+            piece[made].offset = u.offset + at;
+            piece[made].elems = len;
+            at += len;
+            made++;
+        }
+    } else {
+        /* Tensors go to piece k until it holds its k + 1 parts of the elements; each piece
+         * gets at least one tensor, the last the rest. */
+        uint64_t done = 0, goal = 0, i = u.index, end = u.index + u.tensors;
+
+        for (uint64_t k = 0; k < pieces; k++) {
+            piece[made] = u;
+            piece[made].index = i;
+            piece[made].tensors = 0;
+            piece[made].elems = 0;
+            goal += u.elems * (k + 1) / parts;
+            while (i < end && (piece[made].tensors == 0 || k + 1 == pieces ||
+                               (done < goal && end - i > pieces - k - 1))) {
+                piece[made].tensors++;
+                piece[made].elems += t[i].elems;
+                done += t[i].elems;
+                i++;
+            }
+            made++;
+        }
+    }
+    if (p->cap < p->n + made - 1) {
+        gr_unit *v = gr__realloc(p->v, (p->n + made - 1) * sizeof(*v));
+
+        if (v == NULL)
+            return false;
+        p->v = v;
+        p->cap = p->n + made - 1;
+    }
+    memmove(p->v + made, p->v + 1, (p->n - 1) * sizeof(*p->v));
+    memcpy(p->v, piece, made * sizeof(*piece));
+    p->n += made - 1;
+    if (u.tensors == 1)
+        pend[u.index] += (uint32_t)made - 1;
     return true;
 }
 
@@ -257,6 +333,8 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         free(pend);
         return GR_OK;
     }
+    if (!stagger_start(&p, t, lim, pend))
+        goto out_nomem;
     *units = p.v;
     *n_units = p.n;
     *pending = pend;
