@@ -87,15 +87,21 @@ void *gr__calloc(size_t n, size_t size);
 void *gr__realloc(void *p, size_t bytes);
 
 /* pthread_create with default attributes, a call of the "thread" site (EAGAIN when the
- * plan fails it, as when the system is out of threads). The thread is named `name`
- * (gr__thread_name). */
+ * plan fails it, as when the system is out of threads), through gr__thread_start. */
 int gr__thread_create(pthread_t *thread, const char *name, void *(*start)(void *), void *arg);
 
-/* Every thread graphrun starts is named "gr-" and what it does (at most 15 characters:
- * "gr-worker", "gr-copy", "gr-deadline", "gr-hostcache"), so that top -H, gdb and the
- * stress test's leak check (tools/graphrun/stress.c) tell them from the CUDA driver's and
- * the application's. A name that cannot be set is no failure. */
-#define GR_THREAD_NAME_PREFIX "gr-"
-void gr__thread_name(pthread_t thread, const char *name);
+/* pthread_create of `start(arg)` through a wrapper that every thread graphrun starts runs
+ * in: it names the thread `name` from inside it (Linux; "gr-" and what it does, at most 15
+ * characters: "gr-worker", "gr-copy", "gr-deadline", "gr-hostcache"), so that top -H and
+ * gdb tell graphrun's threads from the CUDA driver's and the application's, and counts it
+ * in gr__threads_live from its first instruction to its last. A thread the CUDA driver or
+ * a library starts from one of graphrun's inherits the name, but is not counted. An error
+ * number as pthread_create's (EAGAIN when the wrapper's few bytes cannot be had). */
+int gr__thread_start(pthread_t *thread, const char *name, void *(*start)(void *), void *arg);
+
+/* graphrun's threads running now, in the whole process: a runtime's destroy joins all it
+ * started, so the count after it is the count before its create (the stress test's leak
+ * check, tools/graphrun/stress.c; tests/lifecycle_test.c). */
+unsigned gr__threads_live(void);
 
 #endif /* GR_FAULT_H */

@@ -413,11 +413,10 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
     c->live_jobs++;
     out->live = true;
     if (!c->thread_started && !c->closed) {
-        if (pthread_create(&c->thread, NULL, registrar_main, c) != 0) {
+        if (gr__thread_start(&c->thread, "gr-hostcache", registrar_main, c) != 0) {
             pthread_mutex_unlock(&c->mu);
             return GR_OK; /* no thread, no registrations: the job runs as without a cache */
         }
-        gr__thread_name(c->thread, "gr-hostcache");
         c->thread_started = true;
     }
     for (uint64_t i = 0; i < count && st == GR_OK; i++) {
@@ -475,13 +474,13 @@ void gr__host_cache_release(gr_host_cache *c, gr_host_hold *h, bool discard)
  * changes. */
 static int64_t in_snapshot(const gr_host_hold *hold, uintptr_t a)
 {
-    uint32_t lo = 0, hi;
+    uint64_t lo = 0, hi;
 
     if (hold == NULL || hold->n_ready == 0)
         return -1;
     hi = hold->n_ready;
     while (lo < hi) { /* the first range ending above a */
-        uint32_t mid = lo + (hi - lo) / 2;
+        uint64_t mid = lo + (hi - lo) / 2;
 
         if (hold->ready[mid][1] <= a)
             lo = mid + 1;

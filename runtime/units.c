@@ -13,11 +13,28 @@
  */
 #include "runtime/units.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/fault.h"
 #include "runtime/hostcache.h"
+
+/* GR_STAGGER=0 (units.h), read once: the environment is not read while jobs are planned on
+ * many threads. */
+static bool stagger_off(void)
+{
+    static atomic_int known; /* 0: not read yet, 1: on, 2: off */
+    int v = atomic_load(&known);
+
+    if (v == 0) {
+        const char *env = getenv("GR_STAGGER");
+
+        v = env != NULL && strcmp(env, "0") == 0 ? 2 : 1;
+        atomic_store(&known, v);
+    }
+    return v == 2;
+}
 
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
                                uint64_t staging_bytes, uint64_t batch_below_bytes,
@@ -56,11 +73,7 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
         lim.batch_below = lim.stage_elems;
     lim.spread = 4 * (workers ? workers : 1);
     lim.spread_floor = GR_SPREAD_FLOOR_BYTES / gr_graph_widest_port(g);
-    {
-        const char *env = getenv("GR_STAGGER");
-
-        lim.stagger = env != NULL && strcmp(env, "0") == 0 ? 0 : workers;
-    }
+    lim.stagger = stagger_off() ? 0 : workers;
     return lim;
 }
 
@@ -178,8 +191,10 @@ static bool stagger_start(plan *p, const gr_tensor *t, const gr_unit_limits *lim
             made++;
         }
     } else {
-        /* Tensors go to piece k until it holds its k + 1 parts of the elements; each piece
-         * gets at least one tensor, the last the rest. */
+        /* Piece k ends at the tensor boundary nearest its share (k + 1 parts) of the
+         * elements, leaving a tensor for each piece after it; the last takes the rest.
+         * Tensors of uneven sizes can make a piece too small or the pieces not grow: then
+         * the unit stays whole. */
         uint64_t done = 0, goal = 0, i = u.index, end = u.index + u.tensors;
 
         for (uint64_t k = 0; k < pieces; k++) {
@@ -189,12 +204,16 @@ static bool stagger_start(plan *p, const gr_tensor *t, const gr_unit_limits *lim
             piece[made].elems = 0;
             goal += u.elems * (k + 1) / parts;
             while (i < end && (piece[made].tensors == 0 || k + 1 == pieces ||
-                               (done < goal && end - i > pieces - k - 1))) {
+                               (end - i > pieces - k - 1 && done < goal &&
+                                (done + t[i].elems <= goal ||
+                                 done + t[i].elems - goal < goal - done)))) {
                 piece[made].tensors++;
                 piece[made].elems += t[i].elems;
                 done += t[i].elems;
                 i++;
             }
+            if (piece[made].elems < floor || (made && piece[made].elems < piece[made - 1].elems))
+                return true;
             made++;
         }
     }

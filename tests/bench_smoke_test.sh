@@ -26,7 +26,15 @@ case_ copier_bench_small_ops ok "$dir/copier_bench" --ops 300 --bytes 5000 --rou
 case_ copier_bench_large_ops ok "$dir/copier_bench" --ops 5 --bytes 3000000 --rounds 2 --threads 2
 case_ copier_bench_refuses_zero refused "$dir/copier_bench" --ops 0
 case_ scale_bench_host ok "$dir/scale_bench" --count 300 --small 30 --elems 64 --trials 1 --ring 64
-case_ scale_bench_in_flight_json ok "$dir/scale_bench" --count 300 --small 30 --elems 64 --trials 1 \
-  --ring 64 --in-flight --json
+in_flight_json() { # one JSON object a trial, every one verified, both modes
+  ok "$dir/scale_bench" --count 300 --small 30 --elems 64 --trials 2 --ring 64 --in-flight \
+    --json && python3 - "$out" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 2 and all(r["verified"] and r["in_flight"] for r in rows), rows
+assert all(r["small_over_one"] > 0 and r["count"] == 300 and r["small"] == 30 for r in rows), rows
+PY
+}
+case_ scale_bench_in_flight_json in_flight_json
 case_ scale_bench_refuses_bad_slices refused "$dir/scale_bench" --count 100 --small 30
 exit $failed

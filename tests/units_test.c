@@ -114,12 +114,13 @@ static void limits(void)
     ASSERT_EQ_U64(lim.pipe_elems, 16ull << 20);
     lim = gr__unit_limits(g, 3 << 20, 3, 64 << 20, 1 << 20, 128ull << 20);
     ASSERT_EQ_U64(lim.pipe_elems, 262144);
-    /* The staggered start: one piece more per worker beyond two; GR_STAGGER=0 turns it off. */
-    ASSERT_EQ(lim.stagger, 3);
-    setenv("GR_STAGGER", "0", 1);
-    lim = gr__unit_limits(g, 3 << 20, 3, 64 << 20, 1 << 20, 128ull << 20);
-    unsetenv("GR_STAGGER");
-    ASSERT_EQ(lim.stagger, 0);
+    /* The staggered start for the workers, unless GR_STAGGER=0 (read once: run_test.sh's
+     * check_shows_the_staggered_start sees it turned off). */
+    {
+        const char *env = getenv("GR_STAGGER");
+
+        ASSERT_EQ(lim.stagger, env != NULL && strcmp(env, "0") == 0 ? 0 : 3);
+    }
     /* A share too small for one aligned element group: the whole arena. */
     lim = gr__unit_limits(g, 512, 4, 4096, 0, 0);
     ASSERT_EQ_U64(lim.max_elems, 128);
@@ -339,6 +340,34 @@ static void job_starts_staggered(void)
     ASSERT_STATUS(gr__units_plan(g, t, 1, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
     check_cover(u, n, t, 1, pending, &lim);
     ASSERT_EQ_U64(n, 12);
+    free(u);
+    free(pending);
+    free(t);
+    /* Staged batches (pageable tensors) alike; uneven tensors whose pieces would not grow
+     * (5000 then 300) leave the unit whole. */
+    for (int i = 0; i < 24; i++)
+        elems[i] = 1000;
+    lim = (gr_unit_limits){1 << 20, 1 << 20, 8000, 1 << 20, false, 0, 0, 0, 100, 3};
+    t = tensors_of(elems, 24);
+    ASSERT_STATUS(gr__units_plan(g, t, 24, &lim, never_ready, NULL, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, 24, pending, &lim);
+    ASSERT_EQ_U64(n, 4);
+    ASSERT_TRUE(u[0].staged && u[1].staged);
+    ASSERT_EQ_U64(u[0].tensors, 3);
+    ASSERT_EQ_U64(u[1].tensors, 5);
+    free(u);
+    free(pending);
+    free(t);
+    elems[0] = 5000;
+    elems[1] = elems[2] = elems[3] = 100;
+    for (int i = 4; i < 12; i++)
+        elems[i] = 2650;
+    lim.stage_elems = 5300;
+    t = tensors_of(elems, 12);
+    ASSERT_STATUS(gr__units_plan(g, t, 12, &lim, never_ready, NULL, &u, &n, &pending), GR_OK);
+    check_cover(u, n, t, 12, pending, &lim);
+    ASSERT_EQ_U64(n, 5); /* 5000 + 3 x 100, then four of two */
+    ASSERT_EQ_U64(u[0].tensors, 4);
     free(u);
     free(pending);
     free(t);

@@ -29,7 +29,6 @@
  */
 #include "tools/graphrun/stress.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -507,36 +506,6 @@ static long thread_count(void)
     return n;
 }
 
-/* The process's threads named as graphrun names its own (GR_THREAD_NAME_PREFIX): the
- * leak check counts only these, since the CUDA driver, ThreadSanitizer and NVRTC start
- * threads of their own that outlive a runtime (seen: one more after destroy than before
- * create on a GPU machine, even on the host backend). -1 when /proc cannot say. */
-static long graphrun_thread_count(void)
-{
-    char path[64], name[32];
-    struct dirent *e;
-    DIR *d = opendir("/proc/self/task");
-    long n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL) {
-        FILE *f;
-
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "/proc/self/task/%.20s/comm", e->d_name);
-        if ((f = fopen(path, "r")) == NULL)
-            continue; /* the thread ended meanwhile */
-        if (fgets(name, sizeof(name), f) != NULL &&
-            strncmp(name, GR_THREAD_NAME_PREFIX, strlen(GR_THREAD_NAME_PREFIX)) == 0)
-            n++;
-        fclose(f);
-    }
-    closedir(d);
-    return n;
-}
-
 static void *monitor_main(void *p)
 {
     shared *s = p;
@@ -598,7 +567,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
     if (c->faults != NULL)
         cfg.fault_plan = c->faults;
     r->threads_before = thread_count();
-    r->gr_threads_before = graphrun_thread_count();
+    r->gr_threads_before = (long)gr__threads_live();
     s.c = c;
     s.r = r;
     pthread_mutex_init(&s.mu, NULL);
@@ -668,8 +637,10 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
 out:
     gr_runtime_destroy(s.rt);
     r->threads_after = thread_count();
-    r->gr_threads_after = graphrun_thread_count();
-    /* Destroy joins every thread the runtime started, on every backend. */
+    r->gr_threads_after = (long)gr__threads_live();
+    /* Destroy joins every thread the runtime started, on every backend (runtime/fault.h:
+     * each counts itself from its first instruction to its last; the CUDA driver's, NVRTC's
+     * and tsan's threads, which outlive a runtime, are not counted). */
     if (st == GR_OK && r->gr_threads_after > r->gr_threads_before)
         breach(&s, &r->threads_left, "%ld of graphrun's threads after destroy, %ld before create",
                r->gr_threads_after, r->gr_threads_before);

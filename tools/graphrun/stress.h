@@ -53,7 +53,7 @@ typedef struct gr_stress_report {
     uint64_t fault_failed, fault_refused;
     /* Host memory (resident set) after create, its peak, at a quarter of the run (after
      * the warm-up) and at the end before destroy; process threads before create and after
-     * destroy, and graphrun's own among them (named "gr-...": runtime/fault.h). */
+     * destroy, and graphrun's own running (gr__threads_live: runtime/fault.h). */
     uint64_t rss_start, rss_peak, rss_quarter, rss_end;
     long threads_before, threads_after, gr_threads_before, gr_threads_after;
     uint64_t budget_bytes, peak_budget, budget_samples;

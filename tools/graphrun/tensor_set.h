@@ -28,9 +28,10 @@ gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
 gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
                                          gr_mem_kind kind, uint64_t seed);
 
-/* The same, all in one allocation, each tensor at a page boundary with a page between it and
- * the next: apart, as separate allocations are, but in one pinned region, as tensors from a
- * pooled allocator (PyTorch's pinned caching allocator) are. Measures what the driver's
+/* The same, all in one allocation, each tensor starting a whole number of pages after the
+ * previous one's start with at least a page (4096 bytes) between it and the next: apart, as
+ * separate allocations are, but in one pinned region, as tensors from a pooled allocator
+ * (PyTorch's pinned caching allocator) are. Measures what the driver's
  * per-allocation lookups cost a batch of separate tensors. */
 #define GR_TENSOR_SET_POOL_GAP 4096u
 gr_status gr_tensor_set_alloc_pooled(gr_tensor_set *s, uint64_t count, uint64_t elems,
