@@ -3,7 +3,10 @@ tests/sizes_test.sh: it prints one object with the fields tools/sizes_bench read
 plausible figures (a link of 100 GB/s both ways, a per-tensor cost), and does no work.
 
     python3 sizes_fake_graphrun.py bench --count N --elems N --budget B --memory M
-                                   --layout L [--workers N] [--passes N] --json
+                                   --layout L [--workers N] [--passes N] [--host-cache S]
+                                   --json
+
+Also tests/targets_test.sh's, for tools/targets_bench.
 
 SIZES_FAKE_WRONG=ELEMS: the run of that many elements reports 3 wrong tensors.
 SIZES_FAKE_FAIL=ELEMS: that run exits with status 3 and prints nothing.
@@ -22,6 +25,7 @@ ap.add_argument("--memory", default="pinned")
 ap.add_argument("--layout", default="separate")
 ap.add_argument("--workers", type=int, default=3)
 ap.add_argument("--passes", type=int, default=1)
+ap.add_argument("--host-cache", default="0")
 ap.add_argument("--json", action="store_true")
 a = ap.parse_args()
 if not a.json:

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# targets_test.sh - tools/targets_bench (issue 14's targets in one run) without a GPU: the
+# plan, the refusals, every row end to end through the stand-in for `graphrun bench --json`
+# (tests/sizes_fake_graphrun.py): the table, the JSON Lines, a wrong or failed row failing
+# the run while the others still run.
+set -u
+cd "${TEST_SRCDIR}/graphrun" || exit 1
+py=/usr/bin/python3
+work="${TEST_TMPDIR}/targets"
+rm -rf "$work" && mkdir -p "$work"
+out="$work/out"
+failed=0
+case_() {
+  local name=$1; shift
+  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failed=1; fi
+}
+show() { sed 's/^/    | /' "$out"; }
+status() { # WANT CMD...: exits WANT
+  local want=$1; shift
+  "$@" >"$out" 2>&1
+  local rc=$?
+  [[ $rc == "$want" ]] || { echo "    $*: exit $rc, expected $want"; show; return 1; }
+}
+has() { grep -Eq -- "$1" "$out" || { echo "    no '$1' in:"; show; return 1; }; }
+
+printf '#!/bin/sh\nexec %s %s/tests/sizes_fake_graphrun.py "$@"\n' "$py" "$PWD" >"$work/graphrun"
+chmod +x "$work/graphrun"
+tb=($py tools/targets_bench --bin "$work/graphrun")
+
+plan_lists_every_row() {
+  status 0 "${tb[@]}" --dry-run && (($(grep -c '^plan: ' "$out") == 11)) &&
+    has "^plan: b3_64 +graphrun bench --count 64 --elems 100000000 --budget 1146MiB" &&
+    has "^plan: pageable_again .*--passes 4 --host-cache 8GiB" &&
+    has "^plan: scale .*--count 100 .*--passes 16 then .*--count 10000 .*--passes 3" &&
+    ! grep -Eq '^b3_16 ' "$out"
+}
+every_row_judged() { # the stand-in's figures: some targets met, most not; exit 0 all the same
+  status 0 "${tb[@]}" --json "$work/t.jsonl" --commit abc1234 &&
+    has "^sep256k +0\.9[0-9]+: target >= 0\.900: met" &&
+    has "^sep64k +0\.[0-9]+: target >= 0\.900: NOT met" &&
+    has "^small16k +[0-9,]+ tensors/s: target >= 1,000,000 tensors/s: NOT met" &&
+    has "^pageable_once +[0-9.]+ GB/s each way \(warm, second job: [0-9.]+\)" &&
+    has "^scale +[0-9.]+ \(100: 0\.[0-9]+, 10,000: 0\.[0-9]+\): target within 3%: met" &&
+    (($(grep -c '^| ' "$out") == 13)) && "$py" - "$work/t.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert rows[0]["header"] and rows[0]["commit"] == "abc1234", rows[0]
+body = rows[1:]
+assert [r["name"] for r in body][:3] == ["b3_16", "b3_64", "sep64k"] and len(body) == 11, body
+assert all(r["error"] is None and r["device"] == "Fake GPU" for r in body), body
+again = next(r for r in body if r["name"] == "pageable_again")
+assert len(again["detail"]) == 4 and again["measured"] == min(d["ratio"] for d in again["detail"][1:])
+sep = next(r for r in body if r["name"] == "sep256k")
+assert sep["met"] is True and sep["measured"] == sep["detail"][1]["ratio"], sep
+PY
+}
+wrong_or_failed_rows_fail_the_run() {
+  SIZES_FAKE_WRONG=16384 status 1 "${tb[@]}" --only sep64k,sep1m &&
+    has "^FAIL sep64k: exit status 1" && has "^sep1m +0\.[0-9]+: target" &&
+    has "^\| separate pinned 64 KiB >= 0\.900 \| failed \| not measured \|" &&
+    SIZES_FAKE_FAIL=4096 status 1 "${tb[@]}" --only small16k && has "^FAIL small16k: exit status 3"
+}
+refusals() {
+  status 2 "${tb[@]}" --only bogus && has "unknown row 'bogus'" &&
+    status 2 "${tb[@]}" --no-such-flag
+}
+
+case_ plan_lists_every_row plan_lists_every_row
+case_ every_row_judged every_row_judged
+case_ wrong_or_failed_rows_fail_the_run wrong_or_failed_rows_fail_the_run
+case_ refusals refusals
+exit $failed
