@@ -94,8 +94,9 @@ int gr__thread_create(pthread_t *thread, const char *name, void *(*start)(void *
  * in: it names the thread `name` from inside it (Linux; "gr-" and what it does, at most 15
  * characters: "gr-worker", "gr-copy", "gr-deadline", "gr-hostcache"), so that top -H and
  * gdb tell graphrun's threads from the CUDA driver's and the application's, and counts it
- * in gr__threads_live from its first instruction to its last. A thread the CUDA driver or
- * a library starts from one of graphrun's inherits the name, but is not counted. An error
+ * in gr__threads_live from before it is created to its last instruction. A thread the CUDA
+ * driver or a library starts from one of graphrun's inherits the name, but is not counted.
+ * An error
  * number as pthread_create's (EAGAIN when the wrapper's few bytes cannot be had). */
 int gr__thread_start(pthread_t *thread, const char *name, void *(*start)(void *), void *arg);
 

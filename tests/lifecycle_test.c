@@ -448,8 +448,11 @@ static void threads_are_named_and_joined(void)
     cfg.copy_threads = 4;
     cfg.budget_bytes = 1u << 20;
     ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
-    /* Each thread names itself once it runs: give them a moment. */
-    for (int i = 0; i < 200 && threads_named("gr-copy") < 4; i++)
+    /* Each thread names itself once it runs, which on a loaded machine under a sanitizer
+     * can take a while: up to 10 s for all of them. */
+    for (int i = 0; i < 2000 && (threads_named("gr-worker") < 6 ||
+                                 threads_named("gr-deadline") < 1 ||
+                                 threads_named("gr-copy") < 4); i++)
         sleep_ms(5);
     ASSERT_EQ_U64(threads_named("gr-worker"), 6);
     ASSERT_EQ_U64(threads_named("gr-deadline"), 1);
@@ -461,8 +464,8 @@ static void threads_are_named_and_joined(void)
     gr_runtime_destroy(rt);
     ASSERT_EQ_U64(gr__threads_live(), live); /* joined: each counted itself out */
     /* A joined thread can stay listed in /proc a moment after pthread_join returns. */
-    for (int i = 0; i < 200 && threads_named("gr-worker") + threads_named("gr-copy") +
-                                       threads_named("gr-deadline") > 0; i++)
+    for (int i = 0; i < 2000 && threads_named("gr-worker") + threads_named("gr-copy") +
+                                        threads_named("gr-deadline") > 0; i++)
         sleep_ms(5);
     ASSERT_EQ_U64(threads_named("gr-worker") + threads_named("gr-copy") +
                       threads_named("gr-deadline"), 0);

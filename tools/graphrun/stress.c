@@ -639,8 +639,8 @@ out:
     r->threads_after = thread_count();
     r->gr_threads_after = (long)gr__threads_live();
     /* Destroy joins every thread the runtime started, on every backend (runtime/fault.h:
-     * each counts itself from its first instruction to its last; the CUDA driver's, NVRTC's
-     * and tsan's threads, which outlive a runtime, are not counted). */
+     * each is counted from before it is created to its last instruction; the CUDA
+     * driver's, NVRTC's and tsan's threads, which outlive a runtime, are not counted). */
     if (st == GR_OK && r->gr_threads_after > r->gr_threads_before)
         breach(&s, &r->threads_left, "%ld of graphrun's threads after destroy, %ld before create",
                r->gr_threads_after, r->gr_threads_before);
