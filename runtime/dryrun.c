@@ -23,22 +23,6 @@
  * back (which would let a batch go direct), as separate allocations mostly do not. */
 static char fake_memory[2 * GR_MAX_PORTS];
 
-static bool yes(const gr_backend_env *env, const struct gr_host_hold *hold, const void *p,
-                uint64_t bytes)
-{
-    (void)env, (void)hold, (void)p, (void)bytes;
-    return true;
-}
-
-static bool no(const gr_backend_env *env, const struct gr_host_hold *hold, const void *p,
-               uint64_t bytes)
-{
-    (void)env, (void)hold, (void)p, (void)bytes;
-    return false;
-}
-
-/* What the planner is told of the (imagined) host memory: all of it page-locked, or none. */
-static const gr_backend_env ready_yes = {.host_ready = yes}, ready_no = {.host_ready = no};
 
 static uint64_t round_up(uint64_t v, uint64_t to)
 {
@@ -125,7 +109,8 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
                               full.batch_below_bytes, full.pipeline_bytes);
         lim.scatter = g->copies_at_ends && ops->batch_copies != NULL && ops->batch_copies();
         st = gr__units_plan(g, t, count, &lim,
-                            dma_ready || ops->kind == GR_BACKEND_HOST ? &ready_yes : &ready_no,
+                            dma_ready || ops->kind == GR_BACKEND_HOST ? &gr__units_all_ready
+                                                                  : &gr__units_none_ready,
                             NULL, &units, &n_units, &pending);
         if (st != GR_OK) {
             free(t);

@@ -163,14 +163,9 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
            "Iterations that succeeded, by how their host memory was copied: straight from one "
            "range (direct), through a staging buffer (staged), or tensor by tensor in batched "
            "copies (scattered).");
-    for (uint32_t d = 0; d < n; d++) {
-        put(&t, "graphrun_units_total{device=\"%u\",path=\"direct\"} %llu\n", d,
-            (unsigned long long)s[d].units_direct);
-        put(&t, "graphrun_units_total{device=\"%u\",path=\"staged\"} %llu\n", d,
-            (unsigned long long)s[d].units_staged);
-        put(&t, "graphrun_units_total{device=\"%u\",path=\"scattered\"} %llu\n", d,
-            (unsigned long long)s[d].units_scattered);
-    }
+    per_device(&t, s, n, "graphrun_units_total", "path=\"direct\"", FIELD(units_direct));
+    per_device(&t, s, n, "graphrun_units_total", "path=\"staged\"", FIELD(units_staged));
+    per_device(&t, s, n, "graphrun_units_total", "path=\"scattered\"", FIELD(units_scattered));
 
     family(&t, "graphrun_host_cache_bytes", "gauge",
            "Pageable host memory the registration cache holds page-locked now.");

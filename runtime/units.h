@@ -95,6 +95,10 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
                                uint64_t staging_bytes, uint64_t batch_below_bytes,
                                uint64_t pipeline_bytes);
 
+/* Planner environments for plans made without asking about real memory (a dry run,
+ * dryrun.c; the tests): every host range DMA-ready, or none. */
+extern const gr_backend_env gr__units_all_ready, gr__units_none_ready;
+
 /*
  * Plan the units of `count` tensors. `env->host_ready(env, hold, p, bytes)` says whether
  * host memory [p, p + bytes) can be read by DMA as it is, for the job holding `hold`

@@ -8,28 +8,11 @@
 # cases SKIP where /usr/bin/python3 has no matplotlib (tools/ensure_deps installs it).
 set -u
 cd "${TEST_SRCDIR}/graphrun" || exit 1
-py=/usr/bin/python3
 work="${TEST_TMPDIR}/sizes"
 rm -rf "$work" && mkdir -p "$work"
 export MPLCONFIGDIR="$work/mpl"
-out="$work/out"
-failed=0
-case_() {
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failed=1; fi
-}
-show() { sed 's/^/    | /' "$out"; }
-status() { # WANT CMD...: exits WANT
-  local want=$1; shift
-  "$@" >"$out" 2>&1
-  local rc=$?
-  [[ $rc == "$want" ]] || { echo "    $*: exit $rc, expected $want"; show; return 1; }
-}
-# has ERE: the output matches it
-has() { grep -Eq -- "$1" "$out" || { echo "    no '$1' in:"; show; return 1; }; }
+. tests/bench_stand_in.sh
 
-printf '#!/bin/sh\nexec %s %s/tests/sizes_fake_graphrun.py "$@"\n' "$py" "$PWD" >"$work/graphrun"
-chmod +x "$work/graphrun"
 sb=($py tools/sizes_bench --bin "$work/graphrun")
 
 dry_run_default_plan() {

@@ -5,26 +5,9 @@
 # the run while the others still run.
 set -u
 cd "${TEST_SRCDIR}/graphrun" || exit 1
-py=/usr/bin/python3
 work="${TEST_TMPDIR}/targets"
 rm -rf "$work" && mkdir -p "$work"
-out="$work/out"
-failed=0
-case_() {
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failed=1; fi
-}
-show() { sed 's/^/    | /' "$out"; }
-status() { # WANT CMD...: exits WANT
-  local want=$1; shift
-  "$@" >"$out" 2>&1
-  local rc=$?
-  [[ $rc == "$want" ]] || { echo "    $*: exit $rc, expected $want"; show; return 1; }
-}
-has() { grep -Eq -- "$1" "$out" || { echo "    no '$1' in:"; show; return 1; }; }
-
-printf '#!/bin/sh\nexec %s %s/tests/sizes_fake_graphrun.py "$@"\n' "$py" "$PWD" >"$work/graphrun"
-chmod +x "$work/graphrun"
+. tests/bench_stand_in.sh
 tb=($py tools/targets_bench --bin "$work/graphrun")
 
 plan_lists_every_row() {

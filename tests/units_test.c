@@ -8,23 +8,9 @@
 #include "runtime/units.h"
 #include "tests/testing.h"
 
-static bool yes(const gr_backend_env *env, const struct gr_host_hold *hold, const void *p,
-                uint64_t bytes)
-{
-    (void)env, (void)hold, (void)p, (void)bytes;
-    return true;
-}
-
-static bool no(const gr_backend_env *env, const struct gr_host_hold *hold, const void *p,
-               uint64_t bytes)
-{
-    (void)env, (void)hold, (void)p, (void)bytes;
-    return false;
-}
-
 /* What the planner is told of host memory: all of it page-locked, or none. */
-static const gr_backend_env always = {.host_ready = yes}, never = {.host_ready = no};
-static const gr_backend_env *const always_ready = &always, *const never_ready = &never;
+static const gr_backend_env *const always_ready = &gr__units_all_ready,
+                               *const never_ready = &gr__units_none_ready;
 
 static float dummy[1];
 

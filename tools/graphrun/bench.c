@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <graphrun.h>
 #include "tools/graphrun/cli.h"
@@ -104,20 +103,6 @@ typedef struct run_result {
     uint64_t wrong;
 } run_result;
 
-/* Resident set of this process, from /proc; 0 when unknown. */
-static uint64_t rss_bytes(void)
-{
-    unsigned long long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-
-    if (f == NULL)
-        return 0;
-    if (fscanf(f, "%llu %llu", &pages, &resident) != 2)
-        resident = 0;
-    fclose(f);
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 /* One run on cfg.devices: runtime up, the job, runtime down, outputs checked. GR_OK when
  * it ran (the job's own result is in r); else why it could not start. */
 static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_tensor_set *set,
@@ -136,7 +121,7 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
     r->n_devices = cfg.device_count;
     memcpy(r->ordinals, cfg.devices, cfg.device_count * sizeof(int));
     gr_tensor_set_fill(set);
-    r->rss_before = r->rss_peak = rss_bytes();
+    r->rss_before = r->rss_peak = gr_cli_rss_bytes();
     /* The baseline is taken with this process's primary context already up (the ceilings
      * made it): what rises above it is the runtime's. */
     for (uint32_t d = 0; d < r->n_devices; d++)
@@ -160,7 +145,7 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
             GR_OK)
             goto out;
         while (gr_job_wait(job, 5000000, &r->result) == GR_ERR_TIMEOUT) {
-            uint64_t rss = rss_bytes();
+            uint64_t rss = gr_cli_rss_bytes();
             if (rss > r->rss_peak)
                 r->rss_peak = rss;
         }
@@ -173,8 +158,12 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
             r->pass_wrong[k] = gr_tensor_set_check(set, NULL);
     }
     r->seconds = r->pass_s[0];
-    if (rss_bytes() > r->rss_peak)
-        r->rss_peak = rss_bytes();
+    {
+        uint64_t rss = gr_cli_rss_bytes();
+
+        if (rss > r->rss_peak)
+            r->rss_peak = rss;
+    }
     gr_job_progress_get(job, &r->prog);
     gr_job_error_get(job, &r->error);
     /* Graph statistics summed over the devices; iterations per device. */

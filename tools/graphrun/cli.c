@@ -96,6 +96,19 @@ mode_t gr_cli_file_mode(void)
     return mode;
 }
 
+uint64_t gr_cli_rss_bytes(void)
+{
+    unsigned long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *who,
                  const struct option *longopts)
 {

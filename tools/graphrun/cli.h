@@ -37,6 +37,9 @@ bool gr_cli_parse_size(const char *s, uint64_t *out);
  * the main thread. */
 mode_t gr_cli_file_mode(void);
 
+/* The process's resident set in bytes, from /proc/self/statm; 0 where /proc cannot say. */
+uint64_t gr_cli_rss_bytes(void);
+
 /* Whether option `opt`, when it is one of `letters` (flags that take one value), is given for
  * the first time (recorded in *seen, a bit per letter, at most 32); false after printing
  * "WHO: --graph given twice: give it once" (WHO: "graphrun run", say), its name from

@@ -31,7 +31,6 @@
 
 #include <pthread.h>
 #include <stdarg.h>
-#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +39,7 @@
 
 #include "runtime/fault.h"
 #include "runtime/job.h"
+#include "tools/graphrun/cli.h"
 #include "tools/graphrun/workload.h"
 
 #define MAX_TENSORS 16
@@ -476,20 +476,6 @@ static void *submit_main(void *p)
     return NULL;
 }
 
-/* The process's resident set, in bytes (0 where /proc cannot say). */
-static uint64_t rss_bytes(void)
-{
-    unsigned long long size = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-
-    if (f == NULL)
-        return 0;
-    if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-        resident = 0;
-    fclose(f);
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 /* The process's threads (0 where /proc cannot say). */
 static long thread_count(void)
 {
@@ -518,7 +504,7 @@ static void *monitor_main(void *p)
         int64_t now = gr_now_ns();
 
         if (now >= next_rss) { /* every 50 ms: reading /proc is not free */
-            uint64_t rss = rss_bytes();
+            uint64_t rss = gr_cli_rss_bytes();
 
             pthread_mutex_lock(&s->mu);
             if (rss > s->r->rss_peak)
@@ -595,7 +581,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
             GR_OK)
         goto out;
     pthread_barrier_init(&s.start, NULL, n + 1);
-    r->rss_start = r->rss_peak = rss_bytes();
+    r->rss_start = r->rss_peak = gr_cli_rss_bytes();
     for (unsigned i = 0; i < n; i++) {
         w[i] = (submitter){&s, i, c->seed * 104729 + i};
         pthread_create(&th[i], NULL, submit_main, &w[i]);
@@ -609,7 +595,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
     atomic_store(&s.monitor_stop, true);
     pthread_join(mon, NULL);
     pthread_barrier_destroy(&s.start);
-    r->rss_end = rss_bytes();
+    r->rss_end = gr_cli_rss_bytes();
     if (r->rss_end > r->rss_peak)
         r->rss_peak = r->rss_end;
     if (c->duration_s >= 60 && r->rss_quarter > 0 &&

@@ -31,30 +31,10 @@ static bool set_begin(gr_tensor_set *s, uint64_t count, uint64_t elems, gr_mem_k
     return s->data != NULL && s->tensors != NULL;
 }
 
-gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
-                                         gr_mem_kind kind, uint64_t seed)
+/* The set in one allocation, tensor i at i * stride bytes from its start. */
+static gr_status alloc_in_one(gr_tensor_set *s, uint64_t count, uint64_t elems,
+                              gr_mem_kind kind, uint64_t seed, uint64_t stride)
 {
-    if (set_begin(s, count, elems, kind, seed))
-        s->slab = gr_hostbuf_alloc(kind, count * elems * sizeof(float));
-    if (s->slab == NULL) {
-        gr_tensor_set_free(s);
-        return GR_ERR_OUT_OF_MEMORY;
-    }
-    for (uint64_t i = 0; i < count; i++) {
-        s->data[i] = s->slab + i * elems;
-        s->tensors[i].in[0] = s->tensors[i].out[0] = s->data[i];
-        s->tensors[i].elems = elems;
-    }
-    return GR_OK;
-}
-
-gr_status gr_tensor_set_alloc_pooled(gr_tensor_set *s, uint64_t count, uint64_t elems,
-                                     gr_mem_kind kind, uint64_t seed)
-{
-    uint64_t stride = (elems * sizeof(float) + GR_TENSOR_SET_POOL_GAP - 1) /
-                          GR_TENSOR_SET_POOL_GAP * GR_TENSOR_SET_POOL_GAP +
-                      GR_TENSOR_SET_POOL_GAP;
-
     if (set_begin(s, count, elems, kind, seed))
         s->slab = gr_hostbuf_alloc(kind, count * stride);
     if (s->slab == NULL) {
@@ -67,6 +47,21 @@ gr_status gr_tensor_set_alloc_pooled(gr_tensor_set *s, uint64_t count, uint64_t 
         s->tensors[i].elems = elems;
     }
     return GR_OK;
+}
+
+gr_status gr_tensor_set_alloc_contiguous(gr_tensor_set *s, uint64_t count, uint64_t elems,
+                                         gr_mem_kind kind, uint64_t seed)
+{
+    return alloc_in_one(s, count, elems, kind, seed, elems * sizeof(float));
+}
+
+gr_status gr_tensor_set_alloc_pooled(gr_tensor_set *s, uint64_t count, uint64_t elems,
+                                     gr_mem_kind kind, uint64_t seed)
+{
+    uint64_t pages = (elems * sizeof(float) + GR_TENSOR_SET_POOL_GAP - 1) /
+                     GR_TENSOR_SET_POOL_GAP;
+
+    return alloc_in_one(s, count, elems, kind, seed, (pages + 1) * GR_TENSOR_SET_POOL_GAP);
 }
 
 gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
