@@ -3,9 +3,11 @@
  * the first backend of the table (backends.c) that can pin memory on this machine; where
  * none can (no usable GPU), ordinary page-aligned memory, and registration does nothing.
  *
- * gr_host_alloc puts a one-page header in front of each allocation recording who made it,
- * so gr_host_free needs no runtime handle and works before, during and after any runtime's
- * life.
+ * Requests of up to GR_HOST_POOL_MAX bytes are carved from slabs (hostpool.h: the driver's
+ * batched copies cost less the fewer allocations there are), falling back to an allocation
+ * of their own when no slab can be had. Any other gr_host_alloc gets a one-page header in
+ * front recording who made it. So gr_host_free needs no runtime handle and works before,
+ * during and after any runtime's life.
  */
 #include <graphrun.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include "runtime/backend.h"
 #include "runtime/fault.h"
 #include "runtime/hostcache.h"
+#include "runtime/hostpool.h"
 #include "runtime/runtime.h"
 
 #define HEADER 4096u
@@ -56,6 +59,8 @@ gr_status gr_host_alloc(uint64_t bytes, void **out)
     *out = NULL;
     if (gr__fault_hit(GR_FAULT_PIN))
         return GR_ERR_OUT_OF_MEMORY;
+    if (gr__host_pool_takes(bytes) && gr__host_pool_alloc(pinned, bytes, out) == GR_OK)
+        return GR_OK;
     if (pinned != NULL) {
         if (pinned->alloc(bytes + HEADER, &base) != GR_OK)
             return GR_ERR_OUT_OF_MEMORY;
@@ -74,7 +79,7 @@ void gr_host_free(void *p)
 {
     header *h;
 
-    if (p == NULL)
+    if (p == NULL || gr__host_pool_free(p))
         return;
     h = (header *)((char *)p - HEADER);
     if (h->magic != HEADER_MAGIC)

@@ -50,6 +50,7 @@ for k in range(a.passes):  # one object per pass, as graphrun bench --passes pri
     print(json.dumps({"pass": k + 1, "passes": a.passes,
     "device": "Fake GPU", "sm_count": 132, "count": a.count, "elems": a.elems,
     "bytes_per_tensor": size, "memory": a.memory, "layout": a.layout, "workers": a.workers,
+    "host_pool": os.environ.get("GR_HOST_POOL") != "0",
     "contexts": "primary",
     "ceilings": {"copy_bytes": copy, "h2d_gbs": 55.0, "d2h_gbs": 55.0, "bidir_gbs": bidir},
     "devices": [0], "iterations_per_device": [a.count],

@@ -422,7 +422,11 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
 
 /* `bytes` (> 0) of pinned host memory, 4096-byte aligned, usable from every device and
  * context. Free with gr_host_free. GR_ERR_OUT_OF_MEMORY when the system cannot pin that
- * much. Any thread. */
+ * much. Any thread. Requests of up to 2 MiB are carved, whole pages each, from a few larger
+ * pinned allocations that the process keeps while any of their blocks lives (and one empty
+ * one after): the driver copies many tensors of few allocations faster than of many. Two
+ * such blocks may therefore lie back to back, and a job copies adjacent tensors as one
+ * range. GR_HOST_POOL=0 in the environment gives every request an allocation of its own. */
 gr_status gr_host_alloc(uint64_t bytes, void **out);
 
 /* Free memory from gr_host_alloc. NULL is a no-op; anything else not from gr_host_alloc,

@@ -51,7 +51,9 @@ static void usage(FILE *f)
             "memory against the budget, and the host memory the runtime adds. Every output\n"
             "is verified.\n"
             "\n" GR_SEED_OPTIONS_HELP
-            "  --layout L       separate (each tensor its own allocation, default),\n"
+            "  --layout L       separate (each tensor its own gr_host_alloc, default: up\n"
+            "                   to 2 MiB carved from pooled slabs, one driver allocation\n"
+            "                   each with GR_HOST_POOL=0 in the environment),\n"
             "                   contiguous (all tensors back to back in one allocation) or\n"
             "                   pooled (one allocation, a page between tensors: apart, as\n"
             "                   a pooled allocator's tensors are)\n"
@@ -492,6 +494,10 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
                         json_integer((json_int_t)(o->elems * sizeof(float))));
     json_object_set_new(root, "memory", json_string(gr_mem_kind_name((gr_mem_kind)o->rt.memory)));
     json_object_set_new(root, "layout", json_string(rep->layout));
+    /* What gr_host_alloc did with small tensors (docs/API.md, GR_HOST_POOL). */
+    json_object_set_new(root, "host_pool",
+                        json_boolean(getenv("GR_HOST_POOL") == NULL ||
+                                     strcmp(getenv("GR_HOST_POOL"), "0") != 0));
     json_object_set_new(root, "workers", json_integer(r->workers));
     json_object_set_new(root, "pipeline_bytes", json_integer((json_int_t)r->pipeline_bytes));
     json_object_set_new(root, "contexts", json_string(o->rt.cfg.context_mode == GR_CONTEXT_PRIVATE

@@ -1,0 +1,57 @@
+/*
+ * hostpool.h - small host allocations carved from a few large ones, for gr_host_alloc.
+ *
+ * Why: cudaMemcpyBatchAsync pays, for each range it copies, the driver's lookup of the
+ * allocation the range lies in, and that lookup costs more the more allocations the process
+ * holds: separate 64 KiB tensors in 12,800 cudaHostAlloc allocations went at 0.570 of the
+ * link on the H200, the same tensors apart in one allocation at 0.858 (docs/PERFORMANCE.md,
+ * the third session). So gr_host_alloc serves requests of at most GR_HOST_POOL_MAX bytes
+ * from slabs of pinned memory (the same provider, portable, as a direct allocation), a whole
+ * number of 4096-byte pages each, with no header: a 64 KiB request takes 16 pages.
+ *
+ * Slabs grow from GR_HOST_POOL_FIRST_SLAB to GR_HOST_POOL_SLAB bytes as the pool fills, so a
+ * process that asks for one small block pins little. A slab whose blocks are all freed goes
+ * back to the system unless it is the only empty one (kept against alloc/free cycles).
+ * Slabs are made and released outside the pool's lock (a pinned allocation can take
+ * milliseconds). Under AddressSanitizer free pages are poisoned and every block is followed
+ * by a poisoned page, so use after free and overflow into a neighbour are still reported.
+ *
+ * GR_HOST_POOL=0 in the environment (read once) turns the pool off: every gr_host_alloc is
+ * then one allocation of its own, as before it existed (the bench compares both).
+ */
+#ifndef GR_RUNTIME_HOSTPOOL_H
+#define GR_RUNTIME_HOSTPOOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/backend.h"
+
+#define GR_HOST_POOL_MAX (2ull << 20)          /* the largest request carved from a slab */
+#define GR_HOST_POOL_FIRST_SLAB (4ull << 20)   /* the first slab's size; each next doubles */
+#define GR_HOST_POOL_SLAB (64ull << 20)        /* up to this */
+#define GR_HOST_POOL_PAGE 4096ull
+
+/* Whether the pool serves requests of `bytes` (on, and bytes <= GR_HOST_POOL_MAX). */
+bool gr__host_pool_takes(uint64_t bytes);
+
+/* `bytes` (1..GR_HOST_POOL_MAX) from a slab, page-aligned; slabs come from `pinned`
+ * (posix_memalign when NULL). GR_ERR_OUT_OF_MEMORY when no slab can be had. Any thread. */
+gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void **out);
+
+/* If p lies in a slab: frees the block starting at p (nothing when p is no block's start,
+ * or that block is free already) and returns true. False when p is not the pool's. Any
+ * thread. */
+bool gr__host_pool_free(void *p);
+
+typedef struct gr_host_pool_stats {
+    uint64_t slabs;       /* slabs held */
+    uint64_t slab_bytes;  /* their bytes (what the pool has pinned) */
+    uint64_t blocks;      /* blocks given out and not freed */
+    uint64_t block_bytes; /* their pages' bytes */
+} gr_host_pool_stats;
+
+/* A consistent snapshot (for tests and diagnostics). Any thread. */
+gr_host_pool_stats gr__host_pool_stats(void);
+
+#endif

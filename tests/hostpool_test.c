@@ -1,0 +1,289 @@
+/*
+ * hostpool_test.c - gr_host_alloc's pool of small blocks (runtime/hostpool.c): blocks
+ * page-aligned, apart and in order, a 64 KiB request exactly 16 pages; thousands of them in
+ * a few slabs; slabs given back when emptied, one kept; a free of something not a block's
+ * start, or twice, changes nothing; requests above GR_HOST_POOL_MAX and GR_HOST_POOL=0 go
+ * around the pool; the pin fault still fails a request; many threads at once, each block
+ * filled and checked (run under tsan and asan too). On a machine without a GPU the slabs are
+ * ordinary memory; tools/gpu_suite runs the same cases against cudaHostAlloc.
+ */
+#include <graphrun.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "runtime/fault.h"
+#include "runtime/hostpool.h"
+#include "tests/testing.h"
+
+#define KIB 1024ull
+#define MIB (1024ull * KIB)
+#define PAGE GR_HOST_POOL_PAGE
+
+#if defined(__SANITIZE_ADDRESS__)
+#define GUARD 1u
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GUARD 1u
+#endif
+#endif
+#ifndef GUARD
+#define GUARD 0u
+#endif
+
+static uint64_t pages_of(uint64_t bytes)
+{
+    return (bytes + PAGE - 1) / PAGE + GUARD;
+}
+
+static void blocks_are_aligned_apart_and_in_order(void)
+{
+    enum { N = 80, IN_FIRST = 60 }; /* the first slab (4 MiB) holds 60-64 of them */
+    unsigned char *b[N];
+    gr_host_pool_stats st;
+
+    for (int i = 0; i < N; i++) {
+        ASSERT_STATUS(gr_host_alloc(64 * KIB, (void **)&b[i]), GR_OK);
+        ASSERT_EQ_U64((uintptr_t)b[i] % PAGE, 0);
+        memset(b[i], i, 64 * KIB);
+    }
+    for (int i = 1; i < IN_FIRST; i++) /* next fit: one after another, nothing between */
+        ASSERT_PTR_EQ((void *)b[i], (void *)(b[i - 1] + pages_of(64 * KIB) * PAGE));
+    for (int i = 0; i < N; i++)
+        for (uint64_t j = 0; j < 64 * KIB; j += 4093)
+            ASSERT_EQ(b[i][j], i);
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.blocks, N);
+    ASSERT_EQ_U64(st.block_bytes, N * pages_of(64 * KIB) * PAGE);
+    ASSERT_EQ_U64(st.slabs, 2); /* 4 MiB, then 8 MiB */
+    ASSERT_EQ_U64(st.slab_bytes, GR_HOST_POOL_FIRST_SLAB * 3);
+    for (int i = 0; i < N; i++)
+        gr_host_free(b[i]);
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.blocks, 0);
+    ASSERT_EQ_U64(st.block_bytes, 0);
+    ASSERT_EQ_U64(st.slabs, 1); /* one empty slab kept */
+}
+
+/* 2,000 separate 64 KiB allocations: what costs the driver a lookup each as allocations of
+ * their own lies in a handful. */
+static void thousands_of_blocks_in_few_slabs(void)
+{
+    enum { N = 2000 };
+    void **b = calloc(N, sizeof(*b));
+    void *again;
+    gr_host_pool_stats st;
+
+    ASSERT_TRUE(b != NULL);
+    for (int i = 0; i < N; i++)
+        ASSERT_STATUS(gr_host_alloc(64 * KIB + 16, &b[i]), GR_OK); /* 17 pages each */
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.blocks, N);
+    ASSERT_LE_U64(st.slabs, 8);
+    ASSERT_GE_U64(st.slab_bytes, st.block_bytes);
+    ASSERT_LE_U64(st.slab_bytes, st.block_bytes + 2 * GR_HOST_POOL_SLAB);
+    gr_host_free(b[N / 2]);
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, N - 1);
+    ASSERT_EQ_U64(gr__host_pool_stats().block_bytes,
+                  st.block_bytes - pages_of(64 * KIB + 16) * PAGE);
+    ASSERT_STATUS(gr_host_alloc(64 * KIB, &again), GR_OK);
+    b[N / 2] = again;
+    for (int i = 0; i < N; i++)
+        gr_host_free(b[i]);
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.blocks, 0);
+    ASSERT_EQ_U64(st.slabs, 1);
+    free(b);
+}
+
+/* Eight blocks fill the first slab; one freed, the next request of its size takes its pages
+ * (the search goes round the slab before another is made). */
+static void freed_pages_are_given_again(void)
+{
+    uint64_t bytes = (GR_HOST_POOL_FIRST_SLAB / PAGE / 8 - GUARD) * PAGE;
+    void *b[8], *again;
+
+    for (int i = 0; i < 8; i++)
+        ASSERT_STATUS(gr_host_alloc(bytes, &b[i]), GR_OK);
+    ASSERT_EQ_U64(gr__host_pool_stats().slabs, 1);
+    ASSERT_EQ_U64(gr__host_pool_stats().block_bytes, GR_HOST_POOL_FIRST_SLAB);
+    gr_host_free(b[3]);
+    ASSERT_STATUS(gr_host_alloc(bytes, &again), GR_OK);
+    ASSERT_PTR_EQ(again, b[3]);
+    ASSERT_EQ_U64(gr__host_pool_stats().slabs, 1);
+    b[3] = again;
+    for (int i = 0; i < 8; i++)
+        gr_host_free(b[i]);
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
+}
+
+static void wrong_frees_change_nothing(void)
+{
+    unsigned char *a, *b;
+    gr_host_pool_stats st;
+
+    ASSERT_STATUS(gr_host_alloc(3 * PAGE, (void **)&a), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(PAGE, (void **)&b), GR_OK);
+    gr_host_free(a + PAGE);  /* inside a block */
+    gr_host_free(a + 8);     /* not a page's start */
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.blocks, 2);
+    gr_host_free(a);
+    gr_host_free(a); /* twice */
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.blocks, 1);
+    ASSERT_EQ_U64(st.block_bytes, pages_of(PAGE) * PAGE);
+    memset(b, 7, PAGE); /* the other block is untouched and still usable */
+    ASSERT_EQ(b[PAGE - 1], 7);
+    gr_host_free(b);
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
+}
+
+static void large_requests_go_around_the_pool(void)
+{
+    void *big, *edge;
+    gr_host_pool_stats st;
+
+    ASSERT_TRUE(gr__host_pool_takes(GR_HOST_POOL_MAX));
+    ASSERT_TRUE(!gr__host_pool_takes(GR_HOST_POOL_MAX + 1));
+    ASSERT_TRUE(!gr__host_pool_takes(0));
+    ASSERT_STATUS(gr_host_alloc(GR_HOST_POOL_MAX + 1, &big), GR_OK);
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.blocks, 0);
+    ASSERT_EQ_U64(st.slabs, 0);
+    memset(big, 1, GR_HOST_POOL_MAX + 1);
+    ASSERT_STATUS(gr_host_alloc(GR_HOST_POOL_MAX, &edge), GR_OK);
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 1);
+    memset(edge, 2, GR_HOST_POOL_MAX);
+    gr_host_free(big);
+    gr_host_free(edge);
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
+}
+
+static void pin_fault_still_fails_a_request(void)
+{
+    void *p = (void *)1;
+    gr_error_info err;
+    uint64_t token;
+
+    ASSERT_STATUS(gr__fault_arm("pin:1", &token, &err), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(PAGE, &p), GR_ERR_OUT_OF_MEMORY);
+    ASSERT_PTR_EQ(p, NULL);
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
+    ASSERT_STATUS(gr_host_alloc(PAGE, &p), GR_OK); /* the plan failed the first call only */
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 1);
+    gr__fault_disarm(token);
+    gr_host_free(p);
+}
+
+enum { THREADS = 8, ROUNDS = 3000, HELD = 16 };
+
+/* Each thread keeps up to HELD blocks of sizes from 1 byte to GR_HOST_POOL_MAX, each filled
+ * with its thread and slot, checked before it is freed: a page given twice shows. */
+static void *churn(void *arg)
+{
+    uintptr_t id = (uintptr_t)arg;
+    unsigned seed = (unsigned)id * 7919u + 1;
+    unsigned char *held[HELD] = {0};
+    uint64_t size[HELD] = {0};
+    bool ok = true;
+
+    for (int r = 0; r < ROUNDS && ok; r++) {
+        int k = rand_r(&seed) % HELD;
+        unsigned char mark = (unsigned char)(id * HELD + (unsigned)k + 1);
+
+        if (held[k] != NULL) {
+            for (uint64_t j = 0; j < size[k]; j += 509)
+                ok = ok && held[k][j] == mark;
+            ok = ok && held[k][size[k] - 1] == mark;
+            gr_host_free(held[k]);
+            held[k] = NULL;
+            continue;
+        }
+        size[k] = rand_r(&seed) % 4 == 0 ? 1 + (uint64_t)rand_r(&seed) % GR_HOST_POOL_MAX
+                                         : 1 + (uint64_t)rand_r(&seed) % (96 * KIB);
+        if (gr_host_alloc(size[k], (void **)&held[k]) != GR_OK)
+            return (void *)0;
+        memset(held[k], mark, size[k]);
+    }
+    for (int k = 0; k < HELD; k++)
+        gr_host_free(held[k]);
+    return (void *)(uintptr_t)ok;
+}
+
+static void many_threads_at_once(void)
+{
+    pthread_t t[THREADS];
+
+    for (uintptr_t i = 0; i < THREADS; i++)
+        ASSERT_EQ(pthread_create(&t[i], NULL, churn, (void *)i), 0);
+    for (int i = 0; i < THREADS; i++) {
+        void *ok;
+
+        ASSERT_EQ(pthread_join(t[i], &ok), 0);
+        ASSERT_TRUE(ok != NULL);
+    }
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
+    ASSERT_LE_U64(gr__host_pool_stats().slabs, 1);
+}
+
+/* In a child: touch a block's memory `at` bytes past its start, after freeing it when
+ * `freed`. Whether AddressSanitizer stopped the child. */
+static bool asan_stops(uint64_t bytes, uint64_t at, bool freed)
+{
+    int status;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        volatile unsigned char *p;
+
+        if (freopen("/dev/null", "w", stderr) == NULL) /* the report is expected */
+            _exit(3);
+        if (gr_host_alloc(bytes, (void **)&p) != GR_OK)
+            _exit(2);
+        if (freed)
+            gr_host_free((void *)p);
+        p[at] = 1;
+        _exit(0);
+    }
+    return pid > 0 && waitpid(pid, &status, 0) == pid &&
+           !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Under AddressSanitizer the pool keeps its checks: use after free, overflow past the
+ * bytes asked for (within the last page, and into the page after). */
+static void asan_sees_use_after_free_and_overflow(void)
+{
+    if (!GUARD)
+        SKIP("not built with AddressSanitizer");
+    ASSERT_TRUE(!asan_stops(100, 99, false)); /* the child itself is sound */
+    ASSERT_TRUE(asan_stops(100, 0, true));
+    ASSERT_TRUE(asan_stops(100, 100, false));
+    ASSERT_TRUE(asan_stops(PAGE, PAGE, false));
+}
+
+/* Run in a process of its own (the runner forks each case): the switch is read once. */
+static void off_switch_gives_allocations_their_own(void)
+{
+    void *a, *b;
+
+    ASSERT_EQ(setenv("GR_HOST_POOL", "0", 1), 0);
+    ASSERT_TRUE(!gr__host_pool_takes(PAGE));
+    ASSERT_STATUS(gr_host_alloc(64 * KIB, &a), GR_OK);
+    ASSERT_STATUS(gr_host_alloc(64 * KIB, &b), GR_OK);
+    ASSERT_EQ_U64(gr__host_pool_stats().slabs, 0);
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
+    memset(a, 1, 64 * KIB);
+    memset(b, 2, 64 * KIB);
+    gr_host_free(a);
+    gr_host_free(b);
+}
+
+GR_TEST_MAIN(GR_TEST(blocks_are_aligned_apart_and_in_order),
+             GR_TEST(thousands_of_blocks_in_few_slabs), GR_TEST(freed_pages_are_given_again),
+             GR_TEST(wrong_frees_change_nothing),
+             GR_TEST(large_requests_go_around_the_pool),
+             GR_TEST(pin_fault_still_fails_a_request), GR_TEST(many_threads_at_once),
+             GR_TEST(asan_sees_use_after_free_and_overflow),
+             GR_TEST(off_switch_gives_allocations_their_own))
