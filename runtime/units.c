@@ -4,37 +4,20 @@
  * The plan walks the tensors once, in order. A tensor of at least `batch_below` elements is
  * cut into the fewest equal chunks that each fit the unit limit and the pipelining size (the
  * staging limit instead when its memory is not DMA-ready); when it fits whole and is
- * DMA-ready it stays one direct unit, exactly as an unsplittable graph would run it. Smaller tensors are packed, in order, into
- * batches that end when the next tensor would overflow the staging limit or
- * GR_UNIT_MAX_TENSORS. A batch whose tensors lie back to back in DMA-ready memory (rows of
- * one array, say) is one contiguous range and goes direct; any other batch is staged. When
- * nothing was cut or packed the plan is dropped (identity), so the common case costs no
- * memory.
+ * DMA-ready it stays one direct unit, exactly as an unsplittable graph would run it. Smaller
+ * tensors are packed, in order, into batches that end when the next tensor would overflow the
+ * staging limit or GR_UNIT_MAX_TENSORS. A batch whose tensors lie back to back in DMA-ready
+ * memory (rows of one array, say) is one contiguous range and goes direct; any other batch is
+ * staged. When nothing was cut or packed the plan is dropped (identity), so the common case
+ * costs no memory.
  */
 #include "runtime/units.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/fault.h"
 #include "runtime/hostcache.h"
-
-/* GR_STAGGER=0 (units.h), read once: the environment is not read while jobs are planned on
- * many threads. */
-static bool stagger_off(void)
-{
-    static atomic_int known; /* 0: not read yet, 1: on, 2: off */
-    int v = atomic_load(&known);
-
-    if (v == 0) {
-        const char *env = getenv("GR_STAGGER");
-
-        v = env != NULL && strcmp(env, "0") == 0 ? 2 : 1;
-        atomic_store(&known, v);
-    }
-    return v == 2;
-}
 
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
                                uint64_t staging_bytes, uint64_t batch_below_bytes,
@@ -73,7 +56,6 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
         lim.batch_below = lim.stage_elems;
     lim.spread = 4 * (workers ? workers : 1);
     lim.spread_floor = GR_SPREAD_FLOOR_BYTES / gr_graph_widest_port(g);
-    lim.stagger = stagger_off() ? 0 : workers;
     return lim;
 }
 
@@ -170,83 +152,6 @@ static bool push(plan *p, gr_unit u)
         p->cap = cap;
     }
     p->v[p->n++] = u;
-    return true;
-}
-
-/* The staggered start (units.h): the plan's first unit cut into pieces of 1, 2, ...,
- * lim->stagger - 1 parts, in place of it, where it can be (a batch between its tensors, a
- * chunk of a tensor in chunks anyway, never a tensor that was one unit), no piece under
- * lim->spread_floor elements. False when host memory ran out (the plan is as it was). */
-static bool stagger_start(plan *p, const gr_tensor *t, const gr_unit_limits *lim,
-                          uint32_t *pend)
-{
-    uint64_t floor = lim->spread_floor ? lim->spread_floor : 1, pieces, parts;
-    gr_unit u, piece[GR_STAGGER_MAX];
-    uint64_t made = 0;
-
-    if (lim->stagger < 3 || p->n < lim->stagger)
-        return true; /* two workers: one piece is the unit itself; few units: no round */
-    u = p->v[0];
-    pieces = lim->stagger - 1 < GR_STAGGER_MAX ? lim->stagger - 1 : GR_STAGGER_MAX;
-    if (u.tensors == 1 && pend[u.index] < 2)
-        return true;
-    if (u.tensors > 1 && pieces > u.tensors)
-        pieces = u.tensors;
-    parts = pieces * (pieces + 1) / 2;
-    if (pieces < 2 || u.elems / parts < floor)
-        return true;
-    if (u.tensors == 1) {
-        uint64_t at = 0;
-
-        for (uint64_t k = 0; k < pieces; k++) {
-            uint64_t len = k + 1 == pieces ? u.elems - at : u.elems * (k + 1) / parts;
-
-            piece[made] = u;
-            piece[made].offset = u.offset + at;
-            piece[made].elems = len;
-            at += len;
-            made++;
-        }
-    } else {
-        /* Piece k ends at the tensor boundary nearest its share (k + 1 parts) of the
-         * elements, leaving a tensor for each piece after it; the last takes the rest.
-         * Tensors of uneven sizes can make a piece too small or the pieces not grow: then
-         * the unit stays whole. */
-        uint64_t done = 0, goal = 0, i = u.index, end = u.index + u.tensors;
-
-        for (uint64_t k = 0; k < pieces; k++) {
-            piece[made] = u;
-            piece[made].index = i;
-            piece[made].tensors = 0;
-            piece[made].elems = 0;
-            goal += u.elems * (k + 1) / parts;
-            while (i < end && (piece[made].tensors == 0 || k + 1 == pieces ||
-                               (end - i > pieces - k - 1 && done < goal &&
-                                (done + t[i].elems <= goal ||
-                                 done + t[i].elems - goal < goal - done)))) {
-                piece[made].tensors++;
-                piece[made].elems += t[i].elems;
-                done += t[i].elems;
-                i++;
-            }
-            if (piece[made].elems < floor || (made && piece[made].elems < piece[made - 1].elems))
-                return true;
-            made++;
-        }
-    }
-    if (p->cap < p->n + made - 1) {
-        gr_unit *v = gr__realloc(p->v, (p->n + made - 1) * sizeof(*v));
-
-        if (v == NULL)
-            return false;
-        p->v = v;
-        p->cap = p->n + made - 1;
-    }
-    memmove(p->v + made, p->v + 1, (p->n - 1) * sizeof(*p->v));
-    memcpy(p->v, piece, made * sizeof(*piece));
-    p->n += made - 1;
-    if (u.tensors == 1)
-        pend[u.index] += (uint32_t)made - 1;
     return true;
 }
 
@@ -369,8 +274,6 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         free(pend);
         return GR_OK;
     }
-    if (!stagger_start(&p, t, lim, pend))
-        goto out_nomem;
     *units = p.v;
     *n_units = p.n;
     *pending = pend;

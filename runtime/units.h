@@ -63,16 +63,6 @@ typedef struct gr_unit_limits {
      * 0.90 for 10,000 tensors). */
     uint32_t spread;
     uint64_t spread_floor;
-    /* The staggered start, for `stagger` workers (0 or 1: none): the plan's first unit,
-     * when it is a batch or a chunk of a tensor cut into chunks anyway, is cut into
-     * stagger - 1 pieces of 1, 2, ..., stagger - 1 parts, none under spread_floor elements.
-     * Each worker runs one unit at a time, in to out, so workers that start together with
-     * units alike copy in together and then out together, the link busy one way at a time,
-     * until their phases drift apart (a short job's never do: 100 x 1 MiB in 13 units on 3
-     * workers went at 0.72 of the link against 0.90 for 10,000). First units of 1/3, 2/3
-     * and 1 of a unit (3 workers) set the workers a third of a unit apart from the start.
-     * GR_STAGGER=0 in the environment turns it off, to compare. */
-    uint32_t stagger;
 } gr_unit_limits;
 
 /* The measured sizes behind gr_unit_limits.scatter_below and scatter_from, per tensor on
@@ -82,10 +72,6 @@ typedef struct gr_unit_limits {
 #define GR_SCATTER_BELOW_BYTES (16u << 20)
 /* The smallest unit the spread rule (gr_unit_limits.spread) cuts a short job into. */
 #define GR_SPREAD_FLOOR_BYTES (1u << 20)
-
-/* Most pieces the staggered start cuts a first unit into (workers beyond are not staggered
- * further). */
-#define GR_STAGGER_MAX 16
 
 /* The limits for graph `g` on devices whose smallest arena is `arena_bytes`, shared by
  * `workers` workers, each with a staging buffer of `staging_bytes`, batching tensors below

@@ -762,21 +762,6 @@ check_says_which_flags_it_takes() { # the help as check behaves: run's flags but
     run 0 run --help && has "$out" "--resume, --keep-going, --all-or-nothing, --manifest, --progress, --mpi and" &&
     ! grep -q 'tries the same command line' "$out" && [[ ! -e $T/cm.json ]]
 }
-check_shows_the_staggered_start() { # a job's first chunk cut in two; GR_STAGGER=0: not
-  np make "$T/stg.npy" 3000000 83 &&
-    run 0 check --graph "$examples/seed.graph" --input "$T/stg.npy" --budget 12MiB --json &&
-    "$py" -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-assert d["units"] == 4 and d["files"][0]["pieces"] == 4, d' "$out" &&
-    GR_STAGGER=0 run 0 check --graph "$examples/seed.graph" --input "$T/stg.npy" \
-      --budget 12MiB --json && "$py" -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-assert d["units"] == 3 and d["files"][0]["pieces"] == 3, d' "$out" &&
-    run 0 run --graph "$examples/seed.graph" --input "$T/stg.npy" --output "$T/stg_out.npy" \
-      --budget 12MiB && np check-seed "$T/stg_out.npy" "$T/stg.npy"
-}
 check_is_a_dry_run() { # footprints, the least budget, the cuts; nothing created or run
   mkdir -p "$T/ck_in" && np make "$T/ck_in/big.npy" 30000 80 && np make "$T/ck_in/s1.npy" 10 81 &&
     np make "$T/ck_in/s2.npy" 12 82 && printf 'x' >"$T/ck_in/readme" &&
@@ -1079,6 +1064,5 @@ case_ stdout_only_after_success stdout_only_after_success
 case_ stdout_leaves_nothing_in_tmpdir stdout_leaves_nothing_in_tmpdir
 case_ flags_that_do_not_apply flags_that_do_not_apply
 case_ check_is_a_dry_run check_is_a_dry_run
-case_ check_shows_the_staggered_start check_shows_the_staggered_start
 case_ check_says_which_flags_it_takes check_says_which_flags_it_takes
 exit $failed

@@ -100,13 +100,6 @@ static void limits(void)
     ASSERT_EQ_U64(lim.pipe_elems, 16ull << 20);
     lim = gr__unit_limits(g, 3 << 20, 3, 64 << 20, 1 << 20, 128ull << 20);
     ASSERT_EQ_U64(lim.pipe_elems, 262144);
-    /* The staggered start for the workers, unless GR_STAGGER=0 (read once: run_test.sh's
-     * check_shows_the_staggered_start sees it turned off). */
-    {
-        const char *env = getenv("GR_STAGGER");
-
-        ASSERT_EQ(lim.stagger, env != NULL && strcmp(env, "0") == 0 ? 0 : 3);
-    }
     /* A share too small for one aligned element group: the whole arena. */
     lim = gr__unit_limits(g, 512, 4, 4096, 0, 0);
     ASSERT_EQ_U64(lim.max_elems, 128);
@@ -118,7 +111,7 @@ static void stays_whole_when_everything_fits(void)
     const uint64_t elems[] = {1000, 5000, 262144};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -137,7 +130,7 @@ static void unsplittable_graph_stays_whole(void)
     const float two = 2;
     const uint64_t elems[] = {10, 1u << 30};
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -166,7 +159,7 @@ static void pipelined_chunks_of_tensors_that_fit(void)
     const uint64_t elems[] = {1000, 250, 2501};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -195,7 +188,7 @@ static void large_tensors_are_chunked_evenly(void)
     const uint64_t elems[] = {1000, 1001, 3000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -223,7 +216,7 @@ static void pageable_tensors_are_staged_to_the_staging_limit(void)
     const uint64_t elems[] = {300, 1000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -248,7 +241,7 @@ static void pageable_medium_tensors_share_staged_units(void)
     enum { N = sizeof(elems) / sizeof(elems[0]) };
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, N);
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -271,124 +264,6 @@ static void pageable_medium_tensors_share_staged_units(void)
     free(t);
 }
 
-/* The staggered start: the plan's first unit cut into pieces of 1, 2, ..., stagger - 1
- * parts (a batch between tensors, a chunk of a chunked tensor), none under spread_floor
- * elements; a tensor that was one unit stays one. */
-static void job_starts_staggered(void)
-{
-    enum { N = 100 };
-    uint64_t elems[N];
-    gr_graph *g = seed_graph();
-    gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 1 << 20, false, 0, 0, 12, 100, 3};
-    gr_unit *u;
-    uint32_t *pending;
-    uint64_t n;
-
-    /* 100 tensors of 1000 in 13 batches (12 of 8, one of 4): the first as 3 and 5. */
-    for (int i = 0; i < N; i++)
-        elems[i] = 1000;
-    t = tensors_of(elems, N);
-    ASSERT_STATUS(gr__units_plan(g, t, N, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, N, pending, &lim);
-    ASSERT_EQ_U64(n, 14);
-    ASSERT_EQ_U64(u[0].tensors, 3);
-    ASSERT_EQ_U64(u[1].tensors, 5);
-    ASSERT_EQ_U64(u[2].tensors, 8);
-    free(u);
-    free(pending);
-    free(t);
-    /* One tensor in 12 chunks of 1000: the first as 333 and 667; with 4 workers as 166,
-     * 333 and 501; under a floor of 400, as it was. */
-    elems[0] = 12000;
-    lim = (gr_unit_limits){1 << 20, 1000, 1 << 20, 64, false, 0, 0, 0, 100, 3};
-    t = tensors_of(elems, 1);
-    ASSERT_STATUS(gr__units_plan(g, t, 1, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 1, pending, &lim);
-    ASSERT_EQ_U64(n, 13);
-    ASSERT_EQ_U64(pending[0], 13);
-    ASSERT_EQ_U64(u[0].elems, 333);
-    ASSERT_EQ_U64(u[1].elems, 667);
-    ASSERT_EQ_U64(u[2].elems, 1000);
-    free(u);
-    free(pending);
-    lim.stagger = 4;
-    ASSERT_STATUS(gr__units_plan(g, t, 1, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 1, pending, &lim);
-    ASSERT_EQ_U64(n, 14);
-    ASSERT_EQ_U64(u[0].elems, 166);
-    ASSERT_EQ_U64(u[1].elems, 333);
-    ASSERT_EQ_U64(u[2].elems, 501);
-    free(u);
-    free(pending);
-    lim.spread_floor = 400;
-    lim.stagger = 3;
-    ASSERT_STATUS(gr__units_plan(g, t, 1, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 1, pending, &lim);
-    ASSERT_EQ_U64(n, 12);
-    free(u);
-    free(pending);
-    free(t);
-    /* Staged batches (pageable tensors) alike; uneven tensors whose pieces would not grow
-     * (5000 then 300) leave the unit whole. */
-    for (int i = 0; i < 24; i++)
-        elems[i] = 1000;
-    lim = (gr_unit_limits){1 << 20, 1 << 20, 8000, 1 << 20, false, 0, 0, 0, 100, 3};
-    t = tensors_of(elems, 24);
-    ASSERT_STATUS(gr__units_plan(g, t, 24, &lim, never_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 24, pending, &lim);
-    ASSERT_EQ_U64(n, 4);
-    ASSERT_TRUE(u[0].staged && u[1].staged);
-    ASSERT_EQ_U64(u[0].tensors, 3);
-    ASSERT_EQ_U64(u[1].tensors, 5);
-    free(u);
-    free(pending);
-    free(t);
-    elems[0] = 5000;
-    elems[1] = elems[2] = elems[3] = 100;
-    for (int i = 4; i < 12; i++)
-        elems[i] = 2650;
-    lim.stage_elems = 5300;
-    t = tensors_of(elems, 12);
-    ASSERT_STATUS(gr__units_plan(g, t, 12, &lim, never_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 12, pending, &lim);
-    ASSERT_EQ_U64(n, 5); /* 5000 + 3 x 100, then four of two */
-    ASSERT_EQ_U64(u[0].tensors, 4);
-    free(u);
-    free(pending);
-    free(t);
-    /* A first tensor that is one unit is not cut; two workers, or fewer units than
-     * workers: no stagger. */
-    elems[0] = 5000;
-    for (int i = 1; i <= 10; i++)
-        elems[i] = 10;
-    lim = (gr_unit_limits){1 << 20, 10000, 20, 64, false, 0, 0, 0, 1, 3};
-    t = tensors_of(elems, 11);
-    ASSERT_STATUS(gr__units_plan(g, t, 11, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    check_cover(u, n, t, 11, pending, &lim);
-    ASSERT_EQ_U64(u[0].elems, 5000);
-    ASSERT_EQ_U64(pending[0], 1);
-    ASSERT_EQ_U64(n, 1 + 5); /* the small ones two to a unit (a stage of 20) */
-    free(u);
-    free(pending);
-    free(t);
-    for (int i = 0; i < 12; i++)
-        elems[i] = 1000;
-    lim = (gr_unit_limits){1 << 20, 1 << 20, 1 << 20, 1 << 20, false, 0, 0, 0, 100, 2};
-    t = tensors_of(elems, 12);
-    ASSERT_STATUS(gr__units_plan(g, t, 12, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    ASSERT_EQ_U64(n, 1); /* one batch of 12 */
-    free(u);
-    free(pending);
-    lim.stagger = 3;
-    ASSERT_STATUS(gr__units_plan(g, t, 12, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
-    ASSERT_EQ_U64(n, 1); /* one unit: fewer than the workers */
-    free(u);
-    free(pending);
-    free(t);
-    gr_graph_destroy(g);
-}
-
 /* A short job of many tensors is batched into at least `spread` units (none under
  * spread_floor), so that its workers overlap; a long one, and one tensor, as before. */
 static void short_jobs_spread_over_the_workers(void)
@@ -397,7 +272,7 @@ static void short_jobs_spread_over_the_workers(void)
     uint64_t elems[N];
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 1 << 20, 16, 12, 100, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 1 << 20, 16, 12, 100};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -457,7 +332,7 @@ static bool ready_by_class(const gr_backend_env *env, const struct gr_host_hold 
 static void batches_lie_alike_with_the_cache(void)
 {
     const gr_backend_env env = {.host_ready = ready_by_class, .host_class = class_of};
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0};
     gr_graph *g = seed_graph();
     gr_tensor t[8];
     gr_unit *u;
@@ -487,7 +362,7 @@ static void small_tensors_are_batched(void)
     uint64_t elems[N], rng = 3;
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -528,7 +403,7 @@ static void separate_batches_scattered_where_the_backend_can(void)
     uint64_t elems[N];
     float *block = calloc(N * 8, sizeof(float));
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0, 0, 0};
     gr_tensor *t;
     gr_unit *u;
     uint32_t *pending;
@@ -570,7 +445,7 @@ static void medium_tensors_batched_small_ones_staged(void)
     enum { N = 100 };
     uint64_t elems[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16, 0, 0};
     gr_tensor *t;
     gr_unit *u;
     uint32_t *pending;
@@ -618,7 +493,7 @@ static void mixed_sizes_keep_order(void)
     const uint64_t elems[] = {5, 7, 900, 3, 3, 3, 50, 2000, 1};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 9);
-    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -644,7 +519,7 @@ static void contiguous_batches_go_direct(void)
     static float slab[N * 10 + 1];
     gr_tensor t[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -671,12 +546,13 @@ static void contiguous_batches_go_direct(void)
     gr_graph_destroy(g);
 }
 
-GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct), GR_TEST(stays_whole_when_everything_fits),
+GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct),
+             GR_TEST(stays_whole_when_everything_fits),
              GR_TEST(unsplittable_graph_stays_whole), GR_TEST(large_tensors_are_chunked_evenly),
              GR_TEST(pipelined_chunks_of_tensors_that_fit),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
              GR_TEST(pageable_medium_tensors_share_staged_units),
-             GR_TEST(short_jobs_spread_over_the_workers), GR_TEST(job_starts_staggered),
+             GR_TEST(short_jobs_spread_over_the_workers),
              GR_TEST(batches_lie_alike_with_the_cache), GR_TEST(small_tensors_are_batched),
              GR_TEST(separate_batches_scattered_where_the_backend_can),
              GR_TEST(medium_tensors_batched_small_ones_staged),
