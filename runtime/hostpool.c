@@ -7,7 +7,15 @@
  * The slabs are kept sorted by address so that a free finds its slab by binary search.
  *
  * Correctness: every slab and every counter changes under `pool.lock` only, and a block is
- * handed out by one carve under it, so no two live blocks share a page. Slabs are made before
+ * handed out by one carve under it, so no two live blocks share a page. A slab's last page is
+ * never given: two slabs may lie back to back in memory, and a block at the end of one and
+ * another at the start of the next would look adjacent to the planner, which copies adjacent
+ * tensors as one range; a range must not span two driver allocations.
+ *
+ * fork(): the lock is held across a fork (pthread_atfork, registered with the first slab), so
+ * a child never inherits it held by a thread it does not have. The child's slabs are the
+ * parent's pinned memory, not its own: it carves no block from them and releases none of
+ * them; freeing one of their blocks there does nothing. Slabs are made before
  * the lock is taken and put in under it; an emptied slab is taken out under it and released
  * after, so no pinned allocation or release runs under the lock (STYLE.md: no lock across a
  * call that can block), and nothing can carve from a slab being released.
@@ -44,6 +52,7 @@ typedef struct slab {
     uint64_t *map;               /* a bit per page: set in a block */
     uint32_t *run;               /* at a block's first page: its pages; else 0 */
     const gr_pinned_ops *pinned; /* who made it; NULL: posix_memalign */
+    bool inherited;              /* the parent's, in a forked child */
 } slab;
 
 static struct {
@@ -54,8 +63,30 @@ static struct {
     uint64_t blocks, block_pages;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_bytes = GR_HOST_POOL_FIRST_SLAB};
 
-static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT, atfork_once = PTHREAD_ONCE_INIT;
 static bool pool_off;
+
+static void lock_for_fork(void)
+{
+    pthread_mutex_lock(&pool.lock);
+}
+
+static void unlock_in_parent(void)
+{
+    pthread_mutex_unlock(&pool.lock);
+}
+
+static void unlock_in_child(void)
+{
+    for (uint64_t i = 0; i < pool.n; i++)
+        pool.v[i]->inherited = true;
+    pthread_mutex_unlock(&pool.lock);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(lock_for_fork, unlock_in_parent, unlock_in_child);
+}
 
 static void read_env(void)
 {
@@ -103,6 +134,7 @@ static slab *slab_make(const gr_pinned_ops *pinned, uint64_t bytes)
                        : posix_memalign(&base, PAGE, bytes) != 0)
         goto out_free;
     s->base = base;
+    s->map[(s->pages - 1) / 64] |= 1ull << ((s->pages - 1) % 64); /* the last page: top */
     ASAN_POISON_MEMORY_REGION(s->base, bytes);
     return s;
 
@@ -154,7 +186,7 @@ static void *carve(slab *s, uint64_t pages)
 {
     uint64_t at;
 
-    if (s->pages - s->used < pages ||
+    if (s->inherited || s->pages - 1 - s->used < pages ||
         !(find_free(s, pages, s->cursor, &at) || (s->cursor != 0 && find_free(s, pages, 0, &at))))
         return NULL;
     mark(s, at, pages, true);
@@ -191,38 +223,52 @@ static bool insert(slab *s)
 gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void **out)
 {
     uint64_t pages = (bytes + PAGE - 1) / PAGE + GUARD_PAGES;
-    slab *fresh = NULL;
+    slab *fresh = NULL, *spare = NULL;
 
     if (bytes == 0 || bytes > GR_HOST_POOL_MAX)
         return GR_ERR_INVALID_ARGUMENT;
+    pthread_once(&atfork_once, register_atfork); /* before the first slab: see the top */
     for (;;) {
         uint64_t size;
         void *p = NULL;
 
         pthread_mutex_lock(&pool.lock);
-        if (fresh != NULL) {
-            if (!insert(fresh)) {
-                pthread_mutex_unlock(&pool.lock);
-                slab_release(fresh);
-                return GR_ERR_OUT_OF_MEMORY;
-            }
-            p = carve(fresh, pages); /* empty and large enough: cannot fail */
-        }
+        /* The slabs held first: another thread's new one may have room by now. */
         for (uint64_t i = 0; p == NULL && i < pool.n; i++)
             if (pool.v[i]->pinned == pinned)
                 p = carve(pool.v[i], pages);
-        if (p != NULL) {
+        if (fresh != NULL) {
+            bool empty_held = false;
+
+            for (uint64_t i = 0; i < pool.n && !empty_held; i++)
+                empty_held = pool.v[i]->used == 0 && !pool.v[i]->inherited;
+            if ((p == NULL || !empty_held) && insert(fresh)) {
+                if (pool.next_bytes < GR_HOST_POOL_SLAB) /* grow only on success */
+                    pool.next_bytes *= 2;
+                if (p == NULL)
+                    p = carve(fresh, pages); /* empty and large enough: cannot fail */
+            } else {
+                spare = fresh; /* not needed after all, or the table cannot grow */
+            }
+            fresh = NULL;
+        }
+        if (p != NULL || spare != NULL) {
             pthread_mutex_unlock(&pool.lock);
+            slab_release(spare);
+            if (p == NULL)
+                return GR_ERR_OUT_OF_MEMORY;
             ASAN_UNPOISON_MEMORY_REGION(p, bytes);
             *out = p;
             return GR_OK;
         }
         size = pool.next_bytes;
-        if (pool.next_bytes < GR_HOST_POOL_SLAB)
-            pool.next_bytes *= 2;
         pthread_mutex_unlock(&pool.lock);
-        if ((fresh = slab_make(pinned, size)) == NULL)
+        if ((fresh = slab_make(pinned, size)) == NULL) {
+            pthread_mutex_lock(&pool.lock);
+            pool.next_bytes = GR_HOST_POOL_FIRST_SLAB; /* the next try asks for little */
+            pthread_mutex_unlock(&pool.lock);
             return GR_ERR_OUT_OF_MEMORY;
+        }
     }
 }
 
@@ -230,17 +276,17 @@ gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void 
 static uint64_t slab_of(const void *p, bool *found)
 {
     uint64_t lo = 0, hi = pool.n;
-    const unsigned char *c = p;
+    uintptr_t c = (uintptr_t)p; /* addresses of unrelated objects: compared as integers */
 
     while (lo < hi) { /* the first slab whose base is above p */
         uint64_t mid = lo + (hi - lo) / 2;
 
-        if (pool.v[mid]->base <= c)
+        if ((uintptr_t)pool.v[mid]->base <= c)
             lo = mid + 1;
         else
             hi = mid;
     }
-    *found = lo > 0 && c < pool.v[lo - 1]->base + pool.v[lo - 1]->pages * PAGE;
+    *found = lo > 0 && c < (uintptr_t)pool.v[lo - 1]->base + pool.v[lo - 1]->pages * PAGE;
     return lo - 1;
 }
 
@@ -258,8 +304,9 @@ bool gr__host_pool_free(void *p)
     }
     s = pool.v[i];
     page = (uint64_t)((unsigned char *)p - s->base) / PAGE;
-    if (((uint64_t)((unsigned char *)p - s->base)) % PAGE != 0 || s->run[page] == 0) {
-        pthread_mutex_unlock(&pool.lock); /* not a live block's start: leave it */
+    if (s->inherited || ((uint64_t)((unsigned char *)p - s->base)) % PAGE != 0 ||
+        s->run[page] == 0) {
+        pthread_mutex_unlock(&pool.lock); /* not a live block's start here: leave it */
         return true;
     }
     pages = s->run[page];
@@ -272,7 +319,7 @@ bool gr__host_pool_free(void *p)
     if (s->used == 0) {
         /* Keep one empty slab against alloc/free cycles; release any other. */
         for (uint64_t j = 0; j < pool.n && release == NULL; j++)
-            if (j != i && pool.v[j]->used == 0)
+            if (j != i && pool.v[j]->used == 0 && !pool.v[j]->inherited)
                 release = s;
         if (release != NULL) {
             memmove(&pool.v[i], &pool.v[i + 1], (pool.n - i - 1) * sizeof(*pool.v));

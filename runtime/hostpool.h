@@ -10,7 +10,8 @@
  * number of 4096-byte pages each, with no header: a 64 KiB request takes 16 pages.
  *
  * Slabs grow from GR_HOST_POOL_FIRST_SLAB to GR_HOST_POOL_SLAB bytes as the pool fills, so a
- * process that asks for one small block pins little. A slab whose blocks are all freed goes
+ * process that asks for a few small blocks pins little; one that held many keeps a slab
+ * pinned while any block of it lives, up to 64 MiB for one small block. A slab whose blocks are all freed goes
  * back to the system unless it is the only empty one (kept against alloc/free cycles).
  * Slabs are made and released outside the pool's lock (a pinned allocation can take
  * milliseconds). Under AddressSanitizer free pages are poisoned and every block is followed
@@ -39,9 +40,9 @@ bool gr__host_pool_takes(uint64_t bytes);
  * (posix_memalign when NULL). GR_ERR_OUT_OF_MEMORY when no slab can be had. Any thread. */
 gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void **out);
 
-/* If p lies in a slab: frees the block starting at p (nothing when p is no block's start,
- * or that block is free already) and returns true. False when p is not the pool's. Any
- * thread. */
+/* If p lies in a slab: frees the block starting at p and returns true (nothing is freed
+ * when p is no live block's start; a pointer freed twice may meanwhile be another block's,
+ * as with free()). False when p is not the pool's. Any thread. */
 bool gr__host_pool_free(void *p);
 
 typedef struct gr_host_pool_stats {
