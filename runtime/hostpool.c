@@ -272,7 +272,7 @@ gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void 
     }
 }
 
-/* Under the lock: the slab holding p, or NULL. */
+/* Under the lock: the index of the slab holding p; *found false when none does. */
 static uint64_t slab_of(const void *p, bool *found)
 {
     uint64_t lo = 0, hi = pool.n;
