@@ -494,7 +494,8 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
                         json_integer((json_int_t)(o->elems * sizeof(float))));
     json_object_set_new(root, "memory", json_string(gr_mem_kind_name((gr_mem_kind)o->rt.memory)));
     json_object_set_new(root, "layout", json_string(rep->layout));
-    /* What gr_host_alloc did with small tensors (docs/API.md, GR_HOST_POOL). */
+    /* Whether gr_host_alloc's pool was on (GR_HOST_POOL, docs/API.md): it takes the tensors of up
+     * to 2 MiB (with the 64-byte header of hostbuf.c), pinned ones only. */
     json_object_set_new(root, "host_pool",
                         json_boolean(getenv("GR_HOST_POOL") == NULL ||
                                      strcmp(getenv("GR_HOST_POOL"), "0") != 0));
