@@ -23,7 +23,6 @@
  * back (which would let a batch go direct), as separate allocations mostly do not. */
 static char fake_memory[2 * GR_MAX_PORTS];
 
-
 static uint64_t round_up(uint64_t v, uint64_t to)
 {
     return (v + to - 1) / to * to;

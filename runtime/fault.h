@@ -96,8 +96,7 @@ int gr__thread_create(pthread_t *thread, const char *name, void *(*start)(void *
  * gdb tell graphrun's threads from the CUDA driver's and the application's, and counts it
  * in gr__threads_live from before it is created to its last instruction. A thread the CUDA
  * driver or a library starts from one of graphrun's inherits the name, but is not counted.
- * An error
- * number as pthread_create's (EAGAIN when the wrapper's few bytes cannot be had). */
+ * An error number as pthread_create's (EAGAIN when the wrapper's few bytes cannot be had). */
 int gr__thread_start(pthread_t *thread, const char *name, void *(*start)(void *), void *arg);
 
 /* graphrun's threads running now, in the whole process: a runtime's destroy joins all it

@@ -26,20 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define GR_POOL_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GR_POOL_ASAN 1
-#endif
-#endif
-#ifdef GR_POOL_ASAN
+#ifdef GR_HOST_POOL_ASAN
 #include <sanitizer/asan_interface.h>
-#define GUARD_PAGES 1u /* a poisoned page after every block: overflow is still caught */
 #else
 #define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
 #define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
-#define GUARD_PAGES 0u
 #endif
 
 #define PAGE GR_HOST_POOL_PAGE
@@ -222,7 +213,7 @@ static bool insert(slab *s)
 
 gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void **out)
 {
-    uint64_t pages = (bytes + PAGE - 1) / PAGE + GUARD_PAGES;
+    uint64_t pages = (bytes + PAGE - 1) / PAGE + GR_HOST_POOL_GUARD_PAGES;
     slab *fresh = NULL, *spare = NULL;
 
     if (bytes == 0 || bytes > GR_HOST_POOL_MAX)

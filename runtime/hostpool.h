@@ -11,8 +11,9 @@
  *
  * Slabs grow from GR_HOST_POOL_FIRST_SLAB to GR_HOST_POOL_SLAB bytes as the pool fills, so a
  * process that asks for a few small blocks pins little; one that held many keeps a slab
- * pinned while any block of it lives, up to 64 MiB for one small block. A slab whose blocks are all freed goes
- * back to the system unless it is the only empty one (kept against alloc/free cycles).
+ * pinned while any block of it lives, up to 64 MiB for one small block. A slab whose blocks
+ * are all freed goes back to the system unless it is the only empty one (kept against
+ * alloc/free cycles).
  * Slabs are made and released outside the pool's lock (a pinned allocation can take
  * milliseconds). Under AddressSanitizer free pages are poisoned and every block is followed
  * by a poisoned page, so use after free and overflow into a neighbour are still reported.
@@ -32,6 +33,21 @@
 #define GR_HOST_POOL_FIRST_SLAB (4ull << 20)   /* the first slab's size; each next doubles */
 #define GR_HOST_POOL_SLAB (64ull << 20)        /* up to this */
 #define GR_HOST_POOL_PAGE 4096ull
+
+/* Pages after each block that no block is given, poisoned: one under AddressSanitizer (so
+ * that an overflow into the next block is still reported), else none. */
+#if defined(__SANITIZE_ADDRESS__)
+#define GR_HOST_POOL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GR_HOST_POOL_ASAN 1
+#endif
+#endif
+#ifdef GR_HOST_POOL_ASAN
+#define GR_HOST_POOL_GUARD_PAGES 1u
+#else
+#define GR_HOST_POOL_GUARD_PAGES 0u
+#endif
 
 /* Whether the pool serves requests of `bytes` (on, and bytes <= GR_HOST_POOL_MAX). */
 bool gr__host_pool_takes(uint64_t bytes);

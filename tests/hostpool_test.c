@@ -24,16 +24,7 @@
 #define MIB (1024ull * KIB)
 #define PAGE GR_HOST_POOL_PAGE
 
-#if defined(__SANITIZE_ADDRESS__)
-#define GUARD 1u
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GUARD 1u
-#endif
-#endif
-#ifndef GUARD
-#define GUARD 0u
-#endif
+#define GUARD GR_HOST_POOL_GUARD_PAGES
 
 static uint64_t pages_of(uint64_t bytes)
 {
@@ -189,6 +180,8 @@ static void pin_fault_still_fails_a_request(void)
 
 enum { THREADS = 8, ROUNDS = 3000, HELD = 16 };
 
+static pthread_barrier_t start_together;
+
 /* Each thread keeps up to HELD blocks of sizes from 1 byte to GR_HOST_POOL_MAX, each filled
  * with its thread and slot, checked before it is freed: a page given twice shows. */
 static void *churn(void *arg)
@@ -199,6 +192,7 @@ static void *churn(void *arg)
     uint64_t size[HELD] = {0};
     bool ok = true;
 
+    pthread_barrier_wait(&start_together); /* all at once: the most contention */
     for (int r = 0; r < ROUNDS && ok; r++) {
         int k = rand_r(&seed) % HELD;
         unsigned char mark = (unsigned char)(id * HELD + (unsigned)k + 1);
@@ -226,6 +220,7 @@ static void many_threads_at_once(void)
 {
     pthread_t t[THREADS];
 
+    ASSERT_EQ(pthread_barrier_init(&start_together, NULL, THREADS), 0);
     for (uintptr_t i = 0; i < THREADS; i++)
         ASSERT_EQ(pthread_create(&t[i], NULL, churn, (void *)i), 0);
     for (int i = 0; i < THREADS; i++) {
@@ -234,6 +229,7 @@ static void many_threads_at_once(void)
         ASSERT_EQ(pthread_join(t[i], &ok), 0);
         ASSERT_TRUE(ok != NULL);
     }
+    pthread_barrier_destroy(&start_together);
     ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
     ASSERT_LE_U64(gr__host_pool_stats().slabs, 1);
 }

@@ -105,6 +105,15 @@ typedef struct run_result {
     uint64_t wrong;
 } run_result;
 
+/* The resident set now, kept in r->rss_peak when above it. */
+static void sample_rss(run_result *r)
+{
+    uint64_t rss = gr_cli_rss_bytes();
+
+    if (rss > r->rss_peak)
+        r->rss_peak = rss;
+}
+
 /* One run on cfg.devices: runtime up, the job, runtime down, outputs checked. GR_OK when
  * it ran (the job's own result is in r); else why it could not start. */
 static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_tensor_set *set,
@@ -146,11 +155,8 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
         if ((st = gr_job_submit(rt, g, set->tensors, set->count, NULL, &job, &r->error)) !=
             GR_OK)
             goto out;
-        while (gr_job_wait(job, 5000000, &r->result) == GR_ERR_TIMEOUT) {
-            uint64_t rss = gr_cli_rss_bytes();
-            if (rss > r->rss_peak)
-                r->rss_peak = rss;
-        }
+        while (gr_job_wait(job, 5000000, &r->result) == GR_ERR_TIMEOUT)
+            sample_rss(r);
         r->pass_s[k] = (double)(gr_now_ns() - t0) / 1e9;
         r->pass_stats[k] = (gr_stats)GR_STATS_INIT;
         gr_runtime_stats_get(rt, 0, &r->pass_stats[k]);
@@ -160,12 +166,7 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
             r->pass_wrong[k] = gr_tensor_set_check(set, NULL);
     }
     r->seconds = r->pass_s[0];
-    {
-        uint64_t rss = gr_cli_rss_bytes();
-
-        if (rss > r->rss_peak)
-            r->rss_peak = rss;
-    }
+    sample_rss(r);
     gr_job_progress_get(job, &r->prog);
     gr_job_error_get(job, &r->error);
     /* Graph statistics summed over the devices; iterations per device. */
