@@ -48,7 +48,8 @@ static const gr_pinned_ops *provider(void)
     return pinner;
 }
 
-gr_status gr_host_alloc(uint64_t bytes, void **out)
+/* gr_host_alloc, from the pool (`pooled`) or always an allocation of its own. */
+static gr_status host_alloc(uint64_t bytes, void **out, bool pooled)
 {
     const gr_pinned_ops *pinned = provider();
     void *base = NULL;
@@ -59,7 +60,7 @@ gr_status gr_host_alloc(uint64_t bytes, void **out)
     *out = NULL;
     if (gr__fault_hit(GR_FAULT_PIN))
         return GR_ERR_OUT_OF_MEMORY;
-    if (gr__host_pool_takes(bytes) && gr__host_pool_alloc(pinned, bytes, out) == GR_OK)
+    if (pooled && gr__host_pool_takes(bytes) && gr__host_pool_alloc(pinned, bytes, out) == GR_OK)
         return GR_OK;
     if (pinned != NULL) {
         if (pinned->alloc(bytes + HEADER, &base) != GR_OK)
@@ -73,6 +74,16 @@ gr_status gr_host_alloc(uint64_t bytes, void **out)
     h->pinned = pinned;
     *out = (char *)base + HEADER;
     return GR_OK;
+}
+
+gr_status gr_host_alloc(uint64_t bytes, void **out)
+{
+    return host_alloc(bytes, out, true);
+}
+
+gr_status gr__host_alloc_unpooled(uint64_t bytes, void **out)
+{
+    return host_alloc(bytes, out, false);
 }
 
 void gr_host_free(void *p)

@@ -25,6 +25,7 @@
 
 #include "runtime/copier.h"
 #include "runtime/fault.h"
+#include "runtime/hostpool.h"
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
 #include "runtime/trace.h"
@@ -45,13 +46,17 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
     return GR_OK;
 }
 
-/* The worker's staging buffer: grown to hold the unit about to use it (its ports lie one
- * after another, each starting on GR_BUFFER_ALIGN), and never past the largest unit, which
- * the planner bounds by staging_bytes (plus the ports' alignment). Units of different graphs
- * differ in their ports as well as their elements, so what the buffer holds is counted in
- * bytes. Pinned memory when it can be had; otherwise (a tiny RLIMIT_MEMLOCK, the system out
- * of pinned memory) ordinary memory, which the device reads through the driver's slower
- * path: the results are the same, and the runtime reports the fallback once. */
+/* The worker's staging buffer: made when the worker starts (inside gr_runtime_create,
+ * as the device arena is), of the planner's bound for the largest unit (staging_bytes, plus
+ * the ports' alignment), so that a fresh runtime's first staged job does not pay for
+ * pinning it (tens of milliseconds for 64 MiB, serialised in the driver across workers).
+ * Grown, should a unit ever need more (its ports lie one after another, each starting on
+ * GR_BUFFER_ALIGN). Units of different graphs differ in their ports as well as their
+ * elements, so what the buffer holds is counted in bytes. Pinned memory when it can be had,
+ * an allocation of its own (hostpool.h: gr__host_alloc_unpooled); otherwise (a tiny
+ * RLIMIT_MEMLOCK, the system out of pinned memory) ordinary memory, which the device reads
+ * through the driver's slower path: the results are the same, and the runtime reports the
+ * fallback once. */
 static void free_staging(gr_worker *w)
 {
     if (w->staging_pageable)
@@ -63,23 +68,13 @@ static void free_staging(gr_worker *w)
     w->staging_pageable = false;
 }
 
-static gr_status ensure_staging(gr_worker *w, const gr_graph *g, uint64_t elems,
-                                gr_error_info *err)
+/* Make the staging buffer `bytes` long (it holds nothing worth keeping between units). */
+static gr_status grow_staging(gr_worker *w, uint64_t bytes, gr_error_info *err)
 {
-    uint64_t bytes = 0;
     void *p = NULL;
 
-    for (uint32_t q = 0; q < g->n_inputs + g->n_outputs; q++) {
-        bool out = q >= g->n_inputs;
-
-        w->staging_at[q] = bytes;
-        bytes += gr_graph_port_bytes(g, out, out ? q - g->n_inputs : q, elems);
-        bytes = (bytes + GR_BUFFER_ALIGN - 1) / GR_BUFFER_ALIGN * GR_BUFFER_ALIGN;
-    }
-    if (w->staging_bytes >= bytes)
-        return GR_OK;
     free_staging(w);
-    if (gr_host_alloc(bytes, &p) != GR_OK) {
+    if (gr__host_alloc_unpooled(bytes, &p) != GR_OK) {
         p = NULL;
         if (posix_memalign(&p, 4096, bytes) != 0)
             return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
@@ -91,6 +86,31 @@ static gr_status ensure_staging(gr_worker *w, const gr_graph *g, uint64_t elems,
     w->staging = p;
     w->staging_bytes = bytes;
     return GR_OK;
+}
+
+/* The staging buffer's size at start: the largest unit the planner makes (units.c bounds
+ * its ports' bytes by staging_bytes), each of up to 2 * GR_MAX_PORTS ports rounded up to
+ * GR_BUFFER_ALIGN. */
+static uint64_t staging_at_start(const gr_worker *w)
+{
+    return w->rt->cfg.staging_bytes + 2u * GR_MAX_PORTS * GR_BUFFER_ALIGN;
+}
+
+static gr_status ensure_staging(gr_worker *w, const gr_graph *g, uint64_t elems,
+                                gr_error_info *err)
+{
+    uint64_t bytes = 0;
+
+    for (uint32_t q = 0; q < g->n_inputs + g->n_outputs; q++) {
+        bool out = q >= g->n_inputs;
+
+        w->staging_at[q] = bytes;
+        bytes += gr_graph_port_bytes(g, out, out ? q - g->n_inputs : q, elems);
+        bytes = (bytes + GR_BUFFER_ALIGN - 1) / GR_BUFFER_ALIGN * GR_BUFFER_ALIGN;
+    }
+    if (w->staging_bytes >= bytes)
+        return GR_OK;
+    return grow_staging(w, bytes, err);
 }
 
 /* The host side of unit `u` as the backend sees it: the tensor itself (a whole tensor or a
@@ -412,6 +432,13 @@ void *gr__worker_main(void *arg)
         st = gr_error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     else
         st = rt->backend->worker_open(w, &err);
+    /* After worker_open: with a private context, the buffer is made under it. Should it
+     * fail even as ordinary memory, the first staged unit tries again (ensure_staging). */
+    if (st == GR_OK) {
+        gr_error_info ignored;
+
+        grow_staging(w, staging_at_start(w), &ignored);
+    }
     pthread_mutex_lock(&rt->mu);
     if (st == GR_OK) {
         rt->workers_ready++;

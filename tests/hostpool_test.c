@@ -4,7 +4,8 @@
  * a few slabs; slabs given back when emptied, one kept; a free of something not a block's
  * start, or twice, changes nothing; requests above GR_HOST_POOL_MAX and GR_HOST_POOL=0 go
  * around the pool; the pin fault still fails a request; a fork while another thread
- * allocates; many threads at once, each block
+ * allocates; a runtime's staging buffers made at create, outside the pool; many threads at
+ * once, each block
  * filled and checked (run under tsan and asan too). On a machine without a GPU the slabs are
  * ordinary memory; tools/gpu_suite runs the same cases against cudaHostAlloc.
  */
@@ -18,6 +19,7 @@
 
 #include "runtime/fault.h"
 #include "runtime/hostpool.h"
+#include "runtime/runtime.h"
 #include "tests/testing.h"
 
 #define KIB 1024ull
@@ -325,6 +327,43 @@ static void fork_while_another_thread_allocates(void)
     ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
 }
 
+/* Each worker's staging buffer is made while gr_runtime_create runs, of the planner's bound
+ * (staging_bytes and the ports' alignment), and never from the pool, though small enough
+ * for it: a slab is made under the calling thread's context, and a worker's private one
+ * would take a slab that others share with it when it is destroyed. Both context modes
+ * (the host backend has none: the same either way). */
+static void staging_made_at_create_outside_the_pool(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        gr_config cfg = GR_CONFIG_INIT;
+        gr_host_pool_stats before, after;
+        gr_runtime *rt, *in;
+        gr_error_info err;
+        gr_status st;
+
+        cfg.budget_bytes = 64 * MIB;
+        cfg.workers_per_device = 3;
+        cfg.staging_bytes = 1 * MIB; /* under GR_HOST_POOL_MAX */
+        cfg.context_mode = mode ? GR_CONTEXT_PRIVATE : GR_CONTEXT_PRIMARY;
+        before = gr__host_pool_stats();
+        if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
+            GR_TEST_FAIL("create: %s", err.message);
+        in = gr__runtime_get(rt, &st);
+        ASSERT_TRUE(in != NULL);
+        after = gr__host_pool_stats();
+        ASSERT_EQ_U64(after.blocks, before.blocks);
+        ASSERT_EQ_U64(in->n_workers, 3);
+        for (uint32_t i = 0; i < in->n_workers; i++) {
+            ASSERT_TRUE(in->workers[i].staging != NULL);
+            ASSERT_GE(in->workers[i].staging_bytes, cfg.staging_bytes);
+            ASSERT_TRUE(!in->workers[i].staging_pageable); /* pinned (or, here, memory) */
+            memset(in->workers[i].staging, 7, in->workers[i].staging_bytes);
+        }
+        gr_runtime_destroy(rt);
+        ASSERT_EQ_U64(gr__host_pool_stats().blocks, before.blocks);
+    }
+}
+
 /* Run in a process of its own (the runner forks each case): the switch is read once. */
 static void off_switch_gives_allocations_their_own(void)
 {
@@ -349,4 +388,5 @@ GR_TEST_MAIN(GR_TEST(blocks_are_aligned_apart_and_in_order),
              GR_TEST(pin_fault_still_fails_a_request), GR_TEST(many_threads_at_once),
              GR_TEST(asan_sees_use_after_free_and_overflow),
              GR_TEST(fork_while_another_thread_allocates),
+             GR_TEST(staging_made_at_create_outside_the_pool),
              GR_TEST(off_switch_gives_allocations_their_own))

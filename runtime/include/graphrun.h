@@ -180,7 +180,10 @@ typedef struct gr_config {
      * units of work (docs/PERFORMANCE.md): tensors larger than a worker's share of the
      * budget in chunks, tensors smaller than batch_below_bytes packed together. A unit that
      * is not one piece of DMA-ready memory goes through a pinned staging buffer of
-     * staging_bytes per worker, gathered and scattered by copy_threads host threads. */
+     * staging_bytes per worker, gathered and scattered by copy_threads host threads. Each
+     * worker pins its buffer when the runtime is created, so that the first staged job
+     * does not pay for it: workers_per_device * staging_bytes of pinned host memory per
+     * device. A runtime that only ever sees pinned tensors can set it small. */
     uint32_t copy_threads;      /* 0: one per CPU, at most 16 */
     uint64_t staging_bytes;     /* per worker; default 64 MiB */
     uint64_t batch_below_bytes; /* default 1 MiB; 0: never batch */

@@ -1,0 +1,90 @@
+// batch_submit_cost.cu - what one range of cudaMemcpyBatchAsync costs the submitting thread,
+// by how the host memory was allocated and by the batch's attributes. The runtime's 64 KiB
+// row is bound by it (docs/PERFORMANCE.md: 1.75 us a range from pooled slabs, 6.3 us from
+// one cudaHostAlloc each, against 1.3 us needed for 0.90 of the link).
+//   nvcc -O2 -arch=sm_90 -o probe batch_submit_cost.cu
+//   ./probe [ranges=256] [bytes=65536]
+// Each line: the memory, the attributes, the direction, the median submission time per
+// range over 40 batches (CPU), and the batch's copy bandwidth (stream time), checked.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <vector>
+
+static double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct order { const char *name; cudaMemcpySrcAccessOrder o; unsigned flags; };
+
+int main(int argc, char **argv) {
+  size_t n = argc > 1 ? strtoul(argv[1], nullptr, 10) : 256;
+  size_t bytes = argc > 2 ? strtoul(argv[2], nullptr, 10) : 65536;
+  size_t stride = bytes + 4096; // apart, as separate tensors are
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  char *dev = nullptr, *one = nullptr;
+  cudaMalloc(&dev, n * bytes);
+  cudaHostAlloc((void **)&one, n * stride, cudaHostAllocPortable);
+  std::vector<char *> sep(n);
+  for (size_t i = 0; i < n; i++) cudaHostAlloc((void **)&sep[i], bytes, cudaHostAllocPortable);
+  const order orders[] = {
+      {"stream", cudaMemcpySrcAccessOrderStream, 0},
+      {"any", cudaMemcpySrcAccessOrderAny, 0},
+      {"stream+overlap", cudaMemcpySrcAccessOrderStream, cudaMemcpyFlagPreferOverlapWithCompute},
+  };
+  std::vector<void *> dst(n), srcv(n);
+  std::vector<const void *> src(n);
+  std::vector<size_t> sz(n, bytes);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  int failures = 0;
+  for (int mem = 0; mem < 2; mem++) {
+    for (int h2d = 1; h2d >= 0; h2d--) {
+      for (const order &o : orders) {
+        if (!h2d && o.o == cudaMemcpySrcAccessOrderAny) continue; // device source: stream order
+        for (size_t i = 0; i < n; i++) {
+          char *host = mem == 0 ? one + i * stride : sep[i];
+          if (h2d) { memset(host, (int)(i & 0x7f), bytes); dst[i] = dev + i * bytes; src[i] = host; }
+          else { memset(host, 0xff, bytes); dst[i] = host; src[i] = dev + i * bytes; }
+        }
+        cudaMemcpyAttributes attr;
+        memset(&attr, 0, sizeof(attr));
+        attr.srcAccessOrder = o.o;
+        attr.flags = o.flags;
+        size_t first = 0;
+        std::vector<double> per;
+        double gpu_ms = 0;
+        for (int k = 0; k < 41; k++) {
+          cudaEventRecord(a, s);
+          double t0 = now_us();
+          cudaError_t e = cudaMemcpyBatchAsync(dst.data(), src.data(), sz.data(), n, &attr,
+                                               &first, 1, s);
+          double t1 = now_us();
+          cudaEventRecord(b, s);
+          cudaStreamSynchronize(s);
+          if (e != cudaSuccess) { printf("batch: %s\n", cudaGetErrorName(e)); return 1; }
+          float ms = 0;
+          cudaEventElapsedTime(&ms, a, b);
+          if (k > 0) { per.push_back((t1 - t0) / n); gpu_ms += ms; }
+        }
+        std::sort(per.begin(), per.end());
+        size_t wrong = 0;
+        if (!h2d) // the host was 0xff; the device holds what the H2D rows copied in (i & 0x7f)
+          for (size_t i = 0; i < n; i++)
+            wrong += ((char *)dst[i])[bytes - 1] != (char)(i & 0x7f);
+        failures += wrong != 0;
+        printf("%-9s %-15s %s  %6.2f us/range (p10 %.2f, p90 %.2f)  %6.1f GB/s  %zu wrong\n",
+               mem == 0 ? "one-alloc" : "separate", o.name, h2d ? "H2D" : "D2H",
+               per[per.size() / 2], per[per.size() / 10], per[per.size() * 9 / 10],
+               n * bytes * 40 / (gpu_ms * 1e6), wrong);
+      }
+    }
+  }
+  return failures != 0;
+}

@@ -1,0 +1,114 @@
+// graph_update_contexts.cu - which memcpy-node updates does the driver refuse once a worker
+// has a private context, and does destroying a context free pinned memory made under it?
+// docs: cudaGraphExecMemcpyNodeSetParams1D wants src and dst "allocated from the same
+// contexts as the original"; which memory counts as whose is not said. The runtime's
+// private-context cases showed refused updates under memcheck (docs/RELIABILITY.md).
+//   nvcc -O2 -arch=sm_90 -o probe graph_update_contexts.cu -lcuda
+//   ./probe        # one line per case: what the graph was made with, the update, the result
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <csetjmp>
+#include <csignal>
+
+static const size_t BYTES = 4 << 20;
+static sigjmp_buf jump;
+static void on_segv(int) { siglongjmp(jump, 1); }
+
+static void *pinned_here(const char *what) {
+  void *p = nullptr;
+  cudaError_t e = cudaHostAlloc(&p, BYTES, cudaHostAllocPortable);
+  if (e != cudaSuccess) { printf("cudaHostAlloc (%s): %s\n", what, cudaGetErrorName(e)); exit(1); }
+  memset(p, 1, BYTES);
+  return p;
+}
+
+// Device memory through the virtual memory API, as the runtime's private mode has it.
+static CUdeviceptr vmm(CUdevice dev) {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran = 0;
+  cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  size_t size = (BYTES + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle h;
+  CUdeviceptr p = 0;
+  if (cuMemCreate(&h, size, &prop, 0) != CUDA_SUCCESS || cuMemAddressReserve(&p, size, 0, 0, 0) ||
+      cuMemMap(p, size, 0, h, 0)) { printf("vmm failed\n"); exit(1); }
+  CUmemAccessDesc acc = {};
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  cuMemSetAccess(p, size, &acc, 1);
+  return p;
+}
+
+// In the current context: a graph of one H2D node from src0 to dst0, instantiated, then
+// updated to (src1, dst1); the update's result.
+static void try_update(const char *name, void *dst0, const void *src0, void *dst1,
+                       const void *src1) {
+  cudaGraph_t g;
+  cudaGraphExec_t x;
+  cudaGraphNode_t n;
+  cudaGraphCreate(&g, 0);
+  cudaError_t e = cudaGraphAddMemcpyNode1D(&n, g, nullptr, 0, dst0, src0, 65536,
+                                           cudaMemcpyDefault);
+  if (e == cudaSuccess) e = cudaGraphInstantiate(&x, g, 0);
+  if (e != cudaSuccess) { printf("%-48s build: %s\n", name, cudaGetErrorName(e)); cudaGetLastError(); return; }
+  e = cudaGraphExecMemcpyNodeSetParams1D(x, n, dst1, src1, 65536, cudaMemcpyDefault);
+  printf("%-48s update: %s\n", name, cudaGetErrorName(e));
+  cudaGetLastError();
+  cudaGraphExecDestroy(x);
+  cudaGraphDestroy(g);
+}
+
+int main() {
+  CUdevice dev;
+  CUcontext x, y, z;
+  cuInit(0);
+  cuDeviceGet(&dev, 0);
+  // Memory made on a thread with no current context: the runtime API's primary context.
+  void *prim_a = pinned_here("primary a"), *prim_b = pinned_here("primary b");
+  void *pageable = aligned_alloc(4096, BYTES);
+  memset(pageable, 1, BYTES);
+  cuCtxCreate(&y, nullptr, 0, dev);
+  void *y_a = pinned_here("private y");
+  cuCtxCreate(&x, nullptr, 0, dev); // current from here on: the "worker"
+  void *x_a = pinned_here("private x a"), *x_b = pinned_here("private x b");
+  CUdeviceptr v0 = vmm(dev), v1 = vmm(dev), m0 = 0;
+  cuMemAlloc(&m0, BYTES);
+  void *d0 = (void *)v0, *d1 = (void *)v1, *dm = (void *)m0;
+
+  try_update("primary a -> primary a+64K (vmm same)", d0, prim_a, d0, (char *)prim_a + 65536);
+  try_update("primary a -> primary b", d0, prim_a, d0, prim_b);
+  try_update("primary a -> private x a", d0, prim_a, d0, x_a);
+  try_update("private x a -> private x b", d0, x_a, d0, x_b);
+  try_update("private x a -> private y", d0, x_a, d0, y_a);
+  try_update("primary a -> private y", d0, prim_a, d0, y_a);
+  try_update("primary a -> pageable", d0, prim_a, d0, pageable);
+  try_update("pageable -> primary a", d0, pageable, d0, prim_a);
+  try_update("vmm 0 -> vmm 0+64K (primary a)", d0, prim_a, (char *)d0 + 65536, prim_a);
+  try_update("vmm 0 -> vmm 1 (primary a)", d0, prim_a, d1, prim_a);
+  try_update("vmm 0 -> cuMemAlloc of x (primary a)", d0, prim_a, dm, prim_a);
+
+  // Destroying a context: is pinned memory made under it still there?
+  cuCtxCreate(&z, nullptr, 0, dev);
+  char *z_a = (char *)pinned_here("private z");
+  cuCtxDestroy(z);
+  cuCtxSetCurrent(x);
+  cudaPointerAttributes at;
+  cudaError_t e = cudaPointerGetAttributes(&at, z_a);
+  printf("after destroying z: cudaPointerGetAttributes %s, type %d (0 unregistered, 1 host)\n",
+         cudaGetErrorName(e), e == cudaSuccess ? (int)at.type : -1);
+  cudaGetLastError();
+  // (Not in a forked child: pinned memory is not inherited across fork.)
+  signal(SIGSEGV, on_segv);
+  signal(SIGBUS, on_segv);
+  bool faulted = sigsetjmp(jump, 1) != 0;
+  if (!faulted) { volatile char c = z_a[0]; (void)c; }
+  printf("after destroying z: reading its pinned memory %s\n",
+         faulted ? "faults (freed with the context)" : "works (still mapped)");
+  return 0;
+}
