@@ -106,6 +106,8 @@ typedef struct gr_iteration {
     /* The job's hold on the registration cache (NULL: none): what of its host memory the
      * job may copy by DMA (gr_backend_env.host_ready). */
     const struct gr_host_hold *host_hold;
+    /* The host side is the worker's staging buffer (gr_unit.staged), not the tensors. */
+    bool staged;
 } gr_iteration;
 
 /* The copy node `node` does in iteration `it` (H2D or D2H): destination, source, bytes. */

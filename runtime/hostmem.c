@@ -48,10 +48,11 @@ static const gr_pinned_ops *provider(void)
     return pinner;
 }
 
-/* gr_host_alloc, from the pool (`pooled`) or always an allocation of its own. */
-static gr_status host_alloc(uint64_t bytes, void **out, bool pooled)
+/* gr_host_alloc through `pinned` (NULL: ordinary memory), from the pool (`pooled`) or
+ * always an allocation of its own. */
+static gr_status host_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void **out,
+                            bool pooled)
 {
-    const gr_pinned_ops *pinned = provider();
     void *base = NULL;
     header *h;
 
@@ -78,12 +79,12 @@ static gr_status host_alloc(uint64_t bytes, void **out, bool pooled)
 
 gr_status gr_host_alloc(uint64_t bytes, void **out)
 {
-    return host_alloc(bytes, out, true);
+    return host_alloc(provider(), bytes, out, true);
 }
 
-gr_status gr__host_alloc_unpooled(uint64_t bytes, void **out)
+gr_status gr__host_alloc_unpooled(const gr_pinned_ops *pinned, uint64_t bytes, void **out)
 {
-    return host_alloc(bytes, out, false);
+    return host_alloc(pinned, bytes, out, false);
 }
 
 void gr_host_free(void *p)

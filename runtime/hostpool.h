@@ -61,12 +61,14 @@ gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void 
  * as with free()). False when p is not the pool's. Any thread. */
 bool gr__host_pool_free(void *p);
 
-/* gr_host_alloc's memory (hostmem.c), never carved from a slab: for one long-lived buffer
- * made on a worker's thread, its staging buffer. A slab is made under the calling thread's
- * CUDA context, and a worker's private context would take a slab shared with others with
- * it when it is destroyed; nor does one buffer gain from sharing a slab. Freed with
- * gr_host_free. Any thread. */
-gr_status gr__host_alloc_unpooled(uint64_t bytes, void **out);
+/* gr_host_alloc's memory (hostmem.c) from `pinned` (NULL: ordinary memory), never carved
+ * from a slab: for one long-lived buffer made on a worker's thread, its staging buffer,
+ * through the worker's own backend (a host-backend runtime starts no CUDA for it). A slab
+ * is made under the calling thread's CUDA context, and destroying a context frees the
+ * pinned memory made under it (tools/probes/graph_update_contexts.cu): a worker's private
+ * context would take a slab that others share with it. Nor does one buffer gain from
+ * sharing a slab. Freed with gr_host_free. Any thread. */
+gr_status gr__host_alloc_unpooled(const gr_pinned_ops *pinned, uint64_t bytes, void **out);
 
 typedef struct gr_host_pool_stats {
     uint64_t slabs;       /* slabs held */

@@ -52,8 +52,9 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
  * pinning it (tens of milliseconds for 64 MiB, serialised in the driver across workers).
  * Grown, should a unit ever need more (its ports lie one after another, each starting on
  * GR_BUFFER_ALIGN). Units of different graphs differ in their ports as well as their
- * elements, so what the buffer holds is counted in bytes. Pinned memory when it can be had,
- * an allocation of its own (hostpool.h: gr__host_alloc_unpooled); otherwise (a tiny
+ * elements, so what the buffer holds is counted in bytes. Pinned memory when the backend
+ * has it and it can be had, an allocation of its own (hostpool.h: gr__host_alloc_unpooled;
+ * on the host backend ordinary memory, as its copies are memcpy); otherwise (a tiny
  * RLIMIT_MEMLOCK, the system out of pinned memory) ordinary memory, which the device reads
  * through the driver's slower path: the results are the same, and the runtime reports the
  * fallback once. */
@@ -74,7 +75,7 @@ static gr_status grow_staging(gr_worker *w, uint64_t bytes, gr_error_info *err)
     void *p = NULL;
 
     free_staging(w);
-    if (gr__host_alloc_unpooled(bytes, &p) != GR_OK) {
+    if (gr__host_alloc_unpooled(w->rt->backend->pinned, bytes, &p) != GR_OK) {
         p = NULL;
         if (posix_memalign(&p, 4096, bytes) != 0)
             return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
@@ -274,6 +275,7 @@ static bool run_task(gr_worker *w, const gr_task *t)
     it.tensor = &w->view;
     it.index = u.index;
     it.host_hold = &job->host_hold;
+    it.staged = u.staged;
     st = gr_graph_layout(g, u.elems, it.offsets, &bytes);
     if (st != GR_OK) { /* validated at submit: cannot happen */
         st = gr_error_set(&detail, GR_ERR_INTERNAL, u.index, NULL, "layout failed");
