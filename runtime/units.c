@@ -155,27 +155,6 @@ static bool push(plan *p, gr_unit u)
     return true;
 }
 
-/* The elements a short job's batch may hold (the spread rule's ramp): batches begin at
- * spread_floor and double, so that the workers' first copies in are short and the first
- * copy out starts early, and a batch begun with `remaining` elements left holds at most
- * half of them, so that the job's last copies out are short too; between the two,
- * `batch_elems`, which they never pass. On the H200 a job of 100 tensors of 1 MiB in 14
- * even units on 3 workers reached 0.68 of the link against 0.93 for 10,000 tensors: the
- * first copies in (three units at once) and the last copies out each ran alone for about
- * a seventh of the job. */
-static uint64_t ramp_limit(const gr_unit_limits *lim, uint64_t batch_elems, uint64_t begun,
-                           uint64_t remaining)
-{
-    uint64_t limit = remaining / 2;
-
-    if (begun < 64 && lim->spread_floor <= UINT64_MAX >> begun &&
-        lim->spread_floor << begun < limit)
-        limit = lim->spread_floor << begun;
-    if (limit < lim->spread_floor)
-        limit = lim->spread_floor;
-    return limit < batch_elems ? limit : batch_elems;
-}
-
 gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                          const gr_unit_limits *lim, const gr_backend_env *env,
                          const struct gr_host_hold *hold, gr_unit **units, uint64_t *n_units,
@@ -187,10 +166,6 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     bool identity = true;
     uint64_t batch_elems = lim->stage_elems; /* a batch's elements at most */
     bool cache = env->host_class != NULL;
-    /* The spread rule, and with it the ramp (ramp_limit): the elements of the tensors from
-     * the current one on, and the batches begun so far. */
-    bool ramp = lim->spread > 1 && count > 1;
-    uint64_t remaining = 0, begun = 0, batch_limit = batch_elems;
     host_where first, here;
 
     memset(&first, 0, sizeof(first));
@@ -204,15 +179,15 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     pend = gr__calloc(count, sizeof(*pend));
     if (pend == NULL)
         return GR_ERR_OUT_OF_MEMORY;
-    if (ramp) {
+    if (lim->spread > 1 && count > 1) {
         /* A short job of many tensors: smaller batches, so that the workers overlap. (A
          * tensor is not cut finer for it: its chunks would each be one more part that a
          * shutdown or a cancel can stop after the tensor started.) */
-        uint64_t per;
+        uint64_t total = 0, per;
 
         for (uint64_t i = 0; i < count; i++)
-            remaining += t[i].elems;
-        per = remaining / lim->spread;
+            total += t[i].elems;
+        per = total / lim->spread;
         if (per < lim->spread_floor)
             per = lim->spread_floor;
         if (per < batch_elems)
@@ -248,7 +223,6 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                     goto out_nomem;
             }
             pend[i] = (uint32_t)chunks;
-            remaining -= ramp ? n : 0;
             continue;
         }
         identity = false;
@@ -262,7 +236,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
             batch = (gr_unit){0};
         }
         if (batch.tensors != 0 &&
-            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > batch_limit ||
+            (batch.tensors == GR_UNIT_MAX_TENSORS || batch.elems + n > batch_elems ||
              (pageable_medium && batch.elems + n > lim->stage_elems / 2) ||
              (medium && batch.staged) || (pageable_medium && !batch.staged) ||
              (batch.scattered && n < lim->scatter_from))) {
@@ -276,7 +250,6 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
                                                      : tensor_dma_ready(g, &t[i], env, hold);
 
             batch = (gr_unit){i, 0, 0, 0, !first_ready, false};
-            batch_limit = ramp ? ramp_limit(lim, batch_elems, begun++, remaining) : batch_elems;
             if (cache)
                 first = here;
         } else if (!batch.staged && !batch.scattered && !adjacent(g, &t[i - 1], &t[i])) {
@@ -293,7 +266,6 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
         batch.elems += n;
         batch.tensors++;
         pend[i] = 1;
-        remaining -= ramp ? n : 0;
     }
     if (batch.tensors && !push(&p, batch))
         goto out_nomem;

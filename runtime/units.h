@@ -60,7 +60,9 @@ typedef struct gr_unit_limits {
      * not chunked finer for it): a job of 100 tensors of 1 MiB in 5
      * units on 3 workers spent most of its time filling and draining the pipeline (its
      * first copy in and last copy out running alone: 0.73 of the link on the H200 against
-     * 0.90 for 10,000 tensors). */
+     * 0.90 for 10,000 tensors). Ramped units (from spread_floor doubling at the start,
+     * halving toward the end) were measured and taken out again: 18 units instead of 13,
+     * median 0.737 against 0.758 (45 passes each, interleaved; docs/PERFORMANCE.md). */
     uint32_t spread;
     uint64_t spread_floor;
 } gr_unit_limits;
