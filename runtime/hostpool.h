@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "runtime/backend.h"
+#include "runtime/sanitizers.h"
 
 #define GR_HOST_POOL_MAX (2ull << 20)          /* the largest request carved from a slab */
 #define GR_HOST_POOL_FIRST_SLAB (4ull << 20)   /* the first slab's size; each next doubles */
@@ -36,14 +37,7 @@
 
 /* Pages after each block that no block is given, poisoned: one under AddressSanitizer (so
  * that an overflow into the next block is still reported), else none. */
-#if defined(__SANITIZE_ADDRESS__)
-#define GR_HOST_POOL_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GR_HOST_POOL_ASAN 1
-#endif
-#endif
-#ifdef GR_HOST_POOL_ASAN
+#ifdef GR_ASAN
 #define GR_HOST_POOL_GUARD_PAGES 1u
 #else
 #define GR_HOST_POOL_GUARD_PAGES 0u

@@ -14,6 +14,8 @@
 
 #include <graphrun.h>
 
+#include "runtime/sanitizers.h"
+
 /* A cancellation flag: 0 while running; a nonzero gr_status once the owner is stopped (the
  * status every wait on it returns). */
 typedef _Atomic int gr_cancel_flag;
@@ -43,14 +45,6 @@ static inline bool gr_deadline_passed(int64_t deadline_ns, int64_t now_ns)
  * them marks the hand-over: GR_TSAN_RELEASE(x) before publishing, GR_TSAN_ACQUIRE(x) after
  * receiving, on the same address. Functions that run ck code are GR_NO_TSAN so tsan does not
  * report the ring's own slot accesses, whose ordering it cannot see either. */
-#if defined(__SANITIZE_THREAD__)
-#define GR_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define GR_TSAN 1
-#endif
-#endif
-
 #ifdef GR_TSAN
 #include <sanitizer/tsan_interface.h>
 #define GR_TSAN_RELEASE(addr) __tsan_release((void *)(addr))

@@ -20,6 +20,7 @@
 #include "runtime/fault.h"
 #include "runtime/job.h"
 #include "runtime/runtime.h"
+#include "runtime/sanitizers.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
@@ -423,14 +424,9 @@ static long threads_all(void)
 {
     return threads_named(NULL);
 }
-#if defined(__SANITIZE_THREAD__)
+#ifdef GR_TSAN
 #define GR_COUNT_ALL 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define GR_COUNT_ALL 0
-#endif
-#endif
-#ifndef GR_COUNT_ALL
+#else
 #define GR_COUNT_ALL 1
 #endif
 

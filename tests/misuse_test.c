@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/handle.h"
+#include "runtime/sanitizers.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"
@@ -256,12 +257,8 @@ static void forked_child_can_create_a_runtime(void)
     pthread_t threads[CHURNERS];
     gr_graph *g;
 
-#if defined(__SANITIZE_THREAD__)
+#ifdef GR_TSAN
     SKIP("tsan does not support starting threads in a child of a threaded process");
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-    SKIP("tsan does not support starting threads in a child of a threaded process");
-#endif
 #endif
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     for (int i = 0; i < CHURNERS; i++) {
