@@ -3,15 +3,21 @@
 // row is bound by it (docs/PERFORMANCE.md: 1.75 us a range from pooled slabs, 6.3 us from
 // one cudaHostAlloc each, against 1.3 us needed for 0.90 of the link).
 //   nvcc -O2 -arch=sm_90 -o probe batch_submit_cost.cu
-//   ./probe [ranges=256] [bytes=65536]
+//   ./probe [ranges=256] [bytes=65536] [threads=1]
 // Each line: the memory, the attributes, the direction, the median submission time per
 // range over 40 batches (CPU), and the batch's copy bandwidth (stream time), checked.
+// With threads > 1, then: that many threads at once, each with its own stream and memory
+// (separate allocations), each submitting a batch in and a batch out 40 times: the median
+// submission per range and the bandwidth of all of them together, each way; to tell the
+// driver's contention between threads from what one stream's copies cost.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 static double now_us() {
@@ -21,9 +27,80 @@ static double now_us() {
 
 struct order { const char *name; cudaMemcpySrcAccessOrder o; unsigned flags; };
 
+static std::atomic<int> ready{0};
+
+// One of `threads` submitters: n ranges in and n out, 40 times after a first, on its own
+// stream, starting once every thread has its memory; *per_us its median submission per
+// range, [*t0, *t1] when it copied, *wrong the ranges copied wrong.
+static void submitter(size_t n, size_t bytes, int id, int threads, double *per_us,
+                      double *t0_us, double *t1_us, size_t *wrong) {
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  char *dev = nullptr;
+  cudaMalloc(&dev, n * bytes);
+  std::vector<char *> in(n), out(n);
+  std::vector<void *> d_in(n), d_out(n);
+  std::vector<const void *> s_in(n), s_out(n);
+  std::vector<size_t> sz(n, bytes);
+  for (size_t i = 0; i < n; i++) {
+    cudaHostAlloc((void **)&in[i], bytes, cudaHostAllocPortable);
+    cudaHostAlloc((void **)&out[i], bytes, cudaHostAllocPortable);
+    memset(in[i], (int)((i + id) & 0x7f), bytes);
+    memset(out[i], 0xff, bytes);
+    d_in[i] = dev + i * bytes; s_in[i] = in[i];
+    d_out[i] = out[i]; s_out[i] = dev + i * bytes;
+  }
+  cudaMemcpyAttributes attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t first = 0;
+  std::vector<double> per;
+  cudaDeviceSynchronize();
+  ready.fetch_add(1);
+  while (ready.load() < threads) std::this_thread::yield();
+  *t0_us = now_us();
+  for (int k = 0; k < 41; k++) {
+    double t0 = now_us();
+    cudaMemcpyBatchAsync(d_in.data(), s_in.data(), sz.data(), n, &attr, &first, 1, s);
+    cudaMemcpyBatchAsync(d_out.data(), s_out.data(), sz.data(), n, &attr, &first, 1, s);
+    double t1 = now_us();
+    if (k > 0) per.push_back((t1 - t0) / (2 * n));
+  }
+  cudaStreamSynchronize(s);
+  *t1_us = now_us();
+  std::sort(per.begin(), per.end());
+  *per_us = per[per.size() / 2];
+  *wrong = 0;
+  for (size_t i = 0; i < n; i++) *wrong += out[i][bytes - 1] != (char)((i + id) & 0x7f);
+  for (size_t i = 0; i < n; i++) { cudaFreeHost(in[i]); cudaFreeHost(out[i]); }
+  cudaFree(dev);
+  cudaStreamDestroy(s);
+}
+
+static int many_threads(size_t n, size_t bytes, int threads) {
+  std::vector<double> per(threads), t0(threads), t1(threads);
+  std::vector<size_t> wrong(threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; t++)
+    ts.emplace_back(submitter, n, bytes, t, threads, &per[t], &t0[t], &t1[t], &wrong[t]);
+  for (auto &t : ts) t.join();
+  double start = *std::min_element(t0.begin(), t0.end());
+  double end = *std::max_element(t1.begin(), t1.end());
+  size_t bad = 0;
+  for (size_t w : wrong) bad += w;
+  std::sort(per.begin(), per.end());
+  // 41 batches of n ranges each way per thread, all of them together over [start, end].
+  double gbs = 41.0 * n * bytes * threads / ((end - start) * 1e3);
+  printf("%d threads: submission %.2f us/range (the threads' medians %.2f-%.2f), "
+         "%.1f GB/s each way together, %zu wrong\n", threads, per[threads / 2], per[0],
+         per[threads - 1], gbs, bad);
+  return bad != 0;
+}
+
 int main(int argc, char **argv) {
   size_t n = argc > 1 ? strtoul(argv[1], nullptr, 10) : 256;
   size_t bytes = argc > 2 ? strtoul(argv[2], nullptr, 10) : 65536;
+  int threads = argc > 3 ? atoi(argv[3]) : 1;
   size_t stride = bytes + 4096; // apart, as separate tensors are
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -86,5 +163,6 @@ int main(int argc, char **argv) {
       }
     }
   }
+  if (threads > 1) failures += many_threads(n, bytes, threads);
   return failures != 0;
 }
