@@ -45,23 +45,28 @@ static CUdeviceptr vmm(CUdevice dev) {
   return p;
 }
 
-// In the current context: a graph of one H2D node from src0 to dst0, instantiated, then
-// updated to (src1, dst1); the update's result.
-static void try_update(const char *name, void *dst0, const void *src0, void *dst1,
-                       const void *src1) {
+// In the current context: a graph of one copy node from src0 to dst0 (`bytes0`), then
+// updated to (src1, dst1, `bytes1`); the update's result.
+static void try_update_sized(const char *name, void *dst0, const void *src0, size_t bytes0,
+                             void *dst1, const void *src1, size_t bytes1) {
   cudaGraph_t g;
   cudaGraphExec_t x;
   cudaGraphNode_t n;
   cudaGraphCreate(&g, 0);
-  cudaError_t e = cudaGraphAddMemcpyNode1D(&n, g, nullptr, 0, dst0, src0, 65536,
+  cudaError_t e = cudaGraphAddMemcpyNode1D(&n, g, nullptr, 0, dst0, src0, bytes0,
                                            cudaMemcpyDefault);
   if (e == cudaSuccess) e = cudaGraphInstantiate(&x, g, 0);
   if (e != cudaSuccess) { printf("%-48s build: %s\n", name, cudaGetErrorName(e)); cudaGetLastError(); return; }
-  e = cudaGraphExecMemcpyNodeSetParams1D(x, n, dst1, src1, 65536, cudaMemcpyDefault);
+  e = cudaGraphExecMemcpyNodeSetParams1D(x, n, dst1, src1, bytes1, cudaMemcpyDefault);
   printf("%-48s update: %s\n", name, cudaGetErrorName(e));
   cudaGetLastError();
   cudaGraphExecDestroy(x);
   cudaGraphDestroy(g);
+}
+
+static void try_update(const char *name, void *dst0, const void *src0, void *dst1,
+                       const void *src1) {
+  try_update_sized(name, dst0, src0, 65536, dst1, src1, 65536);
 }
 
 int main() {
@@ -92,6 +97,15 @@ int main() {
   try_update("vmm 0 -> vmm 0+64K (primary a)", d0, prim_a, (char *)d0 + 65536, prim_a);
   try_update("vmm 0 -> vmm 1 (primary a)", d0, prim_a, d1, prim_a);
   try_update("vmm 0 -> cuMemAlloc of x (primary a)", d0, prim_a, dm, prim_a);
+  // Device to host, as a unit's copies out: the host side moves.
+  try_update("D2H: vmm -> primary a, then primary b", prim_a, d0, prim_b, d0);
+  try_update("D2H: vmm -> primary a, then a+64K", prim_a, d0, (char *)prim_a + 65536, d0);
+  try_update("D2H: vmm -> private x a, then primary a", x_a, d0, prim_a, d0);
+  // Sizes change between a tensor's chunks and between tensors.
+  try_update_sized("H2D: primary a 64K, then primary b 32K", d0, prim_a, 65536, d0, prim_b,
+                   32768);
+  try_update_sized("D2H: primary a 64K, then primary b 1M", prim_a, d0, 65536, prim_b, d0,
+                   1 << 20);
 
   // Destroying a context: is pinned memory made under it still there?
   cuCtxCreate(&z, nullptr, 0, dev);
