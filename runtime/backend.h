@@ -91,8 +91,8 @@ typedef struct gr_worker {
     gr_arena_block block; /* the iteration's placement, from alloc to free */
     gr_tensor view;       /* the host side of the current unit, as the backend sees it */
     /* Staging (host memory for units that are gathered and scattered; pinned when it can
-     * be), grown on first use; and the worker's per-unit scratch: which parts are live, the
-     * copy list. */
+     * be), made when the worker starts (worker.c); and the worker's per-unit scratch: which
+     * parts are live, the copy list. */
     unsigned char *staging;
     uint64_t staging_bytes;  /* what it holds */
     uint64_t staging_at[2 * GR_MAX_PORTS]; /* where each port (inputs, then outputs) of the

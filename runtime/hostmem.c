@@ -5,7 +5,8 @@
  *
  * Requests of up to GR_HOST_POOL_MAX bytes are carved from slabs (hostpool.h: the driver's
  * batched copies cost less the fewer allocations there are), falling back to an allocation
- * of their own when no slab can be had. Any other gr_host_alloc gets a one-page header in
+ * of their own when no slab can be had; gr__host_alloc_unpooled (hostpool.h) never uses
+ * them, for a worker's staging buffer. Any other gr_host_alloc gets a one-page header in
  * front recording who made it. So gr_host_free needs no runtime handle and works before,
  * during and after any runtime's life.
  */

@@ -211,6 +211,13 @@ static bool insert(slab *s)
     return true;
 }
 
+static _Thread_local bool no_slabs_here;
+
+void gr__host_pool_no_slabs_here(void)
+{
+    no_slabs_here = true;
+}
+
 gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void **out)
 {
     uint64_t pages = (bytes + PAGE - 1) / PAGE + GR_HOST_POOL_GUARD_PAGES;
@@ -254,6 +261,8 @@ gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void 
         }
         size = pool.next_bytes;
         pthread_mutex_unlock(&pool.lock);
+        if (no_slabs_here) /* gr__host_pool_no_slabs_here */
+            return GR_ERR_OUT_OF_MEMORY;
         if ((fresh = slab_make(pinned, size)) == NULL) {
             pthread_mutex_lock(&pool.lock);
             pool.next_bytes = GR_HOST_POOL_FIRST_SLAB; /* the next try asks for little */

@@ -55,6 +55,13 @@ gr_status gr__host_pool_alloc(const gr_pinned_ops *pinned, uint64_t bytes, void 
  * as with free()). False when p is not the pool's. Any thread. */
 bool gr__host_pool_free(void *p);
 
+/* The calling thread has a CUDA context current that a runtime destroys (a worker's private
+ * one): no slab is made on this thread from now on. Its requests carve slabs made on other
+ * threads, else get an allocation of their own (which goes with that context: docs/API.md
+ * says so for completion callbacks). Destroying a context frees the pinned memory made
+ * under it, and a slab is shared. The worker thread's own, for its life. */
+void gr__host_pool_no_slabs_here(void);
+
 /* gr_host_alloc's memory (hostmem.c) from `pinned` (NULL: ordinary memory), never carved
  * from a slab: for one long-lived buffer made on a worker's thread, its staging buffer,
  * through the worker's own backend (a host-backend runtime starts no CUDA for it). A slab

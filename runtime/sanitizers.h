@@ -24,4 +24,4 @@
 #endif
 #endif
 
-#endif
+#endif /* GR_SANITIZERS_H */

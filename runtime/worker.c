@@ -49,15 +49,16 @@ static gr_status must_stop(gr_worker *w, gr_job *job)
 /* The worker's staging buffer: made when the worker starts (inside gr_runtime_create,
  * as the device arena is), of the planner's bound for the largest unit (staging_bytes, plus
  * the ports' alignment), so that a fresh runtime's first staged job does not pay for
- * pinning it (tens of milliseconds for 64 MiB, serialised in the driver across workers).
- * Grown, should a unit ever need more (its ports lie one after another, each starting on
- * GR_BUFFER_ALIGN). Units of different graphs differ in their ports as well as their
- * elements, so what the buffer holds is counted in bytes. Pinned memory when the backend
- * has it and it can be had, an allocation of its own (hostpool.h: gr__host_alloc_unpooled;
- * on the host backend ordinary memory, as its copies are memcpy); otherwise (a tiny
- * RLIMIT_MEMLOCK, the system out of pinned memory) ordinary memory, which the device reads
- * through the driver's slower path: the results are the same, and the runtime reports the
- * fallback once. */
+ * pinning it (about 100 ms for three workers' 64 MiB on the H200). Grown, should a unit
+ * ever need more (its ports lie one after another, each starting on GR_BUFFER_ALIGN): the
+ * planner's bound says none does, so this stays a fallback, as is the retry of a buffer
+ * that could not be made at start even as ordinary memory. Units of different graphs
+ * differ in their ports as well as their elements, so what the buffer holds is counted in
+ * bytes. Pinned memory when the backend has it and it can be had, an allocation of its
+ * own (hostpool.h: gr__host_alloc_unpooled; on the host backend ordinary memory, as its
+ * copies are memcpy); otherwise (a tiny RLIMIT_MEMLOCK, the system out of pinned memory)
+ * ordinary memory, which the device reads through the driver's slower path: the results
+ * are the same, and the runtime reports the fallback once. */
 static void free_staging(gr_worker *w)
 {
     if (w->staging_pageable)
@@ -435,10 +436,15 @@ void *gr__worker_main(void *arg)
     else
         st = rt->backend->worker_open(w, &err);
     /* After worker_open: with a private context, the buffer is made under it. Should it
-     * fail even as ordinary memory, the first staged unit tries again (ensure_staging). */
+     * fail even as ordinary memory, the first staged unit tries again (ensure_staging).
+     * A private context goes with the runtime, and what is pinned under it too: a pool
+     * slab, which others share, is never made on this thread (completion callbacks run
+     * here and may call gr_host_alloc). */
     if (st == GR_OK) {
         gr_error_info ignored;
 
+        if (rt->cfg.context_mode == GR_CONTEXT_PRIVATE)
+            gr__host_pool_no_slabs_here();
         grow_staging(w, staging_at_start(w), &ignored);
     }
     pthread_mutex_lock(&rt->mu);

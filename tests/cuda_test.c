@@ -449,6 +449,7 @@ static void private_contexts_with_staging(void)
         gr_tensor_set set;
         gr_runtime *rt = cuda_runtime(2, 64 * MiB, GR_CONTEXT_PRIVATE);
         gr_runtime *in = gr__runtime_get(rt, &(gr_status){GR_OK});
+        gr_stats st = GR_STATS_INIT;
         uint32_t staged = 0;
 
         ASSERT_STATUS(gr_tensor_set_alloc(&set, 8, 1000003, GR_MEM_PAGEABLE, 40 + round),
@@ -457,6 +458,8 @@ static void private_contexts_with_staging(void)
         for (uint32_t i = 0; i < in->n_workers; i++)
             staged += in->workers[i].staging != NULL && !in->workers[i].staging_pageable;
         ASSERT_GT(staged, 0); /* the case is about pinned staging buffers */
+        ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
+        ASSERT_GT(st.units_staged, 0); /* and units that went through them */
         gr_tensor_set_free(&set);
         gr_runtime_destroy(rt);
     }

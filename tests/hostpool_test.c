@@ -365,7 +365,7 @@ static void staging_made_at_create_outside_the_pool(void)
         ASSERT_TRUE(in != NULL);
         after = gr__host_pool_stats();
         ASSERT_EQ_U64(after.blocks, before.blocks);
-        ASSERT_EQ_U64(in->n_workers, 3);
+        ASSERT_EQ_U64(in->n_workers, cfg.workers_per_device * in->n_devices);
         for (uint32_t i = 0; i < in->n_workers; i++) {
             ASSERT_TRUE(in->workers[i].staging != NULL);
             ASSERT_GE(in->workers[i].staging_bytes, cfg.staging_bytes);
@@ -375,6 +375,47 @@ static void staging_made_at_create_outside_the_pool(void)
         gr_runtime_destroy(rt);
         ASSERT_EQ_U64(gr__host_pool_stats().blocks, before.blocks);
     }
+}
+
+static void *alloc_where_no_slabs_are_made(void *arg)
+{
+    void **out = arg;
+
+    gr__host_pool_no_slabs_here();
+    if (gr_host_alloc(64 * KIB, &out[0]) != GR_OK)
+        out[0] = NULL;
+    return NULL;
+}
+
+/* A thread whose context a runtime destroys (a private-context worker, where completion
+ * callbacks run) makes no slab: with none to carve from, its request is an allocation of
+ * its own; with one made elsewhere, it is carved from that. */
+static void no_slab_made_on_a_workers_thread(void)
+{
+    void *got[1], *other;
+    gr_host_pool_stats st;
+    pthread_t t;
+
+    ASSERT_EQ_U64(gr__host_pool_stats().slabs, 0); /* the case's own process */
+    ASSERT_EQ(pthread_create(&t, NULL, alloc_where_no_slabs_are_made, got), 0);
+    ASSERT_EQ(pthread_join(t, NULL), 0);
+    ASSERT_TRUE(got[0] != NULL);
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.slabs, 0);
+    ASSERT_EQ_U64(st.blocks, 0);
+    memset(got[0], 3, 64 * KIB);
+    gr_host_free(got[0]);
+    ASSERT_STATUS(gr_host_alloc(64 * KIB, &other), GR_OK); /* this thread makes one */
+    ASSERT_EQ_U64(gr__host_pool_stats().slabs, 1);
+    ASSERT_EQ(pthread_create(&t, NULL, alloc_where_no_slabs_are_made, got), 0);
+    ASSERT_EQ(pthread_join(t, NULL), 0);
+    ASSERT_TRUE(got[0] != NULL);
+    st = gr__host_pool_stats();
+    ASSERT_EQ_U64(st.slabs, 1);
+    ASSERT_EQ_U64(st.blocks, 2);
+    gr_host_free(got[0]);
+    gr_host_free(other);
+    ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
 }
 
 /* Run in a process of its own (the runner forks each case): the switch is read once. */
@@ -402,4 +443,5 @@ GR_TEST_MAIN(GR_TEST(blocks_are_aligned_apart_and_in_order),
              GR_TEST(asan_sees_use_after_free_and_overflow),
              GR_TEST(fork_while_another_thread_allocates),
              GR_TEST(staging_made_at_create_outside_the_pool),
+             GR_TEST(no_slab_made_on_a_workers_thread),
              GR_TEST(off_switch_gives_allocations_their_own))

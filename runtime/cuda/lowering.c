@@ -244,7 +244,7 @@ uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it)
                             gr_graph_port_bytes(g, out, port, it->tensor->elems)))
             kinds |= 1u << (out ? GR_MAX_PORTS + port : port);
     }
-    if (it->staged && env->cfg->context_mode == GR_CONTEXT_PRIVATE)
+    if (it->staged && (env->cfg->context_mode == GR_CONTEXT_PRIVATE || env->n_devices > 1))
         kinds |= GR_CUDA_STAGED;
     return kinds;
 }

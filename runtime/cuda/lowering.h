@@ -101,13 +101,15 @@ void gr_cuda_graph_release(gr_cuda_graph *cg);
 
 /* Bit p (inputs) and bit GR_MAX_PORTS + p (outputs) set for each host operand of `it` that
  * is page-locked (cudaHostAlloc or cudaHostRegister, all of it: env->host_ready); with
- * private contexts, GR_CUDA_STAGED too when the operands are the worker's staging buffer;
- * or, for an iteration whose copies the backend does itself (gr_iteration.h2d),
- * GR_CUDA_DEVICE_ONLY alone: the graph is lowered without its copy nodes. Iterations of
- * one template and the same kinds share a graph, updated in place: the driver refuses to
- * move a copy node between memory of two kinds, or pinned memory of two contexts
- * (tools/probes/graph_update_contexts.cu: invalid value), and a private context's staging
- * buffer is made under it while the tensors' pinned memory is the primary context's. */
+ * private contexts or several devices, GR_CUDA_STAGED too when the operands are the
+ * worker's staging buffer; or, for an iteration whose copies the backend does itself
+ * (gr_iteration.h2d), GR_CUDA_DEVICE_ONLY alone: the graph is lowered without its copy
+ * nodes. Iterations of one template and the same kinds share a graph, updated in place:
+ * the driver refuses to move a copy node between memory of two kinds, or pinned memory of
+ * two contexts (tools/probes/graph_update_contexts.cu: invalid value). A worker's staging
+ * buffer is made under its context (its private one, or its device's primary one), the
+ * tensors' pinned memory usually under the first device's primary context. (Several
+ * devices: not yet run on two GPUs.) */
 #define GR_CUDA_DEVICE_ONLY (1u << 31)
 #define GR_CUDA_STAGED (1u << 30)
 uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it);

@@ -183,7 +183,8 @@ typedef struct gr_config {
      * staging_bytes per worker, gathered and scattered by copy_threads host threads. Each
      * worker pins its buffer when the runtime is created, so that the first staged job
      * does not pay for it: workers_per_device * staging_bytes of pinned host memory per
-     * device. A runtime that only ever sees pinned tensors can set it small. */
+     * device. It also bounds batches of small tensors (units.c), so setting it small
+     * suits only a runtime whose tensors are pinned and at least batch_below_bytes. */
     uint32_t copy_threads;      /* 0: one per CPU, at most 16 */
     uint64_t staging_bytes;     /* per worker; default 64 MiB */
     uint64_t batch_below_bytes; /* default 1 MiB; 0: never batch */

@@ -5,7 +5,10 @@
 //   nvcc -O2 -arch=sm_90 -o probe batch_submit_cost.cu
 //   ./probe [ranges=256] [bytes=65536] [threads=1]
 // Each line: the memory, the attributes, the direction, the median submission time per
-// range over 40 batches (CPU), and the batch's copy bandwidth (stream time), checked.
+// range over 40 batches (CPU), and the batch's copy bandwidth (stream time: each batch is
+// submitted behind a kernel that holds the stream, so its events time only the copies),
+// every byte of every range checked. (The first version, run on the H200 on 2026-12-02,
+// timed the submission into the bandwidth: its GB/s were too low.)
 // With threads > 1, then: that many threads at once, each with its own stream and memory
 // (separate allocations), each submitting a batch in and a batch out 40 times: the median
 // submission per range and the bandwidth of all of them together, each way; to tell the
@@ -97,39 +100,73 @@ static int many_threads(size_t n, size_t bytes, int threads) {
   return bad != 0;
 }
 
+// Holds its stream for `ns` nanoseconds: the batch is submitted behind it, so that the
+// events around the batch time its copies, not the CPU's submission.
+__global__ void hold(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+static void need(cudaError_t e, const char *what) {
+  if (e != cudaSuccess) {
+    printf("%s: %s\n", what, cudaGetErrorName(e));
+    exit(2);
+  }
+}
+
 int main(int argc, char **argv) {
   size_t n = argc > 1 ? strtoul(argv[1], nullptr, 10) : 256;
   size_t bytes = argc > 2 ? strtoul(argv[2], nullptr, 10) : 65536;
   int threads = argc > 3 ? atoi(argv[3]) : 1;
   size_t stride = bytes + 4096; // apart, as separate tensors are
+  const unsigned long long hold_ns = 5000000; // longer than any submission seen (1 us x 256)
   cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  need(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   char *dev = nullptr, *one = nullptr;
-  cudaMalloc(&dev, n * bytes);
-  cudaHostAlloc((void **)&one, n * stride, cudaHostAllocPortable);
+  need(cudaMalloc(&dev, n * bytes), "cudaMalloc");
+  need(cudaHostAlloc((void **)&one, n * stride, cudaHostAllocPortable), "cudaHostAlloc");
   std::vector<char *> sep(n);
-  for (size_t i = 0; i < n; i++) cudaHostAlloc((void **)&sep[i], bytes, cudaHostAllocPortable);
+  for (size_t i = 0; i < n; i++)
+    need(cudaHostAlloc((void **)&sep[i], bytes, cudaHostAllocPortable), "cudaHostAlloc");
+  std::vector<unsigned char> back(n * bytes);
   const order orders[] = {
       {"stream", cudaMemcpySrcAccessOrderStream, 0},
       {"any", cudaMemcpySrcAccessOrderAny, 0},
       {"stream+overlap", cudaMemcpySrcAccessOrderStream, cudaMemcpyFlagPreferOverlapWithCompute},
   };
-  std::vector<void *> dst(n), srcv(n);
+  std::vector<void *> dst(n);
   std::vector<const void *> src(n);
   std::vector<size_t> sz(n, bytes);
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  int failures = 0;
+  int failures = 0, row = 0;
   for (int mem = 0; mem < 2; mem++) {
     for (int h2d = 1; h2d >= 0; h2d--) {
       for (const order &o : orders) {
         if (!h2d && o.o == cudaMemcpySrcAccessOrderAny) continue; // device source: stream order
+        // Each row's ranges hold a value of their own, the destination something else.
+        row++;
+        auto value = [row](size_t i) { return (unsigned char)((row * 37 + i) % 251); };
         for (size_t i = 0; i < n; i++) {
           char *host = mem == 0 ? one + i * stride : sep[i];
-          if (h2d) { memset(host, (int)(i & 0x7f), bytes); dst[i] = dev + i * bytes; src[i] = host; }
-          else { memset(host, 0xff, bytes); dst[i] = host; src[i] = dev + i * bytes; }
+          if (h2d) {
+            memset(host, value(i), bytes);
+            dst[i] = dev + i * bytes;
+            src[i] = host;
+          } else {
+            memset(host, 0xff, bytes);
+            need(cudaMemset(dev + i * bytes, value(i), bytes), "cudaMemset");
+            dst[i] = host;
+            src[i] = dev + i * bytes;
+          }
         }
+        if (h2d) need(cudaMemset(dev, 0xff, n * bytes), "cudaMemset");
+        need(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         cudaMemcpyAttributes attr;
         memset(&attr, 0, sizeof(attr));
         attr.srcAccessOrder = o.o;
@@ -137,29 +174,49 @@ int main(int argc, char **argv) {
         size_t first = 0;
         std::vector<double> per;
         double gpu_ms = 0;
+        int late = 0;
         for (int k = 0; k < 41; k++) {
+          hold<<<1, 1, 0, s>>>(hold_ns);
           cudaEventRecord(a, s);
           double t0 = now_us();
           cudaError_t e = cudaMemcpyBatchAsync(dst.data(), src.data(), sz.data(), n, &attr,
                                                &first, 1, s);
           double t1 = now_us();
           cudaEventRecord(b, s);
-          cudaStreamSynchronize(s);
-          if (e != cudaSuccess) { printf("batch: %s\n", cudaGetErrorName(e)); return 1; }
+          need(e, "cudaMemcpyBatchAsync");
+          need(cudaStreamSynchronize(s), "cudaStreamSynchronize");
           float ms = 0;
           cudaEventElapsedTime(&ms, a, b);
-          if (k > 0) { per.push_back((t1 - t0) / n); gpu_ms += ms; }
+          late += (t1 - t0) * 1e3 > hold_ns / 2; // the hold may not have covered it
+          if (k > 0) {
+            per.push_back((t1 - t0) / n);
+            gpu_ms += ms;
+          }
         }
         std::sort(per.begin(), per.end());
-        size_t wrong = 0;
-        if (!h2d) // the host was 0xff; the device holds what the H2D rows copied in (i & 0x7f)
+        size_t wrong = 0; // ranges with any byte wrong
+        if (h2d) {
+          need(cudaMemcpy(back.data(), dev, n * bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
           for (size_t i = 0; i < n; i++)
-            wrong += ((char *)dst[i])[bytes - 1] != (char)(i & 0x7f);
-        failures += wrong != 0;
-        printf("%-9s %-15s %s  %6.2f us/range (p10 %.2f, p90 %.2f)  %6.1f GB/s  %zu wrong\n",
+            for (size_t j = 0; j < bytes; j++)
+              if (back[i * bytes + j] != value(i)) {
+                wrong++;
+                break;
+              }
+        } else {
+          for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < bytes; j++)
+              if (((unsigned char *)dst[i])[j] != value(i)) {
+                wrong++;
+                break;
+              }
+        }
+        failures += wrong != 0 || late != 0;
+        printf("%-9s %-15s %s  %6.2f us/range (p10 %.2f, p90 %.2f)  %6.1f GB/s  %zu wrong%s\n",
                mem == 0 ? "one-alloc" : "separate", o.name, h2d ? "H2D" : "D2H",
                per[per.size() / 2], per[per.size() / 10], per[per.size() * 9 / 10],
-               n * bytes * 40 / (gpu_ms * 1e6), wrong);
+               n * bytes * 40 / (gpu_ms * 1e6), wrong,
+               late ? " (a submission outlasted the hold: GB/s not trusted)" : "");
       }
     }
   }
