@@ -36,6 +36,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +70,12 @@ typedef struct cuda_worker {
     const void **batch_src;
     size_t *batch_size;
     uint32_t batch_cap;
+    uint32_t refusals_logged; /* log_refusal's count: the first REFUSALS_LOGGED only */
 } cuda_worker;
+
+/* Refused graph updates each worker logs at debug, at most: a diagnostic, not a log per
+ * unit. */
+#define REFUSALS_LOGGED 4
 
 static bool is_sticky(cudaError_t e)
 {
@@ -500,6 +506,47 @@ static gr_status resolve_kernel(void *ctx, const gr_kernel *k, gr_cuda_impl *imp
     }
 }
 
+/* The context memory at p was made under, as text ("none" for memory no context knows:
+ * pageable, or not the driver's), for log_refusal. */
+static void context_of(const void *p, char *buf, size_t size)
+{
+    const gr_cuda_driver *drv = gr_cuda_driver_get(NULL);
+    CUcontext ctx = NULL;
+
+    if (drv == NULL || drv->cuPointerGetAttribute == NULL ||
+        drv->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                   (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+        snprintf(buf, size, "none");
+        return;
+    }
+    snprintf(buf, size, "%p", (void *)ctx);
+}
+
+/* With GR_LOG=debug (or a debug log level), for the first REFUSALS_LOGGED of a worker:
+ * which copy update the driver refused, its operands before and after and the contexts
+ * they were made under, beside the worker's own. The driver refuses moving a copy between
+ * memory of two contexts (tools/probes/graph_update_contexts.cu); each refusal costs a
+ * rebuild. */
+static void log_refusal(const gr_worker *w, const cuda_worker *cw, const gr_graph *g,
+                        const gr_cuda_refusal *why)
+{
+    char c[4][32];
+
+    context_of(why->from.dst, c[0], sizeof(c[0]));
+    context_of(why->from.src, c[1], sizeof(c[1]));
+    context_of(why->to.dst, c[2], sizeof(c[2]));
+    context_of(why->to.src, c[3], sizeof(c[3]));
+    GR_LOG(w->env->log, GR_LOG_DEBUG,
+           "worker %u: graph %llu, node '%s': the driver refused to update its copy (%s), "
+           "rebuilt: dst %p [context %s] src %p [context %s] %llu bytes, then dst %p "
+           "[context %s] src %p [context %s] %llu bytes; the worker's context %p%s",
+           w->id, (unsigned long long)g->id, g->nodes[why->node].name,
+           cudaGetErrorName(why->error), why->from.dst, c[0], why->from.src, c[1],
+           (unsigned long long)why->from.bytes, why->to.dst, c[2], why->to.src, c[3],
+           (unsigned long long)why->to.bytes, (void *)cw->ctx,
+           cw->ctx == NULL ? " (primary)" : "");
+}
+
 /* The worker's lowered graph for this template and these host memory kinds, updated to
  * `it`; lowered and instantiated on first use, evicting the least recently used. */
 static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration *it,
@@ -520,11 +567,18 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
 
         if (cg->graph_id == it->graph->id && cg->host_kinds == kinds &&
             cg->host_epoch == epoch) {
+            gr_cuda_refusal why = {.copy = false};
             bool rebuilt;
 
             cg->last_use = ++cw->clock;
             *out = cg;
-            st = gr_cuda_graph_update(cg, it, &target, &rebuilt, err);
+            st = gr_cuda_graph_update(cg, it, &target, &rebuilt, &why, err);
+            if (rebuilt && why.copy && !why.injected &&
+                gr__log_enabled(w->env->log, GR_LOG_DEBUG) &&
+                cw->refusals_logged < REFUSALS_LOGGED) {
+                cw->refusals_logged++;
+                log_refusal(w, cw, it->graph, &why);
+            }
             atomic_fetch_add_explicit(rebuilt ? &w->dev->graph_instantiations
                                               : &w->dev->graph_updates,
                                       st == GR_OK, memory_order_relaxed);

@@ -34,6 +34,9 @@ typedef struct gr_cuda_driver {
                                      const CUDA_KERNEL_NODE_PARAMS *);
     CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode,
                                                const CUDA_KERNEL_NODE_PARAMS *);
+    /* Which context a pointer's memory was made under: for the report of a refused graph
+     * update (cuda_backend.c: log_refusal). Optional: NULL where the driver lacks it. */
+    CUresult (*cuPointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
 } gr_cuda_driver;
 
 /* The driver's functions, loaded once; NULL (with `err` filled) when the driver does not

@@ -335,7 +335,8 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
 }
 
 gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
-                               const gr_cuda_target *target, bool *rebuilt, gr_error_info *err)
+                               const gr_cuda_target *target, bool *rebuilt,
+                               gr_cuda_refusal *why, gr_error_info *err)
 {
     const gr_graph *g = it->graph;
     uint64_t last_use = cg->last_use;
@@ -345,7 +346,8 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
     *rebuilt = false;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const gr_node *node = &g->nodes[i];
-        bool rebuild = true;
+        cudaError_t refused = cudaSuccess;
+        bool rebuild = true, injected = false;
         gr_cuda_node_state s;
 
         if (node->kind != GR_NODE_KERNEL && (kinds & GR_CUDA_DEVICE_ONLY))
@@ -363,9 +365,12 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
             if (e != cudaSuccess)
                 cudaGetLastError();
             st = e == cudaSuccess ? GR_OK : GR_ERR_CUDA;
+            refused = e;
         }
-        if (st == GR_OK && gr__fault_hit(GR_FAULT_GRAPH_UPDATE))
+        if (st == GR_OK && gr__fault_hit(GR_FAULT_GRAPH_UPDATE)) {
             st = GR_ERR_CUDA;
+            injected = true;
+        }
         if (st != GR_OK && !rebuild) {
             note_context_state(cg, target);
             if (err)
@@ -375,6 +380,9 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
         if (st != GR_OK) {
             /* Not a device fault: the driver will not change this node in place. Lower the
              * template again with this iteration's parameters. */
+            if (why != NULL)
+                *why = (gr_cuda_refusal){node->kind != GR_NODE_KERNEL, injected, i, refused,
+                                         cg->state[i], s};
             gr_cuda_graph_release(cg);
             st = gr_cuda_graph_build(cg, it, target, kinds, err);
             cg->last_use = last_use;

@@ -91,10 +91,22 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
                               const gr_cuda_target *target, uint32_t host_kinds,
                               gr_error_info *err);
 
+/* What made gr_cuda_graph_update rebuild: the node the driver would not change in place
+ * (or an injected failure), with its parameters before and after, for a report. */
+typedef struct gr_cuda_refusal {
+    bool copy;         /* a copy node (else a kernel node) */
+    bool injected;     /* GR_FAULT_GRAPH_UPDATE, not the driver */
+    uint32_t node;     /* its index in the template */
+    cudaError_t error; /* a copy node's: what the driver said */
+    gr_cuda_node_state from, to;
+} gr_cuda_refusal;
+
 /* Point the instantiated graph at iteration `it` (same template): update in place, or
- * rebuild when the driver refuses (*rebuilt set to true then). */
+ * rebuild when the driver refuses (*rebuilt set to true then, and *why, when not NULL,
+ * says what was refused). */
 gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
-                               const gr_cuda_target *target, bool *rebuilt, gr_error_info *err);
+                               const gr_cuda_target *target, bool *rebuilt,
+                               gr_cuda_refusal *why, gr_error_info *err);
 
 /* Release the graph and its instantiation. Idempotent. */
 void gr_cuda_graph_release(gr_cuda_graph *cg);

@@ -127,9 +127,10 @@ typedef enum gr_context_mode {
  * shutdown and its end (totals); at warn, AUTO falling back to the host backend, a worker
  * retired by a fault in its private context, the first failure of each job (deadline, CUDA
  * error, ...); at error, a device lost (with the CUDA error that lost it) and a runtime that
- * could not start; at debug, each job submitted and completed, and the first cancellation of
- * each canceled job. Nothing is ever logged per tensor above debug, and nothing per tensor
- * at debug either.
+ * could not start; at debug, each job submitted and completed, the first cancellation of
+ * each canceled job, and the first four graph updates the CUDA driver refused on each
+ * worker (with the contexts of the copies' operands: a rebuild each). Nothing is ever
+ * logged per tensor above debug, and nothing per tensor at debug either.
  * ------------------------------------------------------------------------------------- */
 typedef enum gr_log_level {
     GR_LOG_DEBUG = 0,
