@@ -383,9 +383,21 @@ static void *alloc_where_no_slabs_are_made(void *arg)
     void **out = arg;
 
     gr__host_pool_no_slabs_here();
-    if (gr_host_alloc(64 * KIB, &out[0]) != GR_OK)
-        out[0] = NULL;
+    if (gr_host_alloc(64 * KIB, out) != GR_OK)
+        *out = NULL;
     return NULL;
+}
+
+/* 64 KiB from a thread of its own that has said no slab is to be made on it. */
+static void *alloc_on_a_no_slab_thread(void)
+{
+    void *got = NULL;
+    pthread_t t;
+
+    ASSERT_EQ(pthread_create(&t, NULL, alloc_where_no_slabs_are_made, &got), 0);
+    ASSERT_EQ(pthread_join(t, NULL), 0);
+    ASSERT_TRUE(got != NULL);
+    return got;
 }
 
 /* A thread whose context a runtime destroys (a private-context worker, where completion
@@ -393,28 +405,23 @@ static void *alloc_where_no_slabs_are_made(void *arg)
  * its own; with one made elsewhere, it is carved from that. */
 static void no_slab_made_on_a_workers_thread(void)
 {
-    void *got[1], *other;
     gr_host_pool_stats st;
-    pthread_t t;
+    void *got, *other;
 
     ASSERT_EQ_U64(gr__host_pool_stats().slabs, 0); /* the case's own process */
-    ASSERT_EQ(pthread_create(&t, NULL, alloc_where_no_slabs_are_made, got), 0);
-    ASSERT_EQ(pthread_join(t, NULL), 0);
-    ASSERT_TRUE(got[0] != NULL);
+    got = alloc_on_a_no_slab_thread();
     st = gr__host_pool_stats();
     ASSERT_EQ_U64(st.slabs, 0);
     ASSERT_EQ_U64(st.blocks, 0);
-    memset(got[0], 3, 64 * KIB);
-    gr_host_free(got[0]);
+    memset(got, 3, 64 * KIB);
+    gr_host_free(got);
     ASSERT_STATUS(gr_host_alloc(64 * KIB, &other), GR_OK); /* this thread makes one */
     ASSERT_EQ_U64(gr__host_pool_stats().slabs, 1);
-    ASSERT_EQ(pthread_create(&t, NULL, alloc_where_no_slabs_are_made, got), 0);
-    ASSERT_EQ(pthread_join(t, NULL), 0);
-    ASSERT_TRUE(got[0] != NULL);
+    got = alloc_on_a_no_slab_thread();
     st = gr__host_pool_stats();
     ASSERT_EQ_U64(st.slabs, 1);
     ASSERT_EQ_U64(st.blocks, 2);
-    gr_host_free(got[0]);
+    gr_host_free(got);
     gr_host_free(other);
     ASSERT_EQ_U64(gr__host_pool_stats().blocks, 0);
 }
