@@ -108,6 +108,9 @@ typedef struct gr_iteration {
     const struct gr_host_hold *host_hold;
     /* The host side is the worker's staging buffer (gr_unit.staged), not the tensors. */
     bool staged;
+    /* Which of the worker's units in flight this is (runtime/backend.h, GR_WORKER_SLOTS):
+     * the backend keeps its per-unit state (a stream, an event) by it. */
+    uint32_t slot;
 } gr_iteration;
 
 /* The copy node `node` does in iteration `it` (H2D or D2H): destination, source, bytes. */

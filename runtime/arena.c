@@ -126,6 +126,34 @@ gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
     return st;
 }
 
+gr_status gr_arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk)
+{
+    bool placed;
+
+    if (bytes == 0 || blk == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    blk->size = gr_arena_round(bytes);
+    blk->next = NULL;
+    if (blk->size > a->size)
+        return GR_ERR_OVER_BUDGET;
+    pthread_mutex_lock(&a->mu);
+    if (a->shutdown) {
+        pthread_mutex_unlock(&a->mu);
+        return GR_ERR_SHUTDOWN;
+    }
+    placed = a->queue.head == NULL && try_place(a, blk);
+    pthread_mutex_unlock(&a->mu);
+    if (!placed)
+        return GR_ERR_TIMEOUT;
+    /* The fault site counts a placement that happens, as gr_arena_alloc's does: a request
+     * that would wait and then goes through gr_arena_alloc is one call of it, not two. */
+    if (gr__fault_hit(GR_FAULT_ARENA)) {
+        gr_arena_free(a, blk);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    return GR_OK;
+}
+
 void gr_arena_free(gr_arena *a, gr_arena_block *blk)
 {
     gr_arena_block **link;

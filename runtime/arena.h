@@ -56,6 +56,12 @@ uint64_t gr_arena_round(uint64_t bytes);
 gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
                          const gr_cancel_flag *cancel, gr_arena_block *blk);
 
+/* Place a block only if that needs no wait (nobody queued ahead, a gap fits it now): GR_OK,
+ * GR_ERR_TIMEOUT (it would wait: nothing placed), or what gr_arena_alloc returns at once.
+ * The fault plan's "arena" site is asked only for a block it could place, so that a
+ * request tried and then made with gr_arena_alloc counts once. */
+gr_status gr_arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk);
+
 /* Free a placed block and place waiters that now fit. Any thread. */
 void gr_arena_free(gr_arena *a, gr_arena_block *blk);
 

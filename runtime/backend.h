@@ -4,8 +4,10 @@
  *
  * The runtime owns scheduling (ring, budget, arena, jobs, workers' loops); a backend owns
  * execution. It reserves each device's region once, sets each worker up on the worker's own
- * thread (the CUDA backend binds a context and creates a stream there), and runs one
- * iteration at a time, synchronously, from that worker. A backend sees the runtime only
+ * thread (the CUDA backend binds a context and creates streams there), and runs iterations
+ * from that worker: to completion one at a time (run), or, where it can, launched and
+ * finished apart (launch, finish), so that the worker launches its next unit while the
+ * copies of the one before still run (worker.c: at most GR_WORKER_SLOTS in flight). A backend sees the runtime only
  * through its environment (gr_backend_env: the config, the logger, whether to trace): it
  * includes no runtime header, takes no runtime lock and calls nothing back. When a failure
  * ruins more than the iteration, the backend says how far it reaches (gr_fault_reach) and
@@ -79,6 +81,19 @@ typedef struct gr_device {
     _Atomic uint64_t graph_updates;
 } gr_device;
 
+/* Units a worker may have in flight at once: one launched while the one before it still
+ * copies (worker.c). */
+#define GR_WORKER_SLOTS 2
+
+/* What a worker keeps for one unit in flight, from its placement to its end. */
+typedef struct gr_slot {
+    gr_arena_block block; /* the unit's placement in the arena */
+    gr_tensor view;       /* the host side of the unit, as the backend sees it */
+    uint8_t *live;        /* GR_UNIT_MAX_TENSORS: which parts are live */
+    struct gr_copy *copies;     /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS: the copy list */
+    struct gr_copy *copies_out; /* as many: a scattered unit's copies out */
+} gr_slot;
+
 typedef struct gr_worker {
     struct gr_runtime *rt; /* the runtime's, never the backend's */
     gr_device *dev;
@@ -88,20 +103,16 @@ typedef struct gr_worker {
     bool started; /* the thread exists and must be joined */
     atomic_bool retired; /* its private context is ruined: it takes no more work */
     void *backend_state;
-    gr_arena_block block; /* the iteration's placement, from alloc to free */
-    gr_tensor view;       /* the host side of the current unit, as the backend sees it */
+    gr_slot slots[GR_WORKER_SLOTS];
+    uint32_t in_flight; /* 1 or GR_WORKER_SLOTS: units it may have in flight (worker.c) */
     /* Staging (host memory for units that are gathered and scattered; pinned when it can
-     * be), made when the worker starts (worker.c); and the worker's per-unit scratch: which
-     * parts are live, the copy list. */
+     * be), made when the worker starts (worker.c): one staged unit in flight at a time. */
     unsigned char *staging;
     uint64_t staging_bytes;  /* what it holds */
     uint64_t staging_at[2 * GR_MAX_PORTS]; /* where each port (inputs, then outputs) of the
                                               current unit lies in it */
     bool staging_pageable;   /* pinned memory could not be had: malloc'd (worker.c) */
-    uint8_t *live;           /* GR_UNIT_MAX_TENSORS */
-    struct gr_copy *copies;  /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS */
-    struct gr_copy *copies_out; /* as many: a scattered unit's copies out */
-    uint64_t *copy_ends;     /* as many: gr_copier_copy's scratch */
+    uint64_t *copy_ends; /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS: gr_copier_copy's scratch */
 } gr_worker;
 
 /* Pinned host memory, where a backend can make it (graphrun.h: gr_host_alloc). */
@@ -138,6 +149,19 @@ typedef struct gr_backend_ops {
      * On failure fills err (node and reason) and *reach (how far the failure goes). */
     gr_status (*run)(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
                      gr_error_info *err);
+    /* The same in two halves, NULL where the backend has only run: launch starts iteration
+     * `it` (its it->slot free: nothing of that slot in flight) and returns without waiting;
+     * on failure nothing of it is left in flight. finish waits for the slot's launched
+     * iteration to end, and then what run would return. The worker calls finish once for
+     * each launch that succeeded, in launch order, and has at most GR_WORKER_SLOTS
+     * launched and not finished; `it` and what it points at stay valid until finish. */
+    gr_status (*launch)(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                        gr_error_info *err);
+    gr_status (*finish)(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
+                        gr_error_info *err);
+    /* Whether launch returns while the device still works (CUDA), so that a second unit in
+     * flight pays: the runtime's default then (runtime.c: units_in_flight). */
+    bool launch_overlaps;
     /* Whether host memory at p can be copied to the device as it is, at full speed (it is
      * page-locked). Any thread. */
     bool (*dma_ready)(const void *p);

@@ -96,6 +96,23 @@ gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
     return st;
 }
 
+gr_status gr_budget_try_acquire(gr_budget *b, uint64_t bytes)
+{
+    gr_status st;
+
+    if (bytes == 0)
+        return GR_ERR_INVALID_ARGUMENT;
+    if (bytes > b->capacity)
+        return GR_ERR_OVER_BUDGET;
+    pthread_mutex_lock(&b->mu);
+    if (b->shutdown)
+        st = GR_ERR_SHUTDOWN;
+    else
+        st = b->queue.head == NULL && try_take(b, &bytes) ? GR_OK : GR_ERR_TIMEOUT;
+    pthread_mutex_unlock(&b->mu);
+    return st;
+}
+
 void gr_budget_release(gr_budget *b, uint64_t bytes)
 {
     uint64_t in_use;

@@ -33,6 +33,12 @@ void gr_budget_destroy(gr_budget *b);
 gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
                             const gr_cancel_flag *cancel);
 
+/* Take `bytes` only if that needs no wait: nobody queued ahead and they fit now. GR_OK (held
+ * as from gr_budget_acquire), GR_ERR_TIMEOUT (it would wait: nothing taken), or what
+ * gr_budget_acquire returns at once (0 bytes, over the capacity, shutdown). For a holder
+ * that must not sleep while it holds bytes others may wait for (worker.c's second unit). */
+gr_status gr_budget_try_acquire(gr_budget *b, uint64_t bytes);
+
 /* Give back bytes from a successful acquire, and grant waiters that now fit. Any thread. */
 void gr_budget_release(gr_budget *b, uint64_t bytes);
 

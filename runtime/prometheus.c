@@ -166,6 +166,9 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
     per_device(&t, s, n, "graphrun_units_total", "path=\"direct\"", FIELD(units_direct));
     per_device(&t, s, n, "graphrun_units_total", "path=\"staged\"", FIELD(units_staged));
     per_device(&t, s, n, "graphrun_units_total", "path=\"scattered\"", FIELD(units_scattered));
+    family(&t, "graphrun_units_overlapped_total", "counter",
+           "Iterations launched while the same worker's previous one still ran on the device.");
+    per_device(&t, s, n, "graphrun_units_overlapped_total", NULL, FIELD(units_overlapped));
 
     family(&t, "graphrun_host_cache_bytes", "gauge",
            "Pageable host memory the registration cache holds page-locked now.");

@@ -491,9 +491,27 @@ static gr_status observe_open(gr_runtime *rt, gr_error_info *err)
     return GR_OK;
 }
 
+/* Units each worker may have in flight (worker.c): two where the backend's launch returns
+ * before the device is done (the next unit's submission then runs under the copies of the
+ * one before), else one. GR_UNITS_IN_FLIGHT=1 or 2 in the environment says otherwise (2
+ * only where the backend launches apart: the host backend's tests use it to run the
+ * worker's two-unit path). With NVTX ranges on, one: a unit's ranges must nest. */
+static uint32_t units_in_flight(const gr_runtime *rt)
+{
+    const char *env = getenv("GR_UNITS_IN_FLIGHT");
+    bool apart = rt->backend->launch != NULL && rt->backend->finish != NULL;
+
+    if (rt->env.trace || !apart)
+        return 1;
+    if (env != NULL && (strcmp(env, "1") == 0 || strcmp(env, "2") == 0))
+        return (uint32_t)(env[0] - '0');
+    return rt->backend->launch_overlaps ? GR_WORKER_SLOTS : 1;
+}
+
 static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
 {
     uint32_t n = rt->n_devices * rt->cfg.workers_per_device;
+    uint32_t in_flight = units_in_flight(rt);
     gr_status st = GR_OK;
 
     rt->workers = gr__calloc(n, sizeof(*rt->workers));
@@ -506,6 +524,7 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
         w->env = &rt->env;
         w->id = i;
         w->dev = &rt->devices[i % rt->n_devices];
+        w->in_flight = in_flight;
         if (gr__thread_create(&w->thread, "gr-worker", gr__worker_main, w) != 0) {
             st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
                               "cannot create worker thread %u of %u", i, n);

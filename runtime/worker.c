@@ -117,25 +117,26 @@ static gr_status ensure_staging(gr_worker *w, const gr_graph *g, uint64_t elems,
 
 /* The host side of unit `u` as the backend sees it: the tensor itself (a whole tensor or a
  * chunk of one), or the staging buffer. */
-static void set_view(gr_worker *w, const gr_job *job, const gr_unit *u)
+static void set_view(gr_worker *w, gr_slot *sl, const gr_job *job, const gr_unit *u)
 {
     const gr_graph *g = job->graph;
     const gr_tensor *t = &job->tensors[u->index];
+    gr_tensor *view = &sl->view;
 
-    memset(&w->view, 0, sizeof(w->view));
-    w->view.elems = u->elems;
+    memset(view, 0, sizeof(*view));
+    view->elems = u->elems;
     /* The shape is the tensor's when the unit is the whole of it; a chunk or a batch (only
      * ever of elementwise kernels, which ignore it) is one dimension. */
     if (u->tensors == 1 && u->offset == 0 && u->elems == t->elems) {
-        w->view.rank = t->rank;
-        memcpy(w->view.shape, t->shape, sizeof(w->view.shape));
+        view->rank = t->rank;
+        memcpy(view->shape, t->shape, sizeof(view->shape));
     }
     for (uint32_t p = 0; p < g->n_inputs; p++)
-        w->view.in[p] = u->staged ? (const void *)(w->staging + w->staging_at[p])
+        view->in[p] = u->staged ? (const void *)(w->staging + w->staging_at[p])
                                   : (const void *)((const char *)t->in[p] +
                                                    gr_graph_port_offset(g, false, p, u->offset));
     for (uint32_t p = 0; p < g->n_outputs; p++)
-        w->view.out[p] = u->staged ? (void *)(w->staging + w->staging_at[g->n_inputs + p])
+        view->out[p] = u->staged ? (void *)(w->staging + w->staging_at[g->n_inputs + p])
                                    : (void *)((char *)t->out[p] +
                                               gr_graph_port_offset(g, true, p, u->offset));
 }
@@ -143,7 +144,7 @@ static void set_view(gr_worker *w, const gr_job *job, const gr_unit *u)
 /* Copy the live parts of a staged unit between the tensors and the staging buffer: inputs
  * in (gather), or outputs out (scatter). Each part keeps its place in the unit, live or
  * not, so the kernels see the unit's elements where the plan put them. */
-static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather)
+static void stage(gr_worker *w, gr_slot *sl, const gr_job *job, const gr_unit *u, bool gather)
 {
     const gr_graph *g = job->graph;
     uint32_t ports = gather ? g->n_inputs : g->n_outputs;
@@ -155,8 +156,8 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
         uint64_t elems = u->tensors == 1 ? u->elems : t->elems;
         uint64_t skip = u->tensors == 1 ? u->offset : 0;
 
-        for (uint32_t p = 0; w->live[k] && p < ports; p++) {
-            struct gr_copy *c = &w->copies[n++];
+        for (uint32_t p = 0; sl->live[k] && p < ports; p++) {
+            struct gr_copy *c = &sl->copies[n++];
             unsigned char *staged = w->staging + w->staging_at[gather ? p : g->n_inputs + p] +
                                     gr_graph_port_offset(g, !gather, p, pos);
 
@@ -171,13 +172,13 @@ static void stage(gr_worker *w, const gr_job *job, const gr_unit *u, bool gather
         }
         pos += elems;
     }
-    gr_copier_copy(w->rt->copier, w->copies, n, w->copy_ends);
+    gr_copier_copy(w->rt->copier, sl->copies, n, w->copy_ends);
 }
 
 /* A scattered unit's copies, for the backend to do itself (gr_iteration.h2d): each live
  * part's inputs from where they lie into its place in the device buffers, and its outputs
  * back. A part keeps its place in the unit, live or not, as in a staged unit. */
-static void scatter_list(gr_worker *w, const gr_job *job, const gr_unit *u, gr_iteration *it)
+static void scatter_list(gr_slot *sl, const gr_job *job, const gr_unit *u, gr_iteration *it)
 {
     const gr_graph *g = job->graph;
     uint64_t pos = 0;
@@ -186,15 +187,15 @@ static void scatter_list(gr_worker *w, const gr_job *job, const gr_unit *u, gr_i
     for (uint32_t k = 0; k < u->tensors; k++) {
         const gr_tensor *t = &job->tensors[u->index + k];
 
-        for (uint32_t i = 0; w->live[k] && i < g->n_nodes; i++) {
+        for (uint32_t i = 0; sl->live[k] && i < g->n_nodes; i++) {
             const gr_node *n = &g->nodes[i];
 
             if (n->kind == GR_NODE_H2D)
-                w->copies[n_in++] = (gr_copy){
+                sl->copies[n_in++] = (gr_copy){
                     it->base + it->offsets[n->write] + gr_graph_port_offset(g, false, n->port, pos),
                     t->in[n->port], gr_graph_port_bytes(g, false, n->port, t->elems)};
             else if (n->kind == GR_NODE_D2H)
-                w->copies_out[n_out++] = (gr_copy){
+                sl->copies_out[n_out++] = (gr_copy){
                     t->out[n->port],
                     it->base + it->offsets[n->reads[0]] +
                         gr_graph_port_offset(g, true, n->port, pos),
@@ -202,9 +203,9 @@ static void scatter_list(gr_worker *w, const gr_job *job, const gr_unit *u, gr_i
         }
         pos += t->elems;
     }
-    it->h2d = w->copies;
+    it->h2d = sl->copies;
     it->n_h2d = n_in;
-    it->d2h = w->copies_out;
+    it->d2h = sl->copies_out;
     it->n_d2h = n_out;
 }
 
@@ -233,104 +234,212 @@ static void out_of_service(gr_worker *w, gr_fault_reach reach)
         gr__runtime_device_lost(w->rt, w->dev);
 }
 
-/* Run task t. Returns true when the task went back to the ring (its reference with it). */
-static bool run_task(gr_worker *w, const gr_task *t)
+/* A unit in the worker's hands, from its pop to its end: kept across the launch of the
+ * worker's next unit, so that the second is launched while the first's copies still run
+ * (gr_worker.in_flight). Its phases: begin (which parts are live), prepare (staging, the
+ * layout), place (budget, then arena block), launch, complete (wait, scatter, give back,
+ * end its parts). */
+typedef struct unit_run {
+    gr_task task;
+    gr_unit u;
+    gr_iteration it;
+    gr_slot *slot;
+    gr_error_info detail;
+    gr_status st;
+    uint64_t bytes;      /* the unit's device bytes (its layout) */
+    bool budget_held;    /* `bytes` of the budget taken */
+    bool placed;         /* slot->block placed in the arena */
+    bool reached_device; /* the backend got the iteration */
+    bool launched;       /* launched apart (gr_backend_ops.launch): finish is owed */
+    int64_t t0;          /* when its device part began (the iteration statistic) */
+} unit_run;
+
+/* The unit's parts as they start; false when none is live (each already ended, stopped or
+ * failed elsewhere): the unit ends at once. */
+static bool unit_begin(gr_worker *w, unit_run *r, const gr_task *t, uint32_t slot)
 {
     gr_job *job = t->job;
-    gr_device *dev = w->dev;
-    const gr_graph *g = job->graph;
-    gr_counters *stats = gr__stats_worker(w->rt->stats, w->id);
-    bool trace = w->env->trace;
-    gr_iteration it;
-    gr_error_info detail;
-    uint64_t bytes = 0;
     uint32_t live = 0;
-    bool reached_device = false;
-    gr_fault_reach reach = GR_REACH_ITERATION;
-    int64_t t0;
-    gr_status st;
-    gr_unit u;
 
-    gr__job_unit(job, t->index, &u);
-    if (trace)
-        gr__trace_push_unit(job->id, u.index, u.tensors, u.offset, u.elems,
-                            job->tensors[u.index].elems);
-    for (uint32_t k = 0; k < u.tensors; k++)
-        live += w->live[k] = gr__job_start_piece(job, u.index + k);
-    memset(&detail, 0, sizeof(detail));
-    st = GR_OK;
-    if (live == 0)
-        goto out_finish; /* every part already ended (stopped) or failed elsewhere */
+    memset(r, 0, sizeof(*r));
+    r->task = *t;
+    r->slot = &w->slots[slot];
+    r->it.slot = slot;
+    gr__job_unit(job, t->index, &r->u);
+    if (w->env->trace)
+        gr__trace_push_unit(job->id, r->u.index, r->u.tensors, r->u.offset, r->u.elems,
+                            job->tensors[r->u.index].elems);
+    for (uint32_t k = 0; k < r->u.tensors; k++)
+        live += r->slot->live[k] = gr__job_start_piece(job, r->u.index + k);
     /* A direct batch copies its whole range: with parts already ended, whose outputs must
      * stay untouched, only the live ones may be copied, so stage it. (A scattered one
      * copies only its live parts anyway.) */
-    if (live < u.tensors && !u.scattered)
-        u.staged = true;
-    if ((st = must_stop(w, job)) != GR_OK)
-        goto out_finish;
-    if (u.staged && (st = ensure_staging(w, g, u.elems, &detail)) != GR_OK)
-        goto out_finish;
+    if (live < r->u.tensors && !r->u.scattered)
+        r->u.staged = true;
+    return live > 0;
+}
 
-    memset(&it, 0, sizeof(it));
-    it.graph = g;
-    it.tensor = &w->view;
-    it.index = u.index;
-    it.host_hold = &job->host_hold;
-    it.staged = u.staged;
-    st = gr_graph_layout(g, u.elems, it.offsets, &bytes);
-    if (st != GR_OK) { /* validated at submit: cannot happen */
-        st = gr_error_set(&detail, GR_ERR_INTERNAL, u.index, NULL, "layout failed");
-        goto out_finish;
-    }
+/* What the unit needs before it takes device memory: not stopped, staging room (the
+ * worker's one buffer: no other staged unit may be in flight), its layout. */
+static gr_status unit_prepare(gr_worker *w, unit_run *r)
+{
+    gr_job *job = r->task.job;
+    const gr_graph *g = job->graph;
+    gr_status st;
+
+    if ((st = must_stop(w, job)) != GR_OK)
+        return st;
+    if (r->u.staged && (st = ensure_staging(w, g, r->u.elems, &r->detail)) != GR_OK)
+        return st;
+    r->it.graph = g;
+    r->it.tensor = &r->slot->view;
+    r->it.index = r->u.index;
+    r->it.host_hold = &job->host_hold;
+    r->it.staged = r->u.staged;
+    if (gr_graph_layout(g, r->u.elems, r->it.offsets, &r->bytes) != GR_OK) /* validated at
+                                                                              submit */
+        return gr_error_set(&r->detail, GR_ERR_INTERNAL, r->u.index, NULL, "layout failed");
+    return GR_OK;
+}
+
+/* Budget, then the arena block. With `wait` false (the worker holds another unit, whose
+ * memory others may be waiting for: it must not sleep), takes them only if that needs no
+ * wait, else sets *would_wait and takes nothing. */
+static gr_status unit_place(gr_worker *w, unit_run *r, bool wait, bool *would_wait)
+{
+    gr_job *job = r->task.job;
+    gr_device *dev = w->dev;
+    gr_counters *stats = gr__stats_worker(w->rt->stats, w->id);
+    bool trace = w->env->trace;
+    int64_t t0;
+    gr_status st;
+
     if (trace)
         gr__trace_push("budget wait");
     t0 = gr_now_ns();
-    st = gr_budget_acquire(dev->budget, bytes, job->deadline_ns, &job->stop);
+    st = wait ? gr_budget_acquire(dev->budget, r->bytes, job->deadline_ns, &job->stop)
+              : gr_budget_try_acquire(dev->budget, r->bytes);
     gr__stats_observe(&stats->budget_wait, gr_now_ns() - t0);
     if (trace)
         gr__trace_pop();
+    if (!wait && st == GR_ERR_TIMEOUT) {
+        *would_wait = true;
+        return GR_OK;
+    }
     if (st != GR_OK)
-        goto out_finish;
-    st = gr_arena_alloc(dev->arena, bytes, job->deadline_ns, &job->stop, &w->block);
+        return st;
+    r->budget_held = true;
+    st = wait ? gr_arena_alloc(dev->arena, r->bytes, job->deadline_ns, &job->stop,
+                               &r->slot->block)
+              : gr_arena_try_alloc(dev->arena, r->bytes, &r->slot->block);
+    if (!wait && st == GR_ERR_TIMEOUT) {
+        gr_budget_release(dev->budget, r->bytes);
+        r->budget_held = false;
+        *would_wait = true;
+        return GR_OK;
+    }
     if (st == GR_ERR_OUT_OF_MEMORY)
-        gr_error_set(&detail, st, u.index, NULL,
+        gr_error_set(&r->detail, st, r->u.index, NULL,
                      "cannot place %llu bytes in device %u's arena (injected fault)",
-                     (unsigned long long)bytes, dev->id);
+                     (unsigned long long)r->bytes, dev->id);
     if (st != GR_OK)
-        goto out_release_budget;
+        return st;
+    r->placed = true;
     /* The waits above can be long; do not start work that is no longer wanted. */
-    if ((st = must_stop(w, job)) != GR_OK)
-        goto out_free_block;
+    return must_stop(w, job);
+}
 
-    it.base = (unsigned char *)dev->region + w->block.offset;
-    set_view(w, job, &u);
-    if (u.scattered)
-        scatter_list(w, job, &u, &it);
-    t0 = gr_now_ns();
-    if (u.staged) {
-        if (trace)
+/* Hand the unit to the backend: launched apart when the worker may have two in flight,
+ * else run to completion. */
+static gr_status unit_launch(gr_worker *w, unit_run *r)
+{
+    gr_job *job = r->task.job;
+    gr_fault_reach reach = GR_REACH_ITERATION;
+    gr_status st;
+
+    r->it.base = (unsigned char *)w->dev->region + r->slot->block.offset;
+    set_view(w, r->slot, job, &r->u);
+    if (r->u.scattered)
+        scatter_list(r->slot, job, &r->u, &r->it);
+    r->t0 = gr_now_ns();
+    if (r->u.staged) {
+        if (w->env->trace)
             gr__trace_push("gather");
-        stage(w, job, &u, true);
-        if (trace)
+        stage(w, r->slot, job, &r->u, true);
+        if (w->env->trace)
             gr__trace_pop();
     }
-    reached_device = true;
-    st = w->rt->backend->run(w, &it, &reach, &detail);
+    r->reached_device = true;
+    if (w->in_flight > 1) {
+        st = w->rt->backend->launch(w, &r->it, &reach, &r->detail);
+        r->launched = st == GR_OK;
+    } else {
+        st = w->rt->backend->run(w, &r->it, &reach, &r->detail);
+    }
     if (reach != GR_REACH_ITERATION)
         out_of_service(w, reach);
-    if (st == GR_OK && u.staged) {
-        if (trace)
+    return st;
+}
+
+/* Give the unit's memory back and end its parts (or give the task back to the ring, when
+ * its device was lost before the iteration reached it), and drop the task's reference. */
+static void unit_end(gr_worker *w, unit_run *r)
+{
+    gr_job *job = r->task.job;
+    gr_device *dev = w->dev;
+
+    if (r->placed)
+        gr_arena_free(dev->arena, &r->slot->block);
+    if (r->budget_held)
+        gr_budget_release(dev->budget, r->bytes);
+    /* Lost before the iteration reached it: another device's workers take the unit. */
+    if (r->st == GR_ERR_DEVICE_LOST && !r->reached_device && device_out(w)) {
+        for (uint32_t k = 0; k < r->u.tensors; k++)
+            if (r->slot->live[k])
+                gr__job_unstart_piece(job, r->u.index + k);
+        give_back(w, &r->task); /* the task's reference goes with it */
+    } else {
+        for (uint32_t k = 0; k < r->u.tensors; k++)
+            gr__job_finish_piece(job, r->u.index + k, r->slot->live[k], r->st, &r->detail);
+        gr__job_unref(job); /* the task's reference */
+    }
+    if (w->env->trace)
+        gr__trace_pop();
+}
+
+/* After the backend: wait for a launched unit, scatter a staged one's outputs, count it,
+ * and end it. */
+static void unit_complete(gr_worker *w, unit_run *r)
+{
+    gr_job *job = r->task.job;
+    gr_device *dev = w->dev;
+    gr_counters *stats = gr__stats_worker(w->rt->stats, w->id);
+
+    if (r->launched) {
+        gr_fault_reach reach = GR_REACH_ITERATION;
+
+        if (w->env->trace)
+            gr__trace_push("wait");
+        r->st = w->rt->backend->finish(w, r->it.slot, &reach, &r->detail);
+        if (w->env->trace)
+            gr__trace_pop();
+        if (reach != GR_REACH_ITERATION)
+            out_of_service(w, reach);
+    }
+    if (r->st == GR_OK && r->u.staged) {
+        if (w->env->trace)
             gr__trace_push("scatter");
-        stage(w, job, &u, false);
-        if (trace)
+        stage(w, r->slot, job, &r->u, false);
+        if (w->env->trace)
             gr__trace_pop();
     }
-    gr__stats_observe(&stats->iteration, gr_now_ns() - t0);
-    if (st == GR_OK) {
-        gr__stats_copied(stats, g, u.scattered ? live_elems(job, &u, w->live) : u.elems);
-        if (u.staged)
+    gr__stats_observe(&stats->iteration, gr_now_ns() - r->t0);
+    if (r->st == GR_OK) {
+        gr__stats_copied(stats, job->graph,
+                         r->u.scattered ? live_elems(job, &r->u, r->slot->live) : r->u.elems);
+        if (r->u.staged)
             gr__stats_add(&stats->units_staged, 1);
-        else if (u.scattered)
+        else if (r->u.scattered)
             gr__stats_add(&stats->units_scattered, 1);
         else
             gr__stats_add(&stats->units_direct, 1);
@@ -338,27 +447,52 @@ static bool run_task(gr_worker *w, const gr_task *t)
     } else {
         atomic_fetch_add_explicit(&dev->iterations_failed, 1, memory_order_relaxed);
     }
+    unit_end(w, r);
+}
 
-out_free_block:
-    gr_arena_free(dev->arena, &w->block);
-out_release_budget:
-    gr_budget_release(dev->budget, bytes);
-out_finish:
-    /* Lost before the iteration reached it: another device's workers take the unit. */
-    if (st == GR_ERR_DEVICE_LOST && !reached_device && device_out(w)) {
-        for (uint32_t k = 0; k < u.tensors; k++)
-            if (w->live[k])
-                gr__job_unstart_piece(job, u.index + k);
-        give_back(w, t);
-        if (trace)
-            gr__trace_pop();
-        return true;
+/*
+ * Run task t in r (the worker's slot `slot`), with `pending` (NULL: none) the unit the
+ * worker has launched before it and not yet completed. The new unit is launched before the
+ * pending one is waited for, so the device has the next unit's work queued when the
+ * pending one's copies end; the pending one is completed first instead when the new one
+ * could only wait for memory (the pending one's may be what it waits for) or needs the
+ * staging buffer the pending one uses. Returns the unit left in flight (NULL: none).
+ */
+static unit_run *run_task(gr_worker *w, unit_run *r, const gr_task *t, uint32_t slot,
+                          unit_run *pending)
+{
+    bool would_wait = false;
+
+    if (!unit_begin(w, r, t, slot)) {
+        unit_end(w, r);
+        return pending;
     }
-    for (uint32_t k = 0; k < u.tensors; k++)
-        gr__job_finish_piece(job, u.index + k, w->live[k], st, &detail);
-    if (trace)
-        gr__trace_pop();
-    return false;
+    if (pending != NULL && r->u.staged && pending->u.staged) {
+        unit_complete(w, pending);
+        pending = NULL;
+    }
+    if ((r->st = unit_prepare(w, r)) == GR_OK) {
+        r->st = unit_place(w, r, pending == NULL, &would_wait);
+        if (would_wait) {
+            unit_complete(w, pending);
+            pending = NULL;
+            r->st = unit_place(w, r, true, NULL);
+        }
+    }
+    if (r->st != GR_OK) {
+        unit_end(w, r);
+        return pending;
+    }
+    r->st = unit_launch(w, r);
+    if (!r->launched) { /* ran to completion, or failed to launch */
+        unit_complete(w, r);
+        return pending;
+    }
+    if (pending != NULL) {
+        gr__stats_add(&gr__stats_worker(w->rt->stats, w->id)->units_overlapped, 1);
+        unit_complete(w, pending);
+    }
+    return r;
 }
 
 /* Whether this worker must not take tasks now, which it could only fail while another
@@ -414,27 +548,76 @@ static bool hand_back(gr_worker *w, gr_task *t)
     return true;
 }
 
+/* The per-unit scratch of each slot the worker uses (w->in_flight), and the copier's. */
+static bool alloc_slots(gr_worker *w)
+{
+    const size_t copies = (size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS;
+    bool batch = w->rt->backend->batch_copies != NULL;
+    bool ok;
+
+    w->copy_ends = gr__calloc(copies, sizeof(*w->copy_ends));
+    ok = w->copy_ends != NULL;
+    for (uint32_t i = 0; ok && i < w->in_flight; i++) {
+        gr_slot *sl = &w->slots[i];
+
+        sl->live = gr__calloc(GR_UNIT_MAX_TENSORS, sizeof(*sl->live));
+        sl->copies = gr__calloc(copies, sizeof(*sl->copies));
+        if (batch)
+            sl->copies_out = gr__calloc(copies, sizeof(*sl->copies_out));
+        ok = sl->live != NULL && sl->copies != NULL && (!batch || sl->copies_out != NULL);
+    }
+    return ok;
+}
+
+static void free_slots(gr_worker *w)
+{
+    for (uint32_t i = 0; i < GR_WORKER_SLOTS; i++) {
+        free(w->slots[i].copies_out);
+        free(w->slots[i].copies);
+        free(w->slots[i].live);
+        memset(&w->slots[i], 0, sizeof(w->slots[i]));
+    }
+    free(w->copy_ends);
+    w->copy_ends = NULL;
+}
+
+/* The worker's loop: pop a task, run it; with in_flight > 1 keep the last unit launched
+ * while the next is popped and launched, and complete it before waiting for anything: the
+ * ring when it is empty (a blocking pop), a device gone out of service. */
+static void work(gr_worker *w)
+{
+    gr_runtime *rt = w->rt;
+    unit_run runs[GR_WORKER_SLOTS], *pending = NULL;
+    gr_task t;
+
+    for (;;) {
+        uint32_t slot;
+
+        if (pending != NULL && (device_out(w) || !gr_ring_try_pop(rt->ring, &t))) {
+            unit_complete(w, pending);
+            pending = NULL;
+            continue;
+        }
+        if (pending == NULL &&
+            (!park_while_device_lost(w) || gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) != GR_OK))
+            break;
+        if (hand_back(w, &t))
+            continue;
+        slot = pending == &runs[0] ? 1 : 0;
+        pending = run_task(w, &runs[slot], &t, slot, pending);
+    }
+}
+
 void *gr__worker_main(void *arg)
 {
     gr_worker *w = arg;
     gr_runtime *rt = w->rt;
     gr_error_info err;
     gr_status st;
-    gr_task t;
 
     memset(&err, 0, sizeof(err));
-    w->live = gr__calloc(GR_UNIT_MAX_TENSORS, sizeof(*w->live));
-    w->copies = gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copies));
-    w->copy_ends =
-        gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copy_ends));
-    if (rt->backend->batch_copies != NULL)
-        w->copies_out =
-            gr__calloc((size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS, sizeof(*w->copies_out));
-    if (w->live == NULL || w->copies == NULL || w->copy_ends == NULL ||
-        (rt->backend->batch_copies != NULL && w->copies_out == NULL))
-        st = gr_error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-    else
-        st = rt->backend->worker_open(w, &err);
+    st = alloc_slots(w) ? rt->backend->worker_open(w, &err)
+                        : gr_error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     /* After worker_open: with a private context, the buffer is made under it. Should it
      * fail even as ordinary memory, the first staged unit tries again (ensure_staging).
      * A private context goes with the runtime, and what is pinned under it too: a pool
@@ -460,20 +643,13 @@ void *gr__worker_main(void *arg)
         goto out_free;
 
     gr__stats_bind_worker(rt->stats, w->id);
-    while (park_while_device_lost(w) && gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) == GR_OK) {
-        if (hand_back(w, &t) || run_task(w, &t))
-            continue;
-        gr__job_unref(t.job); /* the task's reference */
-    }
+    work(w);
     gr__stats_unbind();
     /* Before worker_close: pinned staging was allocated while the worker's context was
      * current, and a private context takes its allocations with it when it is destroyed. */
     free_staging(w);
     rt->backend->worker_close(w);
 out_free:
-    free(w->copies_out);
-    free(w->copy_ends);
-    free(w->copies);
-    free(w->live);
+    free_slots(w);
     return NULL;
 }

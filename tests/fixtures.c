@@ -25,6 +25,23 @@ gr_runtime *gr_test_runtime(gr_test_shape shape)
     cfg.context_mode = shape.contexts;
     if (shape.whole_tensors)
         cfg.split_tensors = 0;
+    if (shape.in_flight != NULL) {
+        const char *was = getenv("GR_UNITS_IN_FLIGHT");
+        char saved[16] = "";
+        gr_status st;
+
+        if (was != NULL)
+            snprintf(saved, sizeof(saved), "%s", was);
+        setenv("GR_UNITS_IN_FLIGHT", shape.in_flight, 1);
+        st = gr_runtime_create(&cfg, &rt, &err);
+        if (was != NULL)
+            setenv("GR_UNITS_IN_FLIGHT", saved, 1);
+        else
+            unsetenv("GR_UNITS_IN_FLIGHT");
+        if (st != GR_OK)
+            GR_TEST_FAIL("runtime create: %s: %s", gr_status_str(err.status), err.message);
+        return rt;
+    }
     if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
         GR_TEST_FAIL("runtime create: %s: %s", gr_status_str(err.status), err.message);
     return rt;

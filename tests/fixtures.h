@@ -21,6 +21,9 @@ typedef struct gr_test_shape {
     uint32_t ring;      /* ring capacity (default: the runtime's) */
     gr_context_mode contexts;
     bool whole_tensors; /* never split: one iteration per tensor (split_tensors = 0) */
+    /* Units in flight per worker, "1" or "2" (GR_UNITS_IN_FLIGHT while the runtime is
+     * created, then as it was); NULL: as the environment says. */
+    const char *in_flight;
 } gr_test_shape;
 
 /* A runtime of that shape; fails the test with the reason if it cannot start. */

@@ -332,7 +332,9 @@ static void double_destroy_of_live_job_is_harmless(void)
 }
 
 /* The deadline ends what has not started executing; an iteration already executing
- * finishes and its index is done. */
+ * finishes and its index is done. With one unit in flight per worker: with two
+ * (GR_UNITS_IN_FLIGHT, worker.c), the second tensor is launched as soon as the first is,
+ * before any deadline of this test passes, and runs too (docs/API.md says so). */
 /* One worker, two tensors, a deadline that passes while the first one executes: it
  * finishes, and the second, still queued, times out untouched. Whether the deadline really
  * falls inside the first iteration depends on how fast this machine starts and runs it, so
@@ -351,7 +353,8 @@ static void deadline_lets_an_executing_iteration_finish(void)
     ASSERT_TRUE(d != NULL);
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     for (size_t k = 0; k < sizeof(deadlines_ms) / sizeof(deadlines_ms[0]) && !shown; k++) {
-        gr_runtime *rt = make_rt(1, 1, 256ull << 20, 0);
+        gr_runtime *rt = gr_test_runtime((gr_test_shape){
+            .workers = 1, .budget = 256ull << 20, .whole_tensors = true, .in_flight = "1"});
         gr_job_options o = GR_JOB_OPTIONS_INIT;
         gr_index_state s0, s1;
         gr_status st0, st1;

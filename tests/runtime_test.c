@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -653,6 +654,60 @@ static void user_kernel_runs_in_chunks_and_batches(void)
     gr_runtime_destroy(rt);
 }
 
+/* One job of `n` whole seed tensors of `elems` on one worker under GR_UNITS_IN_FLIGHT=
+ * `in_flight`: every output checked; returns the units launched with the worker's previous
+ * one in flight (gr_stats.units_overlapped), after checking the worker's slot count. */
+static uint64_t overlapped_units(const char *in_flight, uint32_t n, uint64_t elems)
+{
+    gr_stats st = GR_STATS_INIT;
+    gr_tensor *t = calloc(n, sizeof(*t));
+    float **data = calloc(n, sizeof(*data));
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+
+    ASSERT_TRUE(t != NULL && data != NULL);
+    rt = gr_test_runtime((gr_test_shape){
+        .workers = 1, .budget = 1 << 20, .whole_tensors = true, .in_flight = in_flight});
+    ASSERT_EQ_U64(RT(rt)->workers[0].in_flight, (uint64_t)atoi(in_flight));
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    for (uint32_t i = 0; i < n; i++) {
+        data[i] = malloc(elems * sizeof(float));
+        ASSERT_TRUE(data[i] != NULL);
+        gr_workload_fill(data[i], 0, elems, SEED, i);
+        t[i] = (gr_tensor){{data[i]}, {data[i]}, elems, 0, {0}};
+    }
+    ASSERT_STATUS(gr_job_submit(rt, g, t, n, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t where = 0, bad = gr_workload_check_seed(data[i], 0, elems, SEED, i, &where);
+
+        if (bad != 0)
+            GR_TEST_FAIL("in flight %s: tensor %u: %llu elements wrong, first at %llu",
+                         in_flight, i, (unsigned long long)bad, (unsigned long long)where);
+        free(data[i]);
+    }
+    ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
+    ASSERT_EQ_U64(st.iterations_done, n);
+    ASSERT_EQ_U64(st.budget_in_use, 0);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+    free(data);
+    free(t);
+    return st.units_overlapped;
+}
+
+/* Two units in flight per worker (worker.c), asked for through GR_UNITS_IN_FLIGHT on the
+ * host backend, whose launched iterations run at finish: a worker launches the next unit
+ * before it finishes the one before, and each output is still its own tensor's; with one,
+ * no unit is ever launched under another. */
+static void two_units_in_flight(void)
+{
+    ASSERT_GT(overlapped_units("2", 200, 1000), 0);
+    ASSERT_EQ_U64(overlapped_units("1", 200, 1000), 0);
+}
+
 /* A graph whose kernel has no implementation for the runtime's backend is refused at
  * submit, naming the node and the kernel, and nothing runs. */
 static void kernel_missing_on_backend_refused(void)
@@ -745,7 +800,7 @@ static void aliasing_checked_in_any_order(void)
     free(block);
 }
 
-GR_TEST_MAIN(GR_TEST(config_refusals), GR_TEST(cuda_backend_refused_or_present),
+GR_TEST_MAIN(GR_TEST(two_units_in_flight), GR_TEST(config_refusals), GR_TEST(cuda_backend_refused_or_present),
              GR_TEST(info_and_budget_rounding), GR_TEST(submit_refusals),
              GR_TEST(aliasing_refusals), GR_TEST(aliasing_checked_in_any_order),
              GR_TEST(job_runs_reports_and_calls_back),

@@ -60,9 +60,14 @@ typedef struct cuda_device {
 
 typedef struct cuda_worker {
     CUcontext ctx; /* private context, or NULL for the primary one */
-    cudaStream_t stream;
+    /* A stream and an event for each unit in flight (gr_iteration.slot): the next unit's
+     * copies in may run beside the copies out of the one before. A lowered graph launched
+     * on both is ordered by the driver (a graph's launches never overlap); one updated or
+     * destroyed while a launch of it is in flight leaves that launch as it was. */
+    cudaStream_t stream[GR_WORKER_SLOTS];
+    cudaEvent_t done[GR_WORKER_SLOTS];
+    uint32_t n_slots; /* streams and events made */
     cudaStream_t capture; /* launch callbacks are captured here (lowering.h) */
-    cudaEvent_t done;
     uint64_t clock; /* for least-recently-used eviction in the graph cache */
     gr_cuda_graph cache[GRAPH_CACHE];
     /* A scattered unit's copies as cudaMemcpyBatchAsync takes them, grown on demand. */
@@ -296,6 +301,15 @@ static void cuda_device_close(gr_device *dev)
     free(cd);
 }
 
+static void destroy_slots(cuda_worker *cw)
+{
+    for (uint32_t i = 0; i < cw->n_slots; i++) {
+        cudaEventDestroy(cw->done[i]);
+        cudaStreamDestroy(cw->stream[i]);
+    }
+    cw->n_slots = 0;
+}
+
 static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
 {
     cuda_worker *cw = gr__calloc(1, sizeof(*cw));
@@ -332,32 +346,37 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
     }
     e = gr__fault_hit(GR_FAULT_STREAM)
             ? cudaErrorMemoryAllocation
-            : cudaStreamCreateWithFlags(&cw->stream, cudaStreamNonBlocking);
+            : cudaStreamCreateWithFlags(&cw->capture, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
         goto out_destroy_ctx;
     }
-    e = gr__fault_hit(GR_FAULT_STREAM)
-            ? cudaErrorMemoryAllocation
-            : cudaStreamCreateWithFlags(&cw->capture, cudaStreamNonBlocking);
-    if (e != cudaSuccess) {
-        st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
-        goto out_destroy_stream;
-    }
-    e = gr__fault_hit(GR_FAULT_EVENT)
-            ? cudaErrorMemoryAllocation
-            : cudaEventCreateWithFlags(&cw->done, cudaEventBlockingSync | cudaEventDisableTiming);
-    if (e != cudaSuccess) {
-        st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaEventCreateWithFlags");
-        goto out_destroy_capture;
+    for (; cw->n_slots < w->in_flight; cw->n_slots++) {
+        uint32_t i = cw->n_slots;
+
+        e = gr__fault_hit(GR_FAULT_STREAM)
+                ? cudaErrorMemoryAllocation
+                : cudaStreamCreateWithFlags(&cw->stream[i], cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+            st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
+            goto out_destroy_slots;
+        }
+        e = gr__fault_hit(GR_FAULT_EVENT)
+                ? cudaErrorMemoryAllocation
+                : cudaEventCreateWithFlags(&cw->done[i],
+                                           cudaEventBlockingSync | cudaEventDisableTiming);
+        if (e != cudaSuccess) {
+            cudaStreamDestroy(cw->stream[i]);
+            st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaEventCreateWithFlags");
+            goto out_destroy_slots;
+        }
     }
     w->backend_state = cw;
     return GR_OK;
 
-out_destroy_capture:
+out_destroy_slots:
+    destroy_slots(cw);
     cudaStreamDestroy(cw->capture);
-out_destroy_stream:
-    cudaStreamDestroy(cw->stream);
 out_destroy_ctx:
     if (cw->ctx)
         gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
@@ -374,9 +393,8 @@ static void cuda_worker_close(gr_worker *w)
         return;
     for (int i = 0; i < GRAPH_CACHE; i++)
         gr_cuda_graph_release(&cw->cache[i]);
-    cudaEventDestroy(cw->done);
+    destroy_slots(cw);
     cudaStreamDestroy(cw->capture);
-    cudaStreamDestroy(cw->stream);
     if (cw->ctx)
         gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
     w->backend_state = NULL;
@@ -603,7 +621,8 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
 
 /* The copies `c[0 .. n)` in one cudaMemcpyBatchAsync on the worker's stream, in stream
  * order (after what came before on it, before what comes after). */
-static cudaError_t batch_copy(cuda_worker *cw, const gr_copy *c, uint32_t n)
+static cudaError_t batch_copy(cuda_worker *cw, cudaStream_t stream, const gr_copy *c,
+                              uint32_t n)
 {
     struct cudaMemcpyAttributes attr;
     size_t first = 0;
@@ -632,13 +651,37 @@ static cudaError_t batch_copy(cuda_worker *cw, const gr_copy *c, uint32_t n)
     memset(&attr, 0, sizeof(attr));
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     return cudaMemcpyBatchAsync(cw->batch_dst, cw->batch_src, cw->batch_size, n, &attr, &first,
-                                1, cw->stream);
+                                1, stream);
 }
 
-static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
-                          gr_error_info *err)
+/* After a failed call on the slot's stream, whose launched work may still be copying: the
+ * caller gives the unit's arena block back (and a later iteration may reuse it) once this
+ * returns, so wait for the stream to drain first. If even that fails, nobody can say when
+ * the copies stop: a sticky error (the worker or the device goes out of service), so that
+ * no later iteration of this context writes into a block still being copied. */
+static gr_status failed_on_stream(gr_worker *w, uint32_t slot, cudaError_t e,
+                                  const char *call, gr_fault_reach *reach, gr_error_info *err)
 {
     cuda_worker *cw = w->backend_state;
+
+    if (!is_sticky(e)) {
+        cudaError_t drained;
+
+        cudaGetLastError();
+        drained = cudaStreamSynchronize(cw->stream[slot]);
+        if (drained != cudaSuccess)
+            return sticky_error(w, drained, "cudaStreamSynchronize", reach, err);
+    }
+    return iteration_error(w, e, call, reach, err);
+}
+
+/* The unit's work on the stream of its slot: its graph updated (or lowered), then a
+ * scattered unit's batched copies in, the graph, the copies out, and the slot's event. */
+static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                             gr_error_info *err)
+{
+    cuda_worker *cw = w->backend_state;
+    cudaStream_t stream = cw->stream[it->slot];
     const char *call;
     bool trace = w->env->trace;
     gr_cuda_graph *cg;
@@ -662,48 +705,57 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     if (trace)
         gr__trace_push("launch");
     call = "cudaMemcpyBatchAsync";
-    e = batch_copy(cw, it->h2d, it->n_h2d);
+    e = batch_copy(cw, stream, it->h2d, it->n_h2d);
     if (e == cudaSuccess) {
         call = "cudaGraphLaunch";
         e = gr__fault_hit(GR_FAULT_GRAPH_LAUNCH) ? cudaErrorLaunchOutOfResources
-                                                 : cudaGraphLaunch(cg->exec, cw->stream);
+                                                 : cudaGraphLaunch(cg->exec, stream);
     }
     if (e == cudaSuccess) {
         call = "cudaMemcpyBatchAsync";
-        e = batch_copy(cw, it->d2h, it->n_d2h);
+        e = batch_copy(cw, stream, it->d2h, it->n_d2h);
     }
     if (e == cudaSuccess) {
         call = "cudaEventRecord";
         e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
-                                          : cudaEventRecord(cw->done, cw->stream);
+                                          : cudaEventRecord(cw->done[it->slot], stream);
     }
     if (trace)
         gr__trace_pop();
-    if (e == cudaSuccess) {
-        call = "cudaEventSynchronize";
-        if (trace)
-            gr__trace_push("wait");
-        e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
-                                          : cudaEventSynchronize(cw->done);
-        if (trace)
-            gr__trace_pop();
-    }
-    if (e != cudaSuccess && !is_sticky(e)) {
-        /* The graph is launched and may still be copying: the caller gives its arena block
-         * back (and a later iteration may reuse it) as soon as this returns, so wait for the
-         * stream to drain first. If even that fails, nobody can say when the copies stop:
-         * handle it as a sticky error (the worker or the device goes out of service), so
-         * that no later iteration of this context writes into a block still being copied. */
-        cudaError_t drained;
-
-        cudaGetLastError();
-        drained = cudaStreamSynchronize(cw->stream);
-        if (drained != cudaSuccess)
-            return sticky_error(w, drained, "cudaStreamSynchronize", reach, err);
-    }
     if (e != cudaSuccess)
-        return iteration_error(w, e, call, reach, err);
+        return failed_on_stream(w, it->slot, e, call, reach, err);
     return GR_OK;
+}
+
+/* Wait for the slot's launched unit (its event). */
+static gr_status cuda_finish(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
+                             gr_error_info *err)
+{
+    cuda_worker *cw = w->backend_state;
+    cudaError_t e;
+
+    *reach = GR_REACH_ITERATION;
+    e = gr__fault_hit(GR_FAULT_EVENT) ? cudaErrorNotPermitted
+                                      : cudaEventSynchronize(cw->done[slot]);
+    if (e != cudaSuccess)
+        return failed_on_stream(w, slot, e, "cudaEventSynchronize", reach, err);
+    return GR_OK;
+}
+
+static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                          gr_error_info *err)
+{
+    gr_status st = cuda_launch(w, it, reach, err);
+    bool trace = w->env->trace;
+
+    if (st != GR_OK)
+        return st;
+    if (trace)
+        gr__trace_push("wait");
+    st = cuda_finish(w, it->slot, reach, err);
+    if (trace)
+        gr__trace_pop();
+    return st;
 }
 
 /* Batched copies (cudaMemcpyBatchAsync) came with CUDA 12.8; the CUDA 13 runtime linked in
@@ -746,6 +798,9 @@ const gr_backend_ops gr_backend_cuda = {
     .worker_close = cuda_worker_close,
     .kernel_missing = cuda_kernel_missing,
     .run = cuda_run,
+    .launch = cuda_launch,
+    .finish = cuda_finish,
+    .launch_overlaps = true,
     .dma_ready = cuda_dma_ready,
     .batch_copies = cuda_batch_copies,
     .pinned = &gr__cuda_pinned,

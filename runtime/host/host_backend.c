@@ -10,7 +10,13 @@
  * nothing more, as a CUDA device whose context a sticky error ruined: an iteration running
  * on it stops before its next node and fails with GR_ERR_DEVICE_LOST (its outputs untouched
  * unless their D2H had already run).
+ *
+ * Launched apart (launch, finish: GR_UNITS_IN_FLIGHT=2, what the tests of the worker's
+ * two-unit path use), an iteration runs at finish: so whatever the worker changed of an
+ * iteration in flight before finishing it shows in its outputs, and the order of launches
+ * and finishes is checked (a finish out of turn fails with GR_ERR_INTERNAL).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -51,16 +57,26 @@ static void host_device_close(gr_device *dev)
     dev->region = NULL;
 }
 
+/* A worker's iterations launched and not finished, oldest first. */
+typedef struct host_worker {
+    const gr_iteration *launched[GR_WORKER_SLOTS];
+    uint32_t n_launched;
+} host_worker;
+
 static gr_status host_worker_open(gr_worker *w, gr_error_info *err)
 {
-    (void)w;
-    (void)err;
+    host_worker *hw = calloc(1, sizeof(*hw));
+
+    if (hw == NULL)
+        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    w->backend_state = hw;
     return GR_OK;
 }
 
 static void host_worker_close(gr_worker *w)
 {
-    (void)w;
+    free(w->backend_state);
+    w->backend_state = NULL;
 }
 
 static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
@@ -95,6 +111,40 @@ static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     return GR_OK;
 }
 
+static gr_status host_launch(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                             gr_error_info *err)
+{
+    host_worker *hw = w->backend_state;
+
+    *reach = GR_REACH_ITERATION;
+    for (uint32_t i = 0; i < hw->n_launched; i++)
+        if (hw->launched[i]->slot == it->slot)
+            return gr_error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
+                                "worker %u launched slot %u while it was in flight", w->id,
+                                it->slot);
+    if (hw->n_launched == GR_WORKER_SLOTS)
+        return gr_error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
+                            "worker %u launched more than %d units", w->id, GR_WORKER_SLOTS);
+    hw->launched[hw->n_launched++] = it;
+    return GR_OK;
+}
+
+static gr_status host_finish(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
+                             gr_error_info *err)
+{
+    host_worker *hw = w->backend_state;
+    const gr_iteration *it;
+
+    *reach = GR_REACH_ITERATION;
+    if (hw->n_launched == 0 || hw->launched[0]->slot != slot)
+        return gr_error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
+                            "worker %u finished slot %u out of turn", w->id, slot);
+    it = hw->launched[0];
+    memmove(&hw->launched[0], &hw->launched[1], (hw->n_launched - 1) * sizeof(it));
+    hw->n_launched--;
+    return host_run(w, it, reach, err);
+}
+
 static const char *host_kernel_missing(const gr_backend_env *env, const gr_kernel *k)
 {
     (void)env;
@@ -118,6 +168,9 @@ const gr_backend_ops gr_backend_host = {
     .worker_close = host_worker_close,
     .kernel_missing = host_kernel_missing,
     .run = host_run,
+    .launch = host_launch,
+    .finish = host_finish,
+    .launch_overlaps = false, /* launch does nothing: a second unit would only wait */
     .dma_ready = host_dma_ready,
     .pinned = NULL, /* memory is memory: gr_host_alloc gives ordinary pages */
 };

@@ -388,6 +388,10 @@ typedef struct gr_stats {
      * and the time registering took, so that its cost per byte can be read off. */
     uint64_t host_cache_bytes, host_cache_registrations, host_cache_evictions;
     uint64_t host_cache_failures, host_cache_hits, host_cache_register_ns;
+    /* Appended in 0.3: device `device` again. Iterations launched while the same worker's
+     * previous one was still running on the device (its submission under the other's
+     * copies: two units in flight per worker where the backend launches apart, CUDA). */
+    uint64_t units_overlapped;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */

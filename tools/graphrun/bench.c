@@ -407,13 +407,14 @@ static double run_bidir(const report *rep, const run_result *r)
 
 /* The iterations of pass k (its statistics less the previous pass's) by copy path. */
 static void pass_units(const run_result *r, uint32_t k, uint64_t *direct, uint64_t *staged,
-                       uint64_t *scattered)
+                       uint64_t *scattered, uint64_t *overlapped)
 {
     const gr_stats *a = &r->pass_stats[k], *b = k ? &r->pass_stats[k - 1] : NULL;
 
     *direct = a->units_direct - (b ? b->units_direct : 0);
     *staged = a->units_staged - (b ? b->units_staged : 0);
     *scattered = a->units_scattered - (b ? b->units_scattered : 0);
+    *overlapped = a->units_overlapped - (b ? b->units_overlapped : 0);
 }
 
 static void print_text_run(const report *rep, const gr_seed_opts *o, const run_result *r,
@@ -421,7 +422,7 @@ static void print_text_run(const report *rep, const gr_seed_opts *o, const run_r
 {
     char b1[32], b2[32], b3[32], b4[32];
     double per_ms = r->pass_s[k] * 1e3 / (double)o->count;
-    uint64_t direct, staged, scattered;
+    uint64_t direct, staged, scattered, overlapped;
     double floor = floor_ms_at(run_bidir(rep, r), o);
     uint64_t above = r->mem_peak - r->mem_baseline;
     uint64_t rss_added = r->rss_peak > r->rss_before ? r->rss_peak - r->rss_before : 0;
@@ -449,9 +450,11 @@ static void print_text_run(const report *rep, const gr_seed_opts *o, const run_r
            : !o->verify      ? "not verified"
            : r->wrong        ? "WRONG OUTPUTS"
                              : "all outputs verified");
-    pass_units(r, k, &direct, &staged, &scattered);
-    printf("  units: %llu direct, %llu staged, %llu scattered", (unsigned long long)direct,
-           (unsigned long long)staged, (unsigned long long)scattered);
+    pass_units(r, k, &direct, &staged, &scattered, &overlapped);
+    printf("  units: %llu direct, %llu staged, %llu scattered (%llu launched under the "
+           "worker's previous one)",
+           (unsigned long long)direct, (unsigned long long)staged,
+           (unsigned long long)scattered, (unsigned long long)overlapped);
     if (r->pass_stats[k].host_cache_registrations || r->pass_stats[k].host_cache_failures)
         printf("; registration cache: %s registered (%llu ranges, %.1f GB/s), %llu hits, "
                "%llu evicted, %llu refused",
@@ -482,7 +485,7 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
 {
     double per_ms = r->pass_s[k] * 1e3 / (double)o->count;
     const gr_stats *ps = &r->pass_stats[k];
-    uint64_t direct, staged, scattered;
+    uint64_t direct, staged, scattered, overlapped;
     const gr_ceilings *ceil = r->n_devices > 1 ? &rep->at_once : &rep->ceil;
     json_t *root = json_object(), *devices = json_array(), *iters = json_array(),
            *above = json_array();
@@ -519,10 +522,11 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
     json_object_set_new(root, "device_memory_above_baseline_per_device", above);
     json_object_set_new(root, "pass", json_integer(k + 1));
     json_object_set_new(root, "passes", json_integer(r->passes));
-    pass_units(r, k, &direct, &staged, &scattered);
+    pass_units(r, k, &direct, &staged, &scattered, &overlapped);
     json_object_set_new(root, "units",
-                        json_pack("{s:I,s:I,s:I}", "direct", (json_int_t)direct, "staged",
-                                  (json_int_t)staged, "scattered", (json_int_t)scattered));
+                        json_pack("{s:I,s:I,s:I,s:I}", "direct", (json_int_t)direct, "staged",
+                                  (json_int_t)staged, "scattered", (json_int_t)scattered,
+                                  "overlapped", (json_int_t)overlapped));
     json_object_set_new(root, "host_cache",
                         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "bytes",
                                   (json_int_t)ps->host_cache_bytes, "registrations",

@@ -14,34 +14,37 @@
 #include <cuda_runtime.h>
 #include <csetjmp>
 #include <csignal>
+#include <pthread.h>
 
-static const size_t BYTES = 4 << 20;
+static const size_t BYTES = 4 << 20, BIG = 40000076; // BIG: cuda_test's private_contexts
 static int wrong_copies;
 static sigjmp_buf jump;
 static void on_segv(int) { siglongjmp(jump, 1); }
 
 // Pinned memory under the current context (none: the primary one), every byte `value`.
-static void *pinned_here(const char *what, int value) {
+static void *pinned_sized(const char *what, int value, size_t bytes) {
   void *p = nullptr;
-  cudaError_t e = cudaHostAlloc(&p, BYTES, cudaHostAllocPortable);
+  cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
   if (e != cudaSuccess) {
     printf("cudaHostAlloc (%s): %s\n", what, cudaGetErrorName(e));
     exit(1);
   }
-  memset(p, value, BYTES);
+  memset(p, value, bytes);
   return p;
 }
 
+static void *pinned_here(const char *what, int value) { return pinned_sized(what, value, BYTES); }
+
 // Device memory through the virtual memory API, as the runtime's private mode has it, every
 // byte `value`.
-static CUdeviceptr vmm(CUdevice dev, int value) {
+static CUdeviceptr vmm(CUdevice dev, int value, size_t bytes = BYTES) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
   size_t gran = 0;
   cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  size_t size = (BYTES + gran - 1) / gran * gran;
+  size_t size = (bytes + gran - 1) / gran * gran;
   CUmemGenericAllocationHandle h;
   CUdeviceptr p = 0;
   if (cuMemCreate(&h, size, &prop, 0) != CUDA_SUCCESS ||
@@ -53,40 +56,43 @@ static CUdeviceptr vmm(CUdevice dev, int value) {
   acc.location = prop.location;
   acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   cuMemSetAccess(p, size, &acc, 1);
-  cudaMemset((void *)p, value, BYTES);
+  cudaMemset((void *)p, value, bytes);
   cudaDeviceSynchronize();
   return p;
 }
 
 // In the current context: a graph of one copy node from src0 to dst0 (`bytes0`), then
 // updated to (src1, dst1, `bytes1`); the update's result.
+static cudaMemcpyKind kind = cudaMemcpyDefault; // of the nodes try_update_sized makes
+
 static void try_update_sized(const char *name, void *dst0, const void *src0, size_t bytes0,
                              void *dst1, const void *src1, size_t bytes1) {
   cudaGraph_t g;
   cudaGraphExec_t x;
   cudaGraphNode_t n;
   cudaGraphCreate(&g, 0);
-  cudaError_t e = cudaGraphAddMemcpyNode1D(&n, g, nullptr, 0, dst0, src0, bytes0,
-                                           cudaMemcpyDefault);
+  cudaError_t e = cudaGraphAddMemcpyNode1D(&n, g, nullptr, 0, dst0, src0, bytes0, kind);
   if (e == cudaSuccess) e = cudaGraphInstantiate(&x, g, 0);
   if (e != cudaSuccess) {
     printf("%-48s build: %s\n", name, cudaGetErrorName(e));
     cudaGetLastError();
     return;
   }
-  e = cudaGraphExecMemcpyNodeSetParams1D(x, n, dst1, src1, bytes1, cudaMemcpyDefault);
+  e = cudaGraphExecMemcpyNodeSetParams1D(x, n, dst1, src1, bytes1, kind);
   cudaGetLastError();
   const char *copied = "";
   if (e == cudaSuccess) { // launched: dst1 must now hold src1's value, all bytes1 of it
-    static unsigned char zero[BYTES], got[BYTES];
-    unsigned char want = 0;
-    cudaMemcpy(&want, src1, 1, cudaMemcpyDefault);
-    cudaMemcpy(dst1, zero, bytes1, cudaMemcpyDefault);
+    // The reference is src1 as it is now, all of it: earlier cases copied into the device
+    // buffers, so a source need not hold one value throughout.
+    unsigned char *want = (unsigned char *)calloc(2, bytes1), *got = want + bytes1;
+    cudaMemcpy(want, src1, bytes1, cudaMemcpyDefault);
+    cudaMemcpy(dst1, got, bytes1, cudaMemcpyDefault); // zeros
     cudaError_t l = cudaGraphLaunch(x, 0);
     if (l == cudaSuccess) l = cudaStreamSynchronize(0);
     cudaMemcpy(got, dst1, bytes1, cudaMemcpyDefault);
     size_t bad = 0;
-    for (size_t i = 0; i < bytes1; i++) bad += got[i] != want;
+    for (size_t i = 0; i < bytes1; i++) bad += got[i] != want[i];
+    free(want);
     copied = l != cudaSuccess ? " (launch failed)" : bad ? " (copied WRONG)" : " (copied right)";
     wrong_copies += l != cudaSuccess || bad != 0;
   }
@@ -98,6 +104,98 @@ static void try_update_sized(const char *name, void *dst0, const void *src0, siz
 static void try_update(const char *name, void *dst0, const void *src0, void *dst1,
                        const void *src1) {
   try_update_sized(name, dst0, src0, 65536, dst1, src1, 65536);
+}
+
+__global__ void add_one(unsigned char *d, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    d[i] += 1;
+}
+
+// As the runtime lowers a unit: copy in, a kernel, copy out, in the current context; then
+// both copies moved to other host buffers (in from b, out to out_b). Checks out_b = b + 1.
+static void try_update_unit(const char *name, unsigned char *d, const void *a, void *out_a,
+                            const void *b, void *out_b, size_t bytes) {
+  cudaGraph_t g;
+  cudaGraphExec_t x;
+  cudaGraphNode_t in, k, out;
+  size_t n = bytes;
+  void *args[] = {&d, &n};
+  cudaKernelNodeParams kp = {};
+  kp.func = (void *)add_one;
+  kp.gridDim = dim3(132);
+  kp.blockDim = dim3(256);
+  kp.kernelParams = args;
+  cudaGraphCreate(&g, 0);
+  cudaError_t e = cudaGraphAddMemcpyNode1D(&in, g, nullptr, 0, d, a, bytes, cudaMemcpyDefault);
+  if (e == cudaSuccess) e = cudaGraphAddKernelNode(&k, g, &in, 1, &kp);
+  if (e == cudaSuccess)
+    e = cudaGraphAddMemcpyNode1D(&out, g, &k, 1, out_a, d, bytes, cudaMemcpyDefault);
+  if (e == cudaSuccess) e = cudaGraphInstantiate(&x, g, 0);
+  if (e == cudaSuccess) e = cudaGraphLaunch(x, 0);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+  if (e != cudaSuccess) {
+    printf("%-48s build: %s\n", name, cudaGetErrorName(e));
+    cudaGetLastError();
+    return;
+  }
+  cudaError_t e1 = cudaGraphExecMemcpyNodeSetParams1D(x, in, d, b, bytes, cudaMemcpyDefault);
+  cudaGetLastError();
+  cudaError_t e2 = cudaGraphExecMemcpyNodeSetParams1D(x, out, out_b, d, bytes,
+                                                      cudaMemcpyDefault);
+  cudaGetLastError();
+  const char *copied = "";
+  if (e1 == cudaSuccess && e2 == cudaSuccess) {
+    unsigned char *want = (unsigned char *)malloc(2 * bytes), *got = want + bytes;
+    cudaMemcpy(want, b, bytes, cudaMemcpyDefault);
+    cudaError_t l = cudaGraphLaunch(x, 0);
+    if (l == cudaSuccess) l = cudaStreamSynchronize(0);
+    cudaMemcpy(got, out_b, bytes, cudaMemcpyDefault);
+    size_t bad = 0;
+    for (size_t i = 0; i < bytes; i++) bad += got[i] != (unsigned char)(want[i] + 1);
+    copied = l != cudaSuccess ? " (launch failed)" : bad ? " (copied WRONG)" : " (copied right)";
+    wrong_copies += l != cudaSuccess || bad != 0;
+    free(want);
+  }
+  printf("%-48s update: in %s, out %s%s\n", name, cudaGetErrorName(e1), cudaGetErrorName(e2),
+         copied);
+  cudaGraphExecDestroy(x);
+  cudaGraphDestroy(g);
+}
+
+// The runtime's private-context worker: a thread of its own that never had the primary
+// context current makes a context, and its graphs copy from portable pinned memory the main
+// thread made. cuda_test's private_contexts saw every such update refused, where the same
+// moves on the main thread (below) are taken: which of the thread, the size, is it?
+struct worker_args {
+  CUdevice dev;
+  void *a, *b, *big_a, *big_b, *out_a, *out_b;
+  unsigned flags;
+};
+
+static void *worker_thread(void *p) {
+  worker_args *w = (worker_args *)p;
+  CUcontext c;
+  cuCtxCreate(&c, nullptr, w->flags, w->dev);
+  void *d = (void *)vmm(w->dev, 0x31, BIG);
+  CUcontext mine = nullptr, theirs = nullptr;
+  cuCtxGetCurrent(&mine);
+  cuPointerGetAttribute(&theirs, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)w->big_a);
+  printf("thread (flags %u): context %p; big a made under %p\n", w->flags, (void *)mine,
+         (void *)theirs);
+  try_update("thread: primary a -> primary b (64K)", d, w->a, d, w->b);
+  try_update_sized("thread: big a -> big b (40 MB)", d, w->big_a, BIG, d, w->big_b, BIG);
+  try_update_unit("thread: unit big a, then big b (40 MB)", (unsigned char *)d, w->big_a,
+                  w->out_a, w->big_b, w->out_b, BIG);
+  // With the copy's kind said (cudaMemcpyHostToDevice), as the runtime had it.
+  kind = cudaMemcpyHostToDevice;
+  try_update("thread, kind H2D: primary a -> primary b", d, w->a, d, w->b);
+  try_update_sized("thread, kind H2D: big a -> big b (40 MB)", d, w->big_a, BIG, d, w->big_b,
+                   BIG);
+  kind = cudaMemcpyDefault;
+  cudaDeviceSynchronize();
+  cuCtxDestroy(c);
+  return nullptr;
 }
 
 int main() {
@@ -140,6 +238,29 @@ int main() {
                    32768);
   try_update_sized("D2H: primary a 64K, then primary b 1M", prim_a, d0, 65536, prim_b, d0,
                    1 << 20);
+
+  // 40 MB tensors, as cuda_test's private_contexts has them, on this thread and on a
+  // worker's thread of its own.
+  void *big_a = pinned_sized("big a", 0x18, BIG), *big_b = pinned_sized("big b", 0x19, BIG);
+  void *dbig = (void *)vmm(dev, 0x24, BIG);
+  try_update_sized("main: big a -> big b (40 MB)", dbig, big_a, BIG, dbig, big_b, BIG);
+  kind = cudaMemcpyHostToDevice;
+  try_update("main, kind H2D: primary a -> primary b", d0, prim_a, d0, prim_b);
+  kind = cudaMemcpyDefault;
+  void *out_a = pinned_sized("out a", 0, BIG), *out_b = pinned_sized("out b", 0, BIG);
+  try_update_unit("main: unit big a, then big b (40 MB)", (unsigned char *)dbig, big_a, out_a,
+                  big_b, out_b, BIG);
+  CUcontext primary = nullptr;
+  cuDevicePrimaryCtxRetain(&primary, dev);
+  printf("primary context %p\n", (void *)primary);
+  // The runtime's workers: BLOCKING_SYNC contexts (cuda_backend.c).
+  for (unsigned flags : {0u, (unsigned)CU_CTX_SCHED_BLOCKING_SYNC}) {
+    worker_args wa = {dev, prim_a, prim_b, big_a, big_b, out_a, out_b, flags};
+    pthread_t t;
+    pthread_create(&t, nullptr, worker_thread, &wa);
+    pthread_join(t, nullptr);
+  }
+  cuCtxSetCurrent(x);
 
   // Destroying a context: is pinned memory made under it still there?
   cuCtxCreate(&z, nullptr, 0, dev);
