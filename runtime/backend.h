@@ -159,9 +159,6 @@ typedef struct gr_backend_ops {
                         gr_error_info *err);
     gr_status (*finish)(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
                         gr_error_info *err);
-    /* Whether launch returns while the device still works (CUDA), so that a second unit in
-     * flight pays: the runtime's default then (runtime.c: units_in_flight). */
-    bool launch_overlaps;
     /* Whether host memory at p can be copied to the device as it is, at full speed (it is
      * page-locked). Any thread. */
     bool (*dma_ready)(const void *p);

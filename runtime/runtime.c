@@ -491,21 +491,20 @@ static gr_status observe_open(gr_runtime *rt, gr_error_info *err)
     return GR_OK;
 }
 
-/* Units each worker may have in flight (worker.c): two where the backend's launch returns
- * before the device is done (the next unit's submission then runs under the copies of the
- * one before), else one. GR_UNITS_IN_FLIGHT=1 or 2 in the environment says otherwise (2
- * only where the backend launches apart: the host backend's tests use it to run the
- * worker's two-unit path). With NVTX ranges on, one: a unit's ranges must nest. */
+/* Units each worker may have in flight (worker.c): one, unless GR_UNITS_IN_FLIGHT=2 in the
+ * environment and the backend launches apart (the next unit's submission then runs under
+ * the copies of the one before). Measured on the H200 (docs/PERFORMANCE.md, sixth
+ * session), two bought nothing on the rows of issue 14 with three workers, so one stays
+ * the default; the host backend's tests use two to run the worker's two-unit path. With
+ * NVTX ranges on, one: a unit's ranges must nest. */
 static uint32_t units_in_flight(const gr_runtime *rt)
 {
     const char *env = getenv("GR_UNITS_IN_FLIGHT");
     bool apart = rt->backend->launch != NULL && rt->backend->finish != NULL;
 
-    if (rt->env.trace || !apart)
+    if (rt->env.trace || !apart || env == NULL || strcmp(env, "2") != 0)
         return 1;
-    if (env != NULL && (strcmp(env, "1") == 0 || strcmp(env, "2") == 0))
-        return (uint32_t)(env[0] - '0');
-    return rt->backend->launch_overlaps ? GR_WORKER_SLOTS : 1;
+    return GR_WORKER_SLOTS;
 }
 
 static gr_status start_workers(gr_runtime *rt, gr_error_info *err)

@@ -800,7 +800,6 @@ const gr_backend_ops gr_backend_cuda = {
     .run = cuda_run,
     .launch = cuda_launch,
     .finish = cuda_finish,
-    .launch_overlaps = true,
     .dma_ready = cuda_dma_ready,
     .batch_copies = cuda_batch_copies,
     .pinned = &gr__cuda_pinned,

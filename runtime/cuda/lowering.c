@@ -222,16 +222,9 @@ static void note_context_state(gr_cuda_graph *cg, const gr_cuda_target *target)
     }
 }
 
-/* cudaMemcpyDefault: the driver tells host from device memory by the address (unified
- * addressing, always there on 64-bit CUDA 13). With an explicit kind it refused every
- * update moving a copy between portable pinned buffers made under another context than
- * the worker's private one (tools/probes/graph_update_contexts.cu, its "kind" cases; the
- * refusals of cuda_test's private_contexts under memcheck). The node's kind still says
- * which way the copy goes. */
 static enum cudaMemcpyKind copy_kind(const gr_node *node)
 {
-    (void)node;
-    return cudaMemcpyDefault;
+    return node->kind == GR_NODE_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
 }
 
 uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it)

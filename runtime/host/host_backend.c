@@ -170,7 +170,6 @@ const gr_backend_ops gr_backend_host = {
     .run = host_run,
     .launch = host_launch,
     .finish = host_finish,
-    .launch_overlaps = false, /* launch does nothing: a second unit would only wait */
     .dma_ready = host_dma_ready,
     .pinned = NULL, /* memory is memory: gr_host_alloc gives ordinary pages */
 };

@@ -390,7 +390,7 @@ typedef struct gr_stats {
     uint64_t host_cache_failures, host_cache_hits, host_cache_register_ns;
     /* Appended in 0.3: device `device` again. Iterations launched while the same worker's
      * previous one was still running on the device (its submission under the other's
-     * copies: two units in flight per worker where the backend launches apart, CUDA). */
+     * copies: two units in flight per worker, GR_UNITS_IN_FLIGHT=2, docs/API.md). */
     uint64_t units_overlapped;
 } gr_stats;
 

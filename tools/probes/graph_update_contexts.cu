@@ -198,11 +198,48 @@ static void *worker_thread(void *p) {
   return nullptr;
 }
 
+// As cuda_test's private_contexts has it: the workers' private contexts exist before the
+// primary one, which the main thread's first cudaHostAlloc makes; then a worker's graphs
+// copy from that memory.
+struct early_args {
+  CUdevice dev;
+  pthread_barrier_t *made, *allocated;
+  void **a, **b;
+};
+
+static void *early_worker(void *p) {
+  early_args *e = (early_args *)p;
+  CUcontext c;
+  cuCtxCreate(&c, nullptr, CU_CTX_SCHED_BLOCKING_SYNC, e->dev);
+  pthread_barrier_wait(e->made);
+  pthread_barrier_wait(e->allocated);
+  void *d = (void *)vmm(e->dev, 0x41, BIG);
+  try_update("early context: late primary a -> late b (64K)", d, *e->a, d, *e->b);
+  try_update_sized("early context: late a -> late b (40 MB)", d, *e->a, BIG, d, *e->b, BIG);
+  cudaDeviceSynchronize();
+  cuCtxDestroy(c);
+  return nullptr;
+}
+
 int main() {
   CUdevice dev;
   CUcontext x, y, z;
   cuInit(0);
   cuDeviceGet(&dev, 0);
+  {
+    pthread_barrier_t made, allocated;
+    void *late_a = nullptr, *late_b = nullptr;
+    early_args ea = {dev, &made, &allocated, &late_a, &late_b};
+    pthread_t t;
+    pthread_barrier_init(&made, nullptr, 2);
+    pthread_barrier_init(&allocated, nullptr, 2);
+    pthread_create(&t, nullptr, early_worker, &ea);
+    pthread_barrier_wait(&made); // the worker's context exists; no primary one yet
+    late_a = pinned_sized("late a", 0x51, BIG);
+    late_b = pinned_sized("late b", 0x52, BIG);
+    pthread_barrier_wait(&allocated);
+    pthread_join(t, nullptr);
+  }
   // Memory made on a thread with no current context: the runtime API's primary context.
   void *prim_a = pinned_here("primary a", 0x11), *prim_b = pinned_here("primary b", 0x12);
   void *pageable = aligned_alloc(4096, BYTES);
