@@ -198,6 +198,44 @@ static void *worker_thread(void *p) {
   return nullptr;
 }
 
+// The device region as the runtime's private mode maps it (cuda_backend.c: map_region): by
+// the driver's virtual memory calls alone, on a thread where no context is current (the
+// runtime makes no primary context for it). The debug log named such memory's context
+// "none" as the destination of every refused update; the probe's other regions are mapped
+// with a context current.
+static void *map_without_context(void *p) {
+  CUdevice dev = *(CUdevice *)p;
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran = 0;
+  cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  size_t size = (BIG + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle h;
+  CUdeviceptr d = 0;
+  CUcontext none = nullptr;
+  cuCtxGetCurrent(&none);
+  if (none != nullptr || cuMemCreate(&h, size, &prop, 0) != CUDA_SUCCESS ||
+      cuMemAddressReserve(&d, size, 0, 0, 0) || cuMemMap(d, size, 0, h, 0)) {
+    printf("map without a context: failed (current %p)\n", (void *)none);
+    return nullptr;
+  }
+  CUmemAccessDesc acc = {};
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  cuMemSetAccess(d, size, &acc, 1);
+  return (void *)d;
+}
+
+static void *contextless_region(CUdevice dev) {
+  pthread_t t;
+  void *d = nullptr;
+  pthread_create(&t, nullptr, map_without_context, &dev);
+  pthread_join(t, &d);
+  return d;
+}
+
 // As cuda_test's private_contexts has it: the workers' private contexts exist before the
 // primary one, which the main thread's first cudaHostAlloc makes; then a worker's graphs
 // copy from that memory.
@@ -298,6 +336,26 @@ int main() {
     pthread_join(t, nullptr);
   }
   cuCtxSetCurrent(x);
+
+  // Into a region mapped with no context current, from this (private) context.
+  void *dn = contextless_region(dev);
+  if (dn != nullptr) {
+    CUcontext owner = (CUcontext)1;
+    CUresult r = cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)dn);
+    printf("region mapped without a context: its context %p (%s)\n", (void *)owner,
+           r == CUDA_SUCCESS ? "asked" : "not known");
+    cudaMemset(dn, 0x61, BIG);
+    cudaDeviceSynchronize();
+    try_update("no-context vmm: primary a -> primary b", dn, prim_a, dn, prim_b);
+    try_update_sized("no-context vmm: big a -> big b (40 MB)", dn, big_a, BIG, dn, big_b, BIG);
+    kind = cudaMemcpyHostToDevice;
+    try_update("no-context vmm, kind H2D: primary a -> b", dn, prim_a, dn, prim_b);
+    try_update_sized("no-context vmm, kind H2D: big a -> big b", dn, big_a, BIG, dn, big_b,
+                     BIG);
+    kind = cudaMemcpyDefault;
+    try_update_unit("no-context vmm: unit big a, then big b", (unsigned char *)dn, big_a,
+                    out_a, big_b, out_b, BIG);
+  }
 
   // Destroying a context: is pinned memory made under it still there?
   cuCtxCreate(&z, nullptr, 0, dev);
