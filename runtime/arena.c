@@ -145,8 +145,8 @@ gr_status gr_arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk)
     pthread_mutex_unlock(&a->mu);
     if (!placed)
         return GR_ERR_TIMEOUT;
-    /* The fault site counts a placement that happens, as gr_arena_alloc's does: a request
-     * that would wait and then goes through gr_arena_alloc is one call of it, not two. */
+    /* The fault site is asked only for a block placed here: a request that would wait,
+     * and then goes through gr_arena_alloc (which asks it first), counts once, not twice. */
     if (gr__fault_hit(GR_FAULT_ARENA)) {
         gr_arena_free(a, blk);
         return GR_ERR_OUT_OF_MEMORY;

@@ -35,7 +35,8 @@ gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
 
 /* Take `bytes` only if that needs no wait: nobody queued ahead and they fit now. GR_OK (held
  * as from gr_budget_acquire), GR_ERR_TIMEOUT (it would wait: nothing taken), or what
- * gr_budget_acquire returns at once (0 bytes, over the capacity, shutdown). For a holder
+ * gr_budget_acquire returns at once for 0 bytes, over the capacity or after shutdown (no
+ * cancel flag is asked: the caller checks its own). For a holder
  * that must not sleep while it holds bytes others may wait for (worker.c's second unit). */
 gr_status gr_budget_try_acquire(gr_budget *b, uint64_t bytes);
 

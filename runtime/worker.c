@@ -7,7 +7,10 @@
  * Every wait here is on behalf of the task's job, so it uses the job's deadline and stop
  * flag: a canceled, expired or shut-down job never leaves a worker asleep. The budget is
  * taken before the arena block, and both are given back before the index ends, so when a
- * job completes none of its memory is held. Nothing is held across the next pop.
+ * job completes none of its memory is held. Nothing is held across the next pop, but with
+ * two units in flight (gr_worker.in_flight) the one launched last: then the worker never
+ * sleeps while it holds it (work(), run_task), and the parts it ends in between (their
+ * completion callbacks included) run while it does.
  *
  * Statistics (stats.h) are counted in the worker's own block before the unit's parts end,
  * so a job's waiter sees them; NVTX ranges (trace.h) mark the unit and its phases when a
@@ -319,13 +322,13 @@ static gr_status unit_place(gr_worker *w, unit_run *r, bool wait, bool *would_wa
     t0 = gr_now_ns();
     st = wait ? gr_budget_acquire(dev->budget, r->bytes, job->deadline_ns, &job->stop)
               : gr_budget_try_acquire(dev->budget, r->bytes);
-    gr__stats_observe(&stats->budget_wait, gr_now_ns() - t0);
     if (trace)
         gr__trace_pop();
     if (!wait && st == GR_ERR_TIMEOUT) {
-        *would_wait = true;
+        *would_wait = true; /* the blocking request that follows is the one observed */
         return GR_OK;
     }
+    gr__stats_observe(&stats->budget_wait, gr_now_ns() - t0);
     if (st != GR_OK)
         return st;
     r->budget_held = true;
@@ -480,6 +483,12 @@ static unit_run *run_task(gr_worker *w, unit_run *r, const gr_task *t, uint32_t 
         }
     }
     if (r->st != GR_OK) {
+        /* Given back to the ring (its device lost before it reached it) a unit may wait
+         * for room there: not with another one held. */
+        if (pending != NULL && r->st == GR_ERR_DEVICE_LOST) {
+            unit_complete(w, pending);
+            pending = NULL;
+        }
         unit_end(w, r);
         return pending;
     }
@@ -538,16 +547,6 @@ static void give_back(gr_worker *w, const gr_task *t)
     gr__job_unref(job);
 }
 
-/* The device was lost between the check and the pop: give the task back, still queued, to
- * the workers of the devices that work. Returns true when the task is handled. */
-static bool hand_back(gr_worker *w, gr_task *t)
-{
-    if (!device_out(w))
-        return false;
-    give_back(w, t);
-    return true;
-}
-
 /* The per-unit scratch of each slot the worker uses (w->in_flight), and the copier's. */
 static bool alloc_slots(gr_worker *w)
 {
@@ -601,8 +600,14 @@ static void work(gr_worker *w)
         if (pending == NULL &&
             (!park_while_device_lost(w) || gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) != GR_OK))
             break;
-        if (hand_back(w, &t))
+        if (device_out(w)) { /* the device went out after the check above */
+            if (pending != NULL) { /* give_back may sleep on a full ring */
+                unit_complete(w, pending);
+                pending = NULL;
+            }
+            give_back(w, &t);
             continue;
+        }
         slot = pending == &runs[0] ? 1 : 0;
         pending = run_task(w, &runs[slot], &t, slot, pending);
     }

@@ -60,10 +60,12 @@ typedef struct cuda_device {
 
 typedef struct cuda_worker {
     CUcontext ctx; /* private context, or NULL for the primary one */
-    /* A stream and an event for each unit in flight (gr_iteration.slot): the next unit's
-     * copies in may run beside the copies out of the one before. A lowered graph launched
-     * on both is ordered by the driver (a graph's launches never overlap); one updated or
-     * destroyed while a launch of it is in flight leaves that launch as it was. */
+    /* A stream and an event for each unit in flight (gr_iteration.slot). A scattered
+     * unit's batched copies in may run beside the copies out of the one before; a lowered
+     * graph launched on both is ordered by the driver (a graph's launches never overlap:
+     * two direct units of one template copy one after the other, as on one stream), and
+     * one updated or destroyed while a launch of it is in flight leaves that launch as it
+     * was. */
     cudaStream_t stream[GR_WORKER_SLOTS];
     cudaEvent_t done[GR_WORKER_SLOTS];
     uint32_t n_slots; /* streams and events made */
