@@ -9,11 +9,13 @@
  * allocates device memory per tensor.
  *
  * Worker: on its own thread it binds the device's primary context (cudaSetDevice) or creates
- * a private one, then creates one non-blocking stream and one blocking-sync event. Each
+ * a private one, then creates a non-blocking stream and a blocking-sync event for each unit
+ * it may have in flight (one, or two with GR_UNITS_IN_FLIGHT=2: gr_iteration.slot). Each
  * iteration: find the template's lowered graph in the worker's cache (lower and instantiate
- * it on first use), update its node parameters in place, launch it on the stream, record the
- * event, and sleep on the event (blocking sync: no spinning, however many workers wait).
- * No runtime lock is held across any CUDA call.
+ * it on first use), update its node parameters in place, launch it on the slot's stream,
+ * record the slot's event (cuda_launch), and sleep on the event (cuda_finish; blocking
+ * sync: no spinning, however many workers wait). No runtime lock is held across any CUDA
+ * call.
  *
  * Kernels: a node's kernel is resolved for the worker's context when its graph is built
  * (resolve_kernel): a __global__ entry of this CUDA runtime or a cudaKernel_t (valid in
@@ -621,8 +623,8 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
     return st;
 }
 
-/* The copies `c[0 .. n)` in one cudaMemcpyBatchAsync on the worker's stream, in stream
- * order (after what came before on it, before what comes after). */
+/* The copies `c[0 .. n)` in one cudaMemcpyBatchAsync on `stream` (the unit's slot's), in
+ * stream order (after what came before on it, before what comes after). */
 static cudaError_t batch_copy(cuda_worker *cw, cudaStream_t stream, const gr_copy *c,
                               uint32_t n)
 {
