@@ -1,12 +1,14 @@
 /*
  * arena_test.c - the device arena: rounding, first-fit placement, coalescing, waiting on
- * fragmentation in FIFO order, refusals, deadlines, cancellation and shutdown.
+ * fragmentation in FIFO order, placing without waiting (gr_arena_try_alloc), refusals,
+ * deadlines, cancellation and shutdown.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
 #include "runtime/arena.h"
+#include "runtime/fault.h"
 #include "runtime/sync.h"
 #include "tests/testing.h"
 
@@ -138,6 +140,61 @@ static void fragmentation_waits_fifo(void)
     gr_arena_destroy(a);
 }
 
+/* gr_arena_try_alloc places only what needs no wait: a gap fits it and nobody is queued
+ * ahead; otherwise GR_ERR_TIMEOUT and nothing placed. The fault plan's "arena" site is
+ * asked only for a block it placed (then given back), so a request tried and then made
+ * with gr_arena_alloc counts one call. */
+static void try_alloc_never_waits(void)
+{
+    alloc_arg big = {.bytes = 2048, .deadline = GR_NO_DEADLINE};
+    gr_arena_block b[4], t;
+    uint64_t token = 0;
+    pthread_t bt;
+    gr_arena *a;
+
+    ASSERT_STATUS(gr_arena_create(4096, &a), GR_OK);
+    big.a = a;
+    ASSERT_STATUS(gr_arena_try_alloc(a, 0, &t), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_arena_try_alloc(a, 8192, &t), GR_ERR_OVER_BUDGET);
+    for (int i = 0; i < 4; i++)
+        ASSERT_STATUS(gr_arena_try_alloc(a, 1024, &b[i]), GR_OK);
+    ASSERT_EQ_U64(b[3].offset, 3072);
+    ASSERT_STATUS(gr_arena_try_alloc(a, 256, &t), GR_ERR_TIMEOUT); /* full */
+    gr_arena_free(a, &b[0]);
+    gr_arena_free(a, &b[2]); /* holes [0,1024) and [2048,3072) */
+    ASSERT_STATUS(gr_arena_try_alloc(a, 2048, &t), GR_ERR_TIMEOUT); /* no gap fits */
+    ASSERT_EQ_U64(gr_arena_used(a), 2048);
+    pthread_create(&bt, NULL, alloc_thread, &big);
+    wait_waiters(a, 1);
+    /* A 256-byte gap is there, but the 2048-byte request waits ahead of it. */
+    ASSERT_STATUS(gr_arena_try_alloc(a, 256, &t), GR_ERR_TIMEOUT);
+    gr_arena_free(a, &b[1]);
+    pthread_join(bt, NULL);
+    ASSERT_STATUS(big.st, GR_OK);
+    ASSERT_EQ_U64(big.blk.offset, 0);
+    ASSERT_STATUS(gr_arena_try_alloc(a, 256, &t), GR_OK);
+    ASSERT_EQ_U64(t.offset, 2048);
+    gr_arena_free(a, &t);
+
+    /* The fault site: a try that would wait asks it nothing; one that places asks once. */
+    ASSERT_STATUS(gr__fault_arm("arena:1", &token, NULL), GR_OK);
+    ASSERT_STATUS(gr_arena_try_alloc(a, 2048, &t), GR_ERR_TIMEOUT); /* 1024 left */
+    ASSERT_EQ_U64(gr__fault_calls(GR_FAULT_ARENA), 0);
+    ASSERT_STATUS(gr_arena_try_alloc(a, 512, &t), GR_ERR_OUT_OF_MEMORY); /* call 1 fails */
+    ASSERT_EQ_U64(gr__fault_calls(GR_FAULT_ARENA), 1);
+    ASSERT_EQ_U64(gr_arena_used(a), 2048 + 1024); /* the injected failure placed nothing */
+    ASSERT_STATUS(gr_arena_try_alloc(a, 512, &t), GR_OK);
+    ASSERT_EQ_U64(gr__fault_calls(GR_FAULT_ARENA), 2);
+    gr__fault_disarm(token);
+    gr_arena_free(a, &t);
+    gr_arena_free(a, &big.blk);
+    gr_arena_free(a, &b[3]);
+    ASSERT_EQ_U64(gr_arena_used(a), 0);
+    gr_arena_shutdown(a);
+    ASSERT_STATUS(gr_arena_try_alloc(a, 256, &t), GR_ERR_SHUTDOWN);
+    gr_arena_destroy(a);
+}
+
 static void deadline_cancel_shutdown(void)
 {
     gr_cancel_flag flag = 0;
@@ -176,5 +233,6 @@ static void deadline_cancel_shutdown(void)
 }
 
 GR_TEST_MAIN(GR_TEST(create_and_round), GR_TEST(first_fit_and_coalescing),
+             GR_TEST(try_alloc_never_waits),
              GR_TEST(refusals_at_once), GR_TEST(fragmentation_waits_fifo),
              GR_TEST(deadline_cancel_shutdown))

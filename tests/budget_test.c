@@ -1,6 +1,6 @@
 /*
- * budget_test.c - the budget semaphore: accounting, refusals, FIFO fairness, deadlines,
- * cancellation and shutdown.
+ * budget_test.c - the budget semaphore: accounting, refusals, FIFO fairness, taking without
+ * waiting (gr_budget_try_acquire), deadlines, cancellation and shutdown.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -117,6 +117,42 @@ static void fifo_small_request_waits_behind_large(void)
     ASSERT_STATUS(small.st, GR_OK);
     ASSERT_EQ_U64(gr_budget_in_use(b), 90);
     gr_budget_release(b, 90);
+    gr_budget_destroy(b);
+}
+
+/* gr_budget_try_acquire takes only what needs no wait: it fits and nobody is queued ahead
+ * (a request that would fit does not overtake a queued one); otherwise GR_ERR_TIMEOUT and
+ * nothing taken; refusals at once as gr_budget_acquire's; after shutdown refused. */
+static void try_acquire_never_waits(void)
+{
+    acq_arg large = {.bytes = 80, .deadline = GR_NO_DEADLINE};
+    pthread_t lt;
+    gr_budget *b;
+
+    ASSERT_STATUS(gr_budget_create(100, &b), GR_OK);
+    large.b = b;
+    ASSERT_STATUS(gr_budget_try_acquire(b, 0), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_budget_try_acquire(b, 101), GR_ERR_OVER_BUDGET);
+    ASSERT_STATUS(gr_budget_try_acquire(b, 60), GR_OK);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 60);
+    ASSERT_STATUS(gr_budget_try_acquire(b, 41), GR_ERR_TIMEOUT); /* does not fit */
+    ASSERT_EQ_U64(gr_budget_in_use(b), 60);
+    pthread_create(&lt, NULL, acq_thread, &large);
+    wait_waiters(b, 1);
+    /* 60 + 10 would fit, but 80 waits ahead of it. */
+    ASSERT_STATUS(gr_budget_try_acquire(b, 10), GR_ERR_TIMEOUT);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 60);
+    ASSERT_EQ(gr_budget_waiters(b), 1);
+    gr_budget_release(b, 60);
+    pthread_join(lt, NULL);
+    ASSERT_STATUS(large.st, GR_OK);
+    ASSERT_STATUS(gr_budget_try_acquire(b, 20), GR_OK);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 100);
+    ASSERT_EQ_U64(gr_budget_peak(b), 100);
+    gr_budget_release(b, 100);
+    gr_budget_shutdown(b);
+    ASSERT_STATUS(gr_budget_try_acquire(b, 10), GR_ERR_SHUTDOWN);
+    ASSERT_EQ_U64(gr_budget_in_use(b), 0);
     gr_budget_destroy(b);
 }
 
@@ -244,6 +280,7 @@ static void shutdown_wakes_and_refuses(void)
 }
 
 GR_TEST_MAIN(GR_TEST(create_refuses_zero), GR_TEST(accounting_and_peak),
+             GR_TEST(try_acquire_never_waits),
              GR_TEST(refuses_zero_and_oversized_at_once),
              GR_TEST(fifo_small_request_waits_behind_large), GR_TEST(deadline_expires),
              GR_TEST(head_giving_up_lets_followers_in), GR_TEST(cancel_wakes_waiter),
