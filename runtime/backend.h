@@ -7,11 +7,12 @@
  * thread (the CUDA backend binds a context and creates streams there), and runs iterations
  * from that worker: to completion one at a time (run), or, where it can, launched and
  * finished apart (launch, finish), so that the worker launches its next unit while the
- * copies of the one before still run (worker.c: at most GR_WORKER_SLOTS in flight). A backend sees the runtime only
- * through its environment (gr_backend_env: the config, the logger, whether to trace): it
- * includes no runtime header, takes no runtime lock and calls nothing back. When a failure
- * ruins more than the iteration, the backend says how far it reaches (gr_fault_reach) and
- * the worker acts on it (worker.c): it retires, or marks its device lost.
+ * copies of the one before still run (worker.c: at most GR_WORKER_SLOTS in flight). A
+ * backend sees the runtime only through its environment (gr_backend_env: the config, the
+ * logger, whether to trace): it includes no runtime header, takes no runtime lock and calls
+ * nothing back. When a failure ruins more than the iteration, the backend says how far it
+ * reaches (gr_fault_reach) and the worker acts on it (worker.c): it retires, or marks its
+ * device lost.
  *
  * The backends are listed, in the order AUTO tries them, in backends.c; each lives in a
  * folder of its own (runtime/cuda/, runtime/host/). Adding one: a folder with its ops

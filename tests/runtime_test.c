@@ -800,7 +800,8 @@ static void aliasing_checked_in_any_order(void)
     free(block);
 }
 
-GR_TEST_MAIN(GR_TEST(two_units_in_flight), GR_TEST(config_refusals), GR_TEST(cuda_backend_refused_or_present),
+GR_TEST_MAIN(GR_TEST(two_units_in_flight), GR_TEST(config_refusals),
+             GR_TEST(cuda_backend_refused_or_present),
              GR_TEST(info_and_budget_rounding), GR_TEST(submit_refusals),
              GR_TEST(aliasing_refusals), GR_TEST(aliasing_checked_in_any_order),
              GR_TEST(job_runs_reports_and_calls_back),

@@ -97,7 +97,8 @@ static void setup(thread_state &t, int id) {
     cudaStreamCreateWithFlags(&t.streams[s], cudaStreamNonBlocking);
   }
   t.done.resize(t.units);
-  for (auto &e : t.done) cudaEventCreateWithFlags(&e, cudaEventBlockingSync | cudaEventDisableTiming);
+  for (auto &e : t.done)
+    cudaEventCreateWithFlags(&e, cudaEventBlockingSync | cudaEventDisableTiming);
   t.sizes.assign(t.n, t.bytes);
 }
 
