@@ -99,19 +99,22 @@ uint64_t gr_arena_size(const gr_arena *a)
     return a->size;
 }
 
-gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
-                         const gr_cancel_flag *cancel, gr_arena_block *blk)
+/* The block's rounded size, refused at once when it cannot be placed at all. */
+static gr_status size_block(const gr_arena *a, uint64_t bytes, gr_arena_block *blk)
 {
-    gr_status st;
-
     if (bytes == 0 || blk == NULL)
         return GR_ERR_INVALID_ARGUMENT;
     blk->size = gr_arena_round(bytes);
     blk->next = NULL;
-    if (blk->size > a->size)
-        return GR_ERR_OVER_BUDGET;
-    if (gr__fault_hit(GR_FAULT_ARENA))
-        return GR_ERR_OUT_OF_MEMORY;
+    return blk->size > a->size ? GR_ERR_OVER_BUDGET : GR_OK;
+}
+
+/* Both ways of placing a sized block: with `wait`, sleeping FIFO until a gap fits it;
+ * without, only where it fits now with nobody queued ahead (GR_ERR_TIMEOUT otherwise). */
+static gr_status place(gr_arena *a, gr_arena_block *blk, bool wait, int64_t deadline_ns,
+                       const gr_cancel_flag *cancel)
+{
+    gr_status st;
 
     pthread_mutex_lock(&a->mu);
     if (a->shutdown)
@@ -120,31 +123,34 @@ gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
         st = (gr_status)atomic_load_explicit(cancel, memory_order_acquire);
     else if (a->queue.head == NULL && try_place(a, blk))
         st = GR_OK;
+    else if (!wait)
+        st = GR_ERR_TIMEOUT;
     else
         st = gr_waitq_wait(&a->queue, &a->mu, blk, deadline_ns, cancel, &a->shutdown);
     pthread_mutex_unlock(&a->mu);
     return st;
 }
 
+gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
+                         const gr_cancel_flag *cancel, gr_arena_block *blk)
+{
+    gr_status st = size_block(a, bytes, blk);
+
+    if (st != GR_OK)
+        return st;
+    if (gr__fault_hit(GR_FAULT_ARENA))
+        return GR_ERR_OUT_OF_MEMORY;
+    return place(a, blk, true, deadline_ns, cancel);
+}
+
 gr_status gr_arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk)
 {
-    bool placed;
+    gr_status st = size_block(a, bytes, blk);
 
-    if (bytes == 0 || blk == NULL)
-        return GR_ERR_INVALID_ARGUMENT;
-    blk->size = gr_arena_round(bytes);
-    blk->next = NULL;
-    if (blk->size > a->size)
-        return GR_ERR_OVER_BUDGET;
-    pthread_mutex_lock(&a->mu);
-    if (a->shutdown) {
-        pthread_mutex_unlock(&a->mu);
-        return GR_ERR_SHUTDOWN;
-    }
-    placed = a->queue.head == NULL && try_place(a, blk);
-    pthread_mutex_unlock(&a->mu);
-    if (!placed)
-        return GR_ERR_TIMEOUT;
+    if (st == GR_OK)
+        st = place(a, blk, false, GR_NO_DEADLINE, NULL);
+    if (st != GR_OK)
+        return st;
     /* The fault site is asked only for a block placed here: a request that would wait,
      * and then goes through gr_arena_alloc (which asks it first), counts once, not twice. */
     if (gr__fault_hit(GR_FAULT_ARENA)) {

@@ -73,8 +73,10 @@ void gr_budget_destroy(gr_budget *b)
     free(b);
 }
 
-gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
-                            const gr_cancel_flag *cancel)
+/* Both ways of taking bytes: with `wait`, sleeping FIFO until they fit; without, only what
+ * fits now with nobody queued ahead (GR_ERR_TIMEOUT otherwise). */
+static gr_status take(gr_budget *b, uint64_t bytes, bool wait, int64_t deadline_ns,
+                      const gr_cancel_flag *cancel)
 {
     gr_status st;
 
@@ -90,27 +92,23 @@ gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
         st = (gr_status)atomic_load_explicit(cancel, memory_order_acquire);
     else if (b->queue.head == NULL && try_take(b, &bytes))
         st = GR_OK;
+    else if (!wait)
+        st = GR_ERR_TIMEOUT;
     else
         st = gr_waitq_wait(&b->queue, &b->mu, &bytes, deadline_ns, cancel, &b->shutdown);
     pthread_mutex_unlock(&b->mu);
     return st;
 }
 
+gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
+                            const gr_cancel_flag *cancel)
+{
+    return take(b, bytes, true, deadline_ns, cancel);
+}
+
 gr_status gr_budget_try_acquire(gr_budget *b, uint64_t bytes)
 {
-    gr_status st;
-
-    if (bytes == 0)
-        return GR_ERR_INVALID_ARGUMENT;
-    if (bytes > b->capacity)
-        return GR_ERR_OVER_BUDGET;
-    pthread_mutex_lock(&b->mu);
-    if (b->shutdown)
-        st = GR_ERR_SHUTDOWN;
-    else
-        st = b->queue.head == NULL && try_take(b, &bytes) ? GR_OK : GR_ERR_TIMEOUT;
-    pthread_mutex_unlock(&b->mu);
-    return st;
+    return take(b, bytes, false, GR_NO_DEADLINE, NULL);
 }
 
 void gr_budget_release(gr_budget *b, uint64_t bytes)

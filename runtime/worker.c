@@ -418,14 +418,10 @@ static void unit_complete(gr_worker *w, unit_run *r)
     gr_device *dev = w->dev;
     gr_counters *stats = gr__stats_worker(w->rt->stats, w->id);
 
-    if (r->launched) {
+    if (r->launched) { /* never with NVTX ranges on: a unit at a time then (runtime.c) */
         gr_fault_reach reach = GR_REACH_ITERATION;
 
-        if (w->env->trace)
-            gr__trace_push("wait");
         r->st = w->rt->backend->finish(w, r->it.slot, &reach, &r->detail);
-        if (w->env->trace)
-            gr__trace_pop();
         if (reach != GR_REACH_ITERATION)
             out_of_service(w, reach);
     }

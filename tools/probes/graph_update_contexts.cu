@@ -35,9 +35,10 @@ static void *pinned_sized(const char *what, int value, size_t bytes) {
 
 static void *pinned_here(const char *what, int value) { return pinned_sized(what, value, BYTES); }
 
-// Device memory through the virtual memory API, as the runtime's private mode has it, every
-// byte `value`.
-static CUdeviceptr vmm(CUdevice dev, int value, size_t bytes = BYTES) {
+// `bytes` of device memory through the virtual memory API alone (created, reserved, mapped,
+// readable and writable by the device), as the runtime's private mode has its region; 0 when
+// the driver refuses.
+static CUdeviceptr vmm_map(CUdevice dev, size_t bytes) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -48,14 +49,23 @@ static CUdeviceptr vmm(CUdevice dev, int value, size_t bytes = BYTES) {
   CUmemGenericAllocationHandle h;
   CUdeviceptr p = 0;
   if (cuMemCreate(&h, size, &prop, 0) != CUDA_SUCCESS ||
-      cuMemAddressReserve(&p, size, 0, 0, 0) || cuMemMap(p, size, 0, h, 0)) {
-    printf("vmm failed\n");
-    exit(1);
-  }
+      cuMemAddressReserve(&p, size, 0, 0, 0) || cuMemMap(p, size, 0, h, 0))
+    return 0;
   CUmemAccessDesc acc = {};
   acc.location = prop.location;
   acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   cuMemSetAccess(p, size, &acc, 1);
+  return p;
+}
+
+// Device memory through the virtual memory API, mapped in the current context, every byte
+// `value`.
+static CUdeviceptr vmm(CUdevice dev, int value, size_t bytes = BYTES) {
+  CUdeviceptr p = vmm_map(dev, bytes);
+  if (p == 0) {
+    printf("vmm failed\n");
+    exit(1);
+  }
   cudaMemset((void *)p, value, bytes);
   cudaDeviceSynchronize();
   return p;
@@ -205,26 +215,11 @@ static void *worker_thread(void *p) {
 // with a context current.
 static void *map_without_context(void *p) {
   CUdevice dev = *(CUdevice *)p;
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = dev;
-  size_t gran = 0;
-  cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  size_t size = (BIG + gran - 1) / gran * gran;
-  CUmemGenericAllocationHandle h;
-  CUdeviceptr d = 0;
   CUcontext none = nullptr;
   cuCtxGetCurrent(&none);
-  if (none != nullptr || cuMemCreate(&h, size, &prop, 0) != CUDA_SUCCESS ||
-      cuMemAddressReserve(&d, size, 0, 0, 0) || cuMemMap(d, size, 0, h, 0)) {
+  CUdeviceptr d = none == nullptr ? vmm_map(dev, BIG) : 0;
+  if (d == 0)
     printf("map without a context: failed (current %p)\n", (void *)none);
-    return nullptr;
-  }
-  CUmemAccessDesc acc = {};
-  acc.location = prop.location;
-  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  cuMemSetAccess(d, size, &acc, 1);
   return (void *)d;
 }
 
