@@ -80,6 +80,9 @@ typedef struct gr_device {
     _Atomic uint64_t iterations_failed;
     _Atomic uint64_t graph_instantiations; /* counted by the CUDA backend */
     _Atomic uint64_t graph_updates;
+    /* Copy-node updates the driver refused (the graph was rebuilt): none expected, since
+     * the CUDA backend rebuilds without asking where the driver is known to refuse. */
+    _Atomic uint64_t graph_update_refusals;
 } gr_device;
 
 /* Units a worker may have in flight at once: one launched while the one before it still

@@ -133,6 +133,11 @@ static void user_kernels_private_contexts(void)
     ASSERT_STATUS(run(rt, g, &t, 1, &err), GR_ERR_UNAVAILABLE);
     ASSERT_STR_CONTAINS(err.message, "kernel 'u_function' is a CUfunction, which only its own "
                                      "context can launch");
+    /* No copy update refused: a private context's second move is rebuilt without asking
+     * (runtime/cuda/lowering.h: copies_move_once). */
+    ASSERT_EQ_U64(atomic_load(&gr__runtime_device(rt, 0, &(gr_status){GR_OK})
+                                   ->graph_update_refusals),
+                  0);
     gr_host_free(x);
     gr_graph_destroy(g);
     gr_runtime_destroy(rt);

@@ -66,6 +66,17 @@ static void check_budget(gr_runtime *rt)
     ASSERT_EQ_U64(st.budget_in_use, 0);
 }
 
+/* Device 0's copy-node updates: the driver refused none (a refusal costs a rebuild and is
+ * an API error under compute-sanitizer), and at least `moved_at_least` were taken. */
+static void check_updates_taken(gr_runtime *rt, uint64_t moved_at_least)
+{
+    gr_device *dev = gr__runtime_device(rt, 0, &(gr_status){GR_OK});
+
+    ASSERT_TRUE(dev != NULL);
+    ASSERT_EQ_U64(atomic_load(&dev->graph_update_refusals), 0);
+    ASSERT_GE_U64(atomic_load(&dev->graph_updates), moved_at_least);
+}
+
 /* ------------------------------------------------------------------------------------- */
 
 /* Each kernel through a one-kernel graph (out of place), against its CPU version. */
@@ -435,6 +446,12 @@ static void private_contexts(void)
     run_set(rt, &set);
     gr_tensor_set_free(&set);
     check_budget(rt);
+    /* In a private context the driver moves a graph's copies once per instantiation and
+     * refuses the next move: the backend rebuilds for it without asking (lowering.h:
+     * copies_move_once), so every other move is taken. A worker of k of the 24 tensors
+     * (one unit each) moves its graph k - 1 times, ceil((k - 1) / 2) of them in place:
+     * at least (24 - 4) / 2 = 10 over the 4 workers, however they shared the tensors. */
+    check_updates_taken(rt, 10);
     gr_runtime_destroy(rt);
 }
 
@@ -460,6 +477,7 @@ static void private_contexts_with_staging(void)
         ASSERT_GT(staged, 0); /* the case is about pinned staging buffers */
         ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
         ASSERT_GT(st.units_staged, 0); /* and units that went through them */
+        check_updates_taken(rt, 0);
         gr_tensor_set_free(&set);
         gr_runtime_destroy(rt);
     }

@@ -147,6 +147,8 @@ bench_flags_refused_before_any_device() { # exit 2 in the flag's terms, with or 
     run 2 bench --pipeline 1000 &&
     has "$err" "invalid value '1000' for --pipeline (0, or 1MiB or more)" &&
     run 2 bench --pipeline 64MiB --pipeline 0 && has "$err" "--pipeline given twice" &&
+    run 2 bench --staging 1K && has "$err" "invalid value '1K' for --staging (4KiB or more)" &&
+    run 2 bench --staging 8MiB --staging 16MiB && has "$err" "--staging given twice" &&
     run 2 bench --host-cache 1GiB --host-cache 2GiB && has "$err" "--host-cache given twice" &&
     run 2 bench --passes 2 --passes 3 && has "$err" "--passes given twice" &&
     run 0 bench -h && has "$out" "pooled (one allocation, a page between tensors"

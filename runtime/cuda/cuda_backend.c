@@ -547,8 +547,10 @@ static void context_of(const void *p, char *buf, size_t size)
 /* With GR_LOG=debug (or a debug log level), for the first REFUSALS_LOGGED of a worker:
  * which copy update the driver refused, its operands before and after and the contexts
  * they were made under, beside the worker's own. The driver refuses moving a copy between
- * memory of two contexts (tools/probes/graph_update_contexts.cu); each refusal costs a
- * rebuild. */
+ * memory of two contexts, and in a private context a second move of a graph's copies
+ * (tools/probes/graph_update_contexts.cu), which gr_cuda_graph_update rebuilds for without
+ * asking (gr_cuda_target.copies_move_once); a refusal still seen costs a rebuild and counts
+ * in gr_device.graph_update_refusals. */
 static void log_refusal(const gr_worker *w, const cuda_worker *cw, const gr_graph *g,
                         const gr_cuda_refusal *why)
 {
@@ -575,7 +577,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
                                gr_cuda_graph **out, gr_error_info *err)
 {
     cuda_device *cd = w->dev->backend_state;
-    gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture};
+    gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture, cw->ctx != NULL};
     uint32_t kinds = gr_cuda_host_kinds(w->env, it);
     /* Graphs with no host operand (a scattered unit's) do not depend on the cache. */
     uint64_t epoch = w->env->host_epoch != NULL && kinds != GR_CUDA_DEVICE_ONLY
@@ -595,7 +597,10 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
             cg->last_use = ++cw->clock;
             *out = cg;
             st = gr_cuda_graph_update(cg, it, &target, &rebuilt, &why, err);
-            if (rebuilt && why.copy && !why.injected &&
+            if (rebuilt && why.copy && !why.injected && !why.unasked)
+                atomic_fetch_add_explicit(&w->dev->graph_update_refusals, 1,
+                                          memory_order_relaxed);
+            if (rebuilt && why.copy && !why.injected && !why.unasked &&
                 gr__log_enabled(w->env->log, GR_LOG_DEBUG) &&
                 cw->refusals_logged < REFUSALS_LOGGED) {
                 cw->refusals_logged++;

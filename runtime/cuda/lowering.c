@@ -270,6 +270,7 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
     memset(cg->nodes, 0, sizeof(cg->nodes));
     cg->exec = NULL;
     cg->error = cudaSuccess;
+    cg->copies_moved = false;
     e = cudaGraphCreate(&cg->graph, 0);
     if (e != cudaSuccess) {
         cg->graph = NULL;
@@ -341,13 +342,14 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
     const gr_graph *g = it->graph;
     uint64_t last_use = cg->last_use;
     uint32_t kinds = cg->host_kinds;
+    bool moved = false;
     gr_status st;
 
     *rebuilt = false;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const gr_node *node = &g->nodes[i];
         cudaError_t refused = cudaSuccess;
-        bool rebuild = true, injected = false;
+        bool rebuild = true, injected = false, unasked = false;
         gr_cuda_node_state s;
 
         if (node->kind != GR_NODE_KERNEL && (kinds & GR_CUDA_DEVICE_ONLY))
@@ -358,6 +360,9 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
             continue;
         if (node->kind == GR_NODE_KERNEL) {
             st = set_kernel(cg, target, node, i, &s, &rebuild, err);
+        } else if (target->copies_move_once && cg->copies_moved) {
+            st = GR_ERR_CUDA; /* the driver would refuse it: rebuild without asking */
+            unasked = true;
         } else {
             cudaError_t e = cudaGraphExecMemcpyNodeSetParams1D(cg->exec, cg->nodes[i], s.dst,
                                                                s.src, s.bytes, copy_kind(node));
@@ -366,6 +371,7 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
                 cudaGetLastError();
             st = e == cudaSuccess ? GR_OK : GR_ERR_CUDA;
             refused = e;
+            moved |= st == GR_OK;
         }
         if (st == GR_OK && gr__fault_hit(GR_FAULT_GRAPH_UPDATE)) {
             st = GR_ERR_CUDA;
@@ -381,8 +387,8 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
             /* Not a device fault: the driver will not change this node in place. Lower the
              * template again with this iteration's parameters. */
             if (why != NULL)
-                *why = (gr_cuda_refusal){node->kind != GR_NODE_KERNEL, injected, i, refused,
-                                         cg->state[i], s};
+                *why = (gr_cuda_refusal){node->kind != GR_NODE_KERNEL, injected, unasked, i,
+                                         refused, cg->state[i], s};
             gr_cuda_graph_release(cg);
             st = gr_cuda_graph_build(cg, it, target, kinds, err);
             cg->last_use = last_use;
@@ -391,5 +397,7 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
         }
         cg->state[i] = s;
     }
+    /* Set only once the whole update is taken: the copies of one update move together. */
+    cg->copies_moved |= moved;
     return GR_OK;
 }

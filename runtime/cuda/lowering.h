@@ -59,6 +59,13 @@ typedef struct gr_cuda_target {
     gr_cuda_resolve_fn resolve;
     void *resolve_ctx;
     cudaStream_t capture_stream;
+    /* A private context: there the driver moves an instantiated graph's copies once and
+     * refuses (invalid value) every later move until the graph is instantiated again,
+     * whatever memory the copies move between; the primary context takes every move
+     * (tools/probes/graph_update_contexts.cu, its "sequence" cases: "buRuRu" against
+     * "buuuuu"). gr_cuda_graph_update then rebuilds before a second move instead of asking
+     * the driver for what it refuses. */
+    bool copies_move_once;
 } gr_cuda_target;
 
 typedef struct gr_cuda_graph {
@@ -76,6 +83,7 @@ typedef struct gr_cuda_graph {
     cudaGraphNode_t nodes[GR_MAX_NODES];
     gr_cuda_node_state state[GR_MAX_NODES];
     cudaError_t error; /* the CUDA error of the last failed build or update */
+    bool copies_moved; /* an update since the instantiation moved a copy node */
 } gr_cuda_graph;
 
 /* The launch rule's defaults (graphrun.h: gr_kernel_def.cuda_block, cuda_blocks_per_sm):
@@ -96,14 +104,16 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
 typedef struct gr_cuda_refusal {
     bool copy;         /* a copy node (else a kernel node) */
     bool injected;     /* GR_FAULT_GRAPH_UPDATE, not the driver */
+    bool unasked;      /* a second move under gr_cuda_target.copies_move_once: rebuilt
+                          without asking the driver (error is cudaSuccess) */
     uint32_t node;     /* its index in the template */
     cudaError_t error; /* a copy node's: what the driver said */
     gr_cuda_node_state from, to;
 } gr_cuda_refusal;
 
 /* Point the instantiated graph at iteration `it` (same template): update in place, or
- * rebuild when the driver refuses (*rebuilt set to true then, and *why, when not NULL,
- * says what was refused). */
+ * rebuild when the driver refuses or would (target->copies_move_once; *rebuilt set to true
+ * then, and *why, when not NULL, says what was refused). */
 gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
                                const gr_cuda_target *target, bool *rebuilt,
                                gr_cuda_refusal *why, gr_error_info *err);

@@ -67,6 +67,9 @@ static void usage(FILE *f)
             "  --pipeline SIZE  gr_config.pipeline_bytes: tensors of more host bytes than this\n"
             "                   are cut into chunks of about this size (default 128MiB;\n"
             "                   0: only what does not fit)\n"
+            "  --staging SIZE   gr_config.staging_bytes: each worker's pinned staging buffer,\n"
+            "                   which also bounds a batch of small tensors (a unit holds at\n"
+            "                   most half of it each way; default 64MiB, at least 4KiB)\n"
             "  --host-cache SIZE  the registration cache (gr_config.host_cache_bytes) for\n"
             "                   pageable tensors used again, e.g. 8GiB (default 0: off)\n"
             "  --json           print JSON (one object per run) instead of text\n"
@@ -84,6 +87,7 @@ static void usage(FILE *f)
 typedef struct run_result {
     uint64_t budget_asked, budget;
     uint64_t pipeline_bytes; /* gr_config.pipeline_bytes the run used */
+    uint64_t staging_bytes;  /* gr_config.staging_bytes the run used */
     uint32_t workers;
     uint32_t n_devices;                      /* devices the run used */
     int ordinals[GR_OPTS_MAX_DEVICES];
@@ -128,6 +132,7 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
 
     r->budget_asked = cfg.budget_bytes;
     r->pipeline_bytes = cfg.pipeline_bytes;
+    r->staging_bytes = cfg.staging_bytes;
     r->workers = cfg.workers_per_device;
     r->n_devices = cfg.device_count;
     memcpy(r->ordinals, cfg.devices, cfg.device_count * sizeof(int));
@@ -505,6 +510,7 @@ static void print_json_run(const report *rep, const gr_seed_opts *o, const run_r
                                      strcmp(getenv("GR_HOST_POOL"), "0") != 0));
     json_object_set_new(root, "workers", json_integer(r->workers));
     json_object_set_new(root, "pipeline_bytes", json_integer((json_int_t)r->pipeline_bytes));
+    json_object_set_new(root, "staging_bytes", json_integer((json_int_t)r->staging_bytes));
     json_object_set_new(root, "contexts", json_string(o->rt.cfg.context_mode == GR_CONTEXT_PRIVATE
                                                           ? "private"
                                                           : "primary"));
@@ -575,6 +581,7 @@ int gr_cmd_bench(int argc, char **argv)
         {"passes", required_argument, NULL, 'P'},
         {"host-cache", required_argument, NULL, 'A'},
         {"pipeline", required_argument, NULL, 'p'},
+        {"staging", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -583,7 +590,9 @@ int gr_cmd_bench(int argc, char **argv)
     gr_seed_opts o;
     report rep = {.layout = "separate"};
     bool json = false, sweep = false, all_ok = true, pipeline_set = false;
+    bool staging_set = false;
     uint64_t reps = DEFAULT_REPS, passes = 1, host_cache = 0, pipeline = 0, footprint;
+    uint64_t staging = 0;
     uint64_t copy_bytes;
     gr_tensor_set set = {0};
     gr_graph *graph = NULL;
@@ -600,7 +609,7 @@ int gr_cmd_bench(int argc, char **argv)
     o.rt.cfg.backend = GR_BACKEND_CUDA;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (!gr_cli_once(&seen, opt, "LrPAp", "graphrun bench", longopts))
+        if (!gr_cli_once(&seen, opt, "LrPApS", "graphrun bench", longopts))
             return GR_EXIT_USAGE;
         if (opt == 'h') {
             usage(stdout);
@@ -645,6 +654,14 @@ int gr_cmd_bench(int argc, char **argv)
                 return GR_EXIT_USAGE;
             }
             pipeline_set = true;
+        } else if (opt == 'S') {
+            if (!gr_cli_parse_size(optarg, &staging) || staging < 4096) {
+                fprintf(stderr,
+                        "graphrun bench: invalid value '%s' for --staging (4KiB or more)%s\n",
+                        optarg, GR_CLI_SIZE_FORMS);
+                return GR_EXIT_USAGE;
+            }
+            staging_set = true;
         } else if ((v = gr_seed_opt("bench", opt, optarg, &o)) <= 0) {
             if (v == 0)
                 gr_cli_try_help("bench");
@@ -728,6 +745,8 @@ int gr_cmd_bench(int argc, char **argv)
         cfg.host_cache_bytes = host_cache;
         if (pipeline_set)
             cfg.pipeline_bytes = pipeline;
+        if (staging_set)
+            cfg.staging_bytes = staging;
         r->passes = (uint32_t)passes;
         if ((st = run_once(&o, cfg, graph, &set, r)) != GR_OK) {
             fprintf(stderr, "graphrun bench: cannot run: %s: %s\n", gr_status_str(st),

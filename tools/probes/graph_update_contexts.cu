@@ -254,11 +254,244 @@ static void *early_worker(void *p) {
   return nullptr;
 }
 
+// cuda_test's private_contexts as the runtime runs it, which no case above reproduced: 24
+// tensors of BIG bytes, each cudaHostAlloc'd (portable) with a page in front as
+// gr_host_alloc has it, after the workers' contexts exist; four worker threads at once,
+// each with its private BLOCKING_SYNC context and its own block of one region mapped with
+// no context current; each lowers one unit graph (copy in, kernel, copy out, kinds given)
+// for its first tensor and then moves both copies to every fourth tensor, rebuilding when
+// an update is refused, as runtime/cuda/lowering.c does. Prints each worker's sequence
+// (b: built, u: updated, R: refused and rebuilt) and checks every output.
+static const int SEQ_TENSORS = 24, SEQ_WORKERS = 4;
+// What a sequence varies, to tell the rule apart: workers at once, memory made before the
+// workers' contexts, the copies' kind, how the update is asked, a launch between updates,
+// the primary context instead of private ones.
+enum seq_update { SEQ_RUNTIME, SEQ_DRIVER_HOST, SEQ_DRIVER_UNIFIED, SEQ_EXEC_UPDATE };
+// Where the device blocks come from: a VMM region mapped with no context current (the
+// private mode's map_region), one mapped on the main thread with the primary context
+// current, one each worker maps with its own context current, or cudaMalloc (the primary
+// mode's region; primary contexts only).
+enum seq_region { SEQ_CONTEXTLESS, SEQ_MAIN_VMM, SEQ_WORKER_VMM, SEQ_CUDAMALLOC };
+struct seq_opts {
+  const char *name;
+  int workers;
+  bool memory_first;
+  cudaMemcpyKind kind;
+  seq_update how;
+  bool launch, primary;
+  seq_region region;
+  bool apart;     // outputs in buffers of their own (else in place, as the test's)
+  bool out_first; // the copy out updated before the copy in
+};
+static seq_opts seq;
+struct seq_args {
+  CUdevice dev;
+  int id;
+  unsigned char *block;
+  unsigned char **in, **out;
+  pthread_barrier_t *made, *allocated;
+  char trace[64];
+  int wrong;
+};
+
+// The unit's graph from src through d to dst: instantiated into *x, or with `update` the
+// whole graph given to cudaGraphExecUpdate of *x.
+static bool seq_build(cudaGraphExec_t *x, cudaGraphNode_t *in, cudaGraphNode_t *out,
+                      unsigned char *d, const void *src, void *dst,
+                      cudaGraphExecUpdateResultInfo *update = nullptr) {
+  cudaGraph_t g;
+  cudaGraphNode_t k;
+  size_t n = BIG;
+  void *args[] = {&d, &n};
+  cudaKernelNodeParams kp = {};
+  kp.func = (void *)add_one;
+  kp.gridDim = dim3(132);
+  kp.blockDim = dim3(256);
+  kp.kernelParams = args;
+  cudaGraphCreate(&g, 0);
+  cudaMemcpyKind in_kind = seq.kind == cudaMemcpyDefault ? seq.kind : cudaMemcpyHostToDevice;
+  cudaMemcpyKind out_kind = seq.kind == cudaMemcpyDefault ? seq.kind : cudaMemcpyDeviceToHost;
+  bool ok = cudaGraphAddMemcpyNode1D(in, g, nullptr, 0, d, src, BIG, in_kind) == cudaSuccess &&
+            cudaGraphAddKernelNode(&k, g, in, 1, &kp) == cudaSuccess &&
+            cudaGraphAddMemcpyNode1D(out, g, &k, 1, dst, d, BIG, out_kind) == cudaSuccess &&
+            (update == nullptr ? cudaGraphInstantiate(x, g, 0) == cudaSuccess
+                               : cudaGraphExecUpdate(*x, g, update) == cudaSuccess);
+  // The nodes' later updates name them in this graph: it lives as long as the exec (the
+  // previous one's graph, if any, goes).
+  static thread_local cudaGraph_t kept = nullptr;
+  if (kept) cudaGraphDestroy(kept);
+  kept = g;
+  return ok;
+}
+
+// A 1D copy of BIG bytes for the driver's cuGraphExecMemcpyNodeSetParams; the host side as
+// host memory or as unified (the address alone).
+static CUDA_MEMCPY3D seq_copy(void *dst, const void *src, bool to_device, bool unified) {
+  CUDA_MEMCPY3D c = {};
+  CUmemorytype host = unified ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_HOST;
+  c.srcMemoryType = to_device ? host : CU_MEMORYTYPE_DEVICE;
+  c.dstMemoryType = to_device ? CU_MEMORYTYPE_DEVICE : host;
+  if (to_device && !unified) c.srcHost = src; else c.srcDevice = (CUdeviceptr)src;
+  if (!to_device && !unified) c.dstHost = dst; else c.dstDevice = (CUdeviceptr)dst;
+  c.WidthInBytes = BIG;
+  c.Height = 1;
+  c.Depth = 1;
+  return c;
+}
+
+// Both copies of exec x moved to (src, dst) as seq.how asks; true when taken.
+static bool seq_move(cudaGraphExec_t x, cudaGraphNode_t in, cudaGraphNode_t out,
+                     unsigned char *d, const void *src, void *dst) {
+  cudaMemcpyKind in_kind = seq.kind == cudaMemcpyDefault ? seq.kind : cudaMemcpyHostToDevice;
+  cudaMemcpyKind out_kind = seq.kind == cudaMemcpyDefault ? seq.kind : cudaMemcpyDeviceToHost;
+  CUcontext ctx = nullptr;
+  cuCtxGetCurrent(&ctx);
+  switch (seq.how) {
+  case SEQ_RUNTIME:
+    if (seq.out_first)
+      return cudaGraphExecMemcpyNodeSetParams1D(x, out, dst, d, BIG, out_kind) == cudaSuccess &&
+             cudaGraphExecMemcpyNodeSetParams1D(x, in, d, src, BIG, in_kind) == cudaSuccess;
+    return cudaGraphExecMemcpyNodeSetParams1D(x, in, d, src, BIG, in_kind) == cudaSuccess &&
+           cudaGraphExecMemcpyNodeSetParams1D(x, out, dst, d, BIG, out_kind) == cudaSuccess;
+  case SEQ_DRIVER_HOST:
+  case SEQ_DRIVER_UNIFIED: {
+    bool unified = seq.how == SEQ_DRIVER_UNIFIED;
+    CUDA_MEMCPY3D ci = seq_copy(d, src, true, unified), co = seq_copy(dst, d, false, unified);
+    return cuGraphExecMemcpyNodeSetParams((CUgraphExec)x, (CUgraphNode)in, &ci, ctx) ==
+               CUDA_SUCCESS &&
+           cuGraphExecMemcpyNodeSetParams((CUgraphExec)x, (CUgraphNode)out, &co, ctx) ==
+               CUDA_SUCCESS;
+  }
+  case SEQ_EXEC_UPDATE: {
+    cudaGraphExec_t same = x;
+    cudaGraphNode_t i2, o2;
+    cudaGraphExecUpdateResultInfo info;
+    return seq_build(&same, &i2, &o2, d, src, dst, &info);
+  }
+  }
+  return false;
+}
+
+static void *seq_worker(void *p) {
+  seq_args *a = (seq_args *)p;
+  CUcontext c = nullptr;
+  if (seq.primary)
+    cudaSetDevice(0);
+  else
+    cuCtxCreate(&c, nullptr, CU_CTX_SCHED_BLOCKING_SYNC, a->dev);
+  if (seq.region == SEQ_WORKER_VMM)
+    a->block = (unsigned char *)vmm_map(a->dev, BIG);
+  else if (seq.region == SEQ_CUDAMALLOC && cudaMalloc((void **)&a->block, BIG) != cudaSuccess)
+    a->block = nullptr;
+  pthread_barrier_wait(a->made);
+  pthread_barrier_wait(a->allocated);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaGraphExec_t x = nullptr;
+  cudaGraphNode_t in, out;
+  int len = 0;
+  for (int t = a->id; t < SEQ_TENSORS; t += seq.workers) {
+    char what = 'b';
+    if (x == nullptr) {
+      if (!seq_build(&x, &in, &out, a->block, a->in[t], a->out[t])) what = 'F';
+    } else if (!seq_move(x, in, out, a->block, a->in[t], a->out[t])) {
+      cudaGetLastError();
+      cudaGraphExecDestroy(x);
+      what = seq_build(&x, &in, &out, a->block, a->in[t], a->out[t]) ? 'R' : 'F';
+    } else {
+      what = 'u';
+    }
+    bool last = t + seq.workers >= SEQ_TENSORS;
+    if (what != 'F' && (seq.launch || last)) {
+      // Without launches between updates only the last is launched: its output alone is
+      // checked, and the others keep their value.
+      if (cudaGraphLaunch(x, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+        what = 'L';
+      for (size_t i = 0; what != 'L' && i < BIG; i += 4093)
+        a->wrong += a->out[t][i] != (unsigned char)(0x31 + t); // filled 0x30 + t, plus one
+    }
+    a->trace[len++] = what;
+  }
+  a->trace[len] = 0;
+  if (x) cudaGraphExecDestroy(x);
+  cudaStreamDestroy(s);
+  if (c) cuCtxDestroy(c);
+  return nullptr;
+}
+
+static void runtime_sequence(CUdevice dev, size_t offset, seq_opts opts) {
+  seq = opts;
+  pthread_barrier_t made, allocated;
+  unsigned char *in[SEQ_TENSORS], *out[SEQ_TENSORS], *base[SEQ_TENSORS];
+  unsigned char *regions[SEQ_WORKERS] = {nullptr};
+  unsigned char *apart[SEQ_TENSORS] = {nullptr};
+  if (seq.region == SEQ_MAIN_VMM) cudaFree(nullptr); // the primary context, current here
+  for (int w = 0; w < SEQ_WORKERS; w++)
+    regions[w] = seq.region == SEQ_CONTEXTLESS ? (unsigned char *)contextless_region(dev)
+                 : seq.region == SEQ_MAIN_VMM  ? (unsigned char *)vmm_map(dev, BIG)
+                                               : nullptr; // the workers make their own
+  seq_args a[SEQ_WORKERS];
+  pthread_t t[SEQ_WORKERS];
+  auto allocate = [&] {
+    for (int i = 0; i < SEQ_TENSORS; i++) {
+      base[i] = (unsigned char *)pinned_sized("sequence", 0x30 + i, BIG + offset);
+      in[i] = out[i] = base[i] + offset; // in place, as the test's tensors are
+      if (seq.apart) out[i] = apart[i] = (unsigned char *)pinned_sized("apart", 0, BIG);
+    }
+  };
+  pthread_barrier_init(&made, nullptr, seq.workers + 1);
+  pthread_barrier_init(&allocated, nullptr, seq.workers + 1);
+  if (seq.memory_first) allocate();
+  for (int w = 0; w < seq.workers; w++) {
+    a[w] = seq_args{dev, w, regions[w], in, out, &made, &allocated, {0}, 0};
+    pthread_create(&t[w], nullptr, seq_worker, &a[w]);
+  }
+  pthread_barrier_wait(&made);
+  if (!seq.memory_first) allocate();
+  pthread_barrier_wait(&allocated);
+  int wrong = 0;
+  printf("sequence %-34s (offset %4zu):", seq.name, offset);
+  for (int w = 0; w < seq.workers; w++) {
+    pthread_join(t[w], nullptr);
+    printf(" %s%s", a[w].trace, a[w].wrong ? " (copied WRONG)" : "");
+    wrong += a[w].wrong != 0;
+  }
+  printf("\n");
+  wrong_copies += wrong;
+  for (int i = 0; i < SEQ_TENSORS; i++) {
+    cudaFreeHost(base[i]);
+    if (apart[i]) cudaFreeHost(apart[i]);
+  }
+}
+
 int main() {
   CUdevice dev;
   CUcontext x, y, z;
   cuInit(0);
   cuDeviceGet(&dev, 0);
+  const cudaMemcpyKind H2D = cudaMemcpyHostToDevice, ANY = cudaMemcpyDefault;
+  const seq_opts seqs[] = {
+      {"as the runtime (4 workers)", 4, false, H2D, SEQ_RUNTIME, true, false},
+      {"one worker", 1, false, H2D, SEQ_RUNTIME, true, false},
+      {"memory before the contexts", 4, true, H2D, SEQ_RUNTIME, true, false},
+      {"kind default", 4, false, ANY, SEQ_RUNTIME, true, false},
+      {"no launch between updates", 4, false, H2D, SEQ_RUNTIME, false, false},
+      {"driver update, host memtype, ctx", 4, false, H2D, SEQ_DRIVER_HOST, true, false},
+      {"driver update, unified memtype, ctx", 4, false, H2D, SEQ_DRIVER_UNIFIED, true, false},
+      {"cudaGraphExecUpdate of a new graph", 4, false, H2D, SEQ_EXEC_UPDATE, true, false},
+      {"primary context, contextless vmm", 4, false, H2D, SEQ_RUNTIME, true, true},
+      {"primary context, cudaMalloc blocks", 4, false, H2D, SEQ_RUNTIME, true, true,
+       SEQ_CUDAMALLOC},
+      {"outputs apart", 4, false, H2D, SEQ_RUNTIME, true, false, SEQ_CONTEXTLESS, true},
+      {"copy out updated first", 4, false, H2D, SEQ_RUNTIME, true, false, SEQ_CONTEXTLESS,
+       false, true},
+      {"vmm mapped under the primary context", 4, false, H2D, SEQ_RUNTIME, true, false,
+       SEQ_MAIN_VMM},
+      {"vmm mapped by each worker", 4, false, H2D, SEQ_RUNTIME, true, false, SEQ_WORKER_VMM},
+      {"primary, vmm by each worker", 4, false, H2D, SEQ_RUNTIME, true, true, SEQ_WORKER_VMM},
+  };
+  runtime_sequence(dev, 4096, seqs[0]);
+  for (const seq_opts &o : seqs) runtime_sequence(dev, 0, o);
   {
     pthread_barrier_t made, allocated;
     void *late_a = nullptr, *late_b = nullptr;

@@ -1,0 +1,287 @@
+// zero_copy.cu - can the SMs move separate small tensors across the link faster than the
+// copy engines fed by cudaMemcpyBatchAsync? graphrun's 64 KiB row stays near 0.78 of the
+// link (docs/PERFORMANCE.md), bound by the driver's cost per range (about 0.45 us a range on
+// one thread, serialised across threads: tools/probes/batch_submit_cost.cu). A kernel that
+// reads each tensor from pinned host memory where it lies (host memory is mapped for the
+// device under unified addressing) and one that writes each back pays no such cost: one
+// launch per unit and direction, its table of ranges in pinned host memory too.
+//   nvcc -O2 -arch=sm_90 -o probe zero_copy.cu
+//   ./probe [tensors=12800] [bytes=65536] [per_unit=512]
+// Tensors lie as graphrun's pool has them (slabs of 64 MiB, a page between tensors), in
+// place (outputs over inputs). Three threads take units from a shared counter, as workers
+// take tasks, each with `depth` slots (a stream and a device block each). Ways:
+//   batch:  cudaMemcpyBatchAsync in, the seed kernel (2x + 1), cudaMemcpyBatchAsync out
+//   kernel: a gather kernel in, the seed kernel, a scatter kernel out
+//   fused:  one kernel reading each tensor from the host, 2x + 1, writing it back
+// Every element of every tensor is checked after every repetition; exits 1 on a wrong one.
+// The ratio is the bytes both ways over the time at the bidirectional ceiling of two large
+// cudaMemcpyAsync measured first.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <thread>
+#include <vector>
+
+static double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct range {
+  char *host;   // the tensor where it lies
+  size_t dev;   // its offset in the unit's device block
+  size_t bytes; // a multiple of 16 here
+};
+
+static const size_t CHUNK = 16384; // bytes a block moves of one range
+
+// Blocks per range is fixed by the probe's one size: block b moves chunk b % per of range
+// b / per. 16-byte loads, four in flight per thread.
+__global__ void gather(const range *__restrict__ r, int per, char *dev) {
+  const range t = r[blockIdx.x / per];
+  size_t first = (size_t)(blockIdx.x % per) * CHUNK;
+  size_t last = min(t.bytes, first + CHUNK);
+  const uint4 *src = (const uint4 *)(t.host + first);
+  uint4 *dst = (uint4 *)(dev + t.dev + first);
+  size_t n = (last - first) / 16;
+  for (size_t i = threadIdx.x; i < n; i += 4 * blockDim.x) {
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      if (i + k * blockDim.x < n) v[k] = src[i + k * blockDim.x];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      if (i + k * blockDim.x < n) dst[i + k * blockDim.x] = v[k];
+  }
+}
+
+__global__ void scatter(const range *__restrict__ r, int per, const char *dev) {
+  const range t = r[blockIdx.x / per];
+  size_t first = (size_t)(blockIdx.x % per) * CHUNK;
+  size_t last = min(t.bytes, first + CHUNK);
+  const uint4 *src = (const uint4 *)(dev + t.dev + first);
+  uint4 *dst = (uint4 *)(t.host + first);
+  size_t n = (last - first) / 16;
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
+__device__ __forceinline__ float4 seed4(float4 v) {
+  return make_float4(2.f * v.x + 1.f, 2.f * v.y + 1.f, 2.f * v.z + 1.f, 2.f * v.w + 1.f);
+}
+
+__global__ void fused(const range *__restrict__ r, int per) {
+  const range t = r[blockIdx.x / per];
+  size_t first = (size_t)(blockIdx.x % per) * CHUNK;
+  size_t last = min(t.bytes, first + CHUNK);
+  float4 *p = (float4 *)(t.host + first);
+  size_t n = (last - first) / 16;
+  for (size_t i = threadIdx.x; i < n; i += 4 * blockDim.x) {
+    float4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      if (i + k * blockDim.x < n) v[k] = p[i + k * blockDim.x];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      if (i + k * blockDim.x < n) p[i + k * blockDim.x] = seed4(v[k]);
+  }
+}
+
+__global__ void twice_plus_one(float *x, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    x[i] = 2.0f * x[i] + 1.0f;
+}
+
+static double bidir_gbs() {
+  const size_t bytes = 256u << 20;
+  void *h_in, *h_out, *d_in, *d_out;
+  cudaHostAlloc(&h_in, bytes, cudaHostAllocPortable);
+  cudaHostAlloc(&h_out, bytes, cudaHostAllocPortable);
+  cudaMalloc(&d_in, bytes);
+  cudaMalloc(&d_out, bytes);
+  cudaStream_t a, b;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  std::vector<double> gbs;
+  for (int k = 0; k < 6; k++) {
+    double t0 = now_s();
+    cudaMemcpyAsync(d_in, h_in, bytes, cudaMemcpyHostToDevice, a);
+    cudaMemcpyAsync(h_out, d_out, bytes, cudaMemcpyDeviceToHost, b);
+    cudaStreamSynchronize(a);
+    cudaStreamSynchronize(b);
+    if (k > 0) gbs.push_back(2.0 * bytes / (now_s() - t0) / 1e9);
+  }
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaFreeHost(h_in);
+  cudaFreeHost(h_out);
+  std::sort(gbs.begin(), gbs.end());
+  return gbs[gbs.size() / 2];
+}
+
+enum way { BATCH, KERNEL, FUSED };
+static const char *way_name[] = {"batch", "kernel", "fused"};
+
+struct tensors {
+  size_t count, bytes;
+  std::vector<char *> slabs, at;
+};
+
+static void tensors_make(tensors &t) {
+  const size_t slab = 64u << 20, stride = t.bytes + 4096, per_slab = slab / stride;
+  for (size_t i = 0; i < t.count; i++) {
+    if (i % per_slab == 0) {
+      char *s;
+      if (cudaHostAlloc((void **)&s, slab, cudaHostAllocPortable) != cudaSuccess) exit(2);
+      t.slabs.push_back(s);
+    }
+    t.at.push_back(t.slabs.back() + (i % per_slab) * stride);
+  }
+}
+
+static float value(size_t i, size_t j) { return (float)((i * 7 + j) % 1000); }
+
+static void tensors_fill(tensors &t) {
+  for (size_t i = 0; i < t.count; i++) {
+    float *f = (float *)t.at[i];
+    for (size_t j = 0; j < t.bytes / 4; j++) f[j] = value(i, j);
+  }
+}
+
+static size_t tensors_wrong(const tensors &t) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < t.count; i++) {
+    const float *f = (const float *)t.at[i];
+    for (size_t j = 0; j < t.bytes / 4; j++) wrong += f[j] != 2.0f * value(i, j) + 1.0f;
+  }
+  return wrong;
+}
+
+struct slot {
+  cudaStream_t stream;
+  cudaEvent_t done;
+  char *dev;
+  range *table; // pinned host: the kernels read it where it lies
+  bool busy = false;
+};
+
+struct worker {
+  std::vector<slot> slots;
+  std::vector<void *> dst, dout;
+  std::vector<const void *> src, sout;
+  std::vector<size_t> sizes;
+};
+
+static void run_unit(worker &w, slot &s, way how, const tensors &t, size_t first, size_t n) {
+  const int per = (int)((t.bytes + CHUNK - 1) / CHUNK);
+  for (size_t i = 0; i < n; i++) s.table[i] = range{t.at[first + i], i * t.bytes, t.bytes};
+  if (how == BATCH) {
+    cudaMemcpyAttributes attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t zero = 0;
+    for (size_t i = 0; i < n; i++) {
+      w.dst[i] = s.dev + i * t.bytes;
+      w.src[i] = t.at[first + i];
+      w.dout[i] = t.at[first + i];
+      w.sout[i] = s.dev + i * t.bytes;
+    }
+    cudaMemcpyBatchAsync(w.dst.data(), w.src.data(), w.sizes.data(), n, &attr, &zero, 1,
+                         s.stream);
+    twice_plus_one<<<132, 256, 0, s.stream>>>((float *)s.dev, n * t.bytes / 4);
+    cudaMemcpyBatchAsync(w.dout.data(), w.sout.data(), w.sizes.data(), n, &attr, &zero, 1,
+                         s.stream);
+  } else if (how == KERNEL) {
+    gather<<<(unsigned)(n * per), 256, 0, s.stream>>>(s.table, per, s.dev);
+    twice_plus_one<<<132, 256, 0, s.stream>>>((float *)s.dev, n * t.bytes / 4);
+    scatter<<<(unsigned)(n * per), 256, 0, s.stream>>>(s.table, per, s.dev);
+  } else {
+    fused<<<(unsigned)(n * per), 256, 0, s.stream>>>(s.table, per);
+  }
+  cudaEventRecord(s.done, s.stream);
+}
+
+// One pass over every tensor: `threads` workers, `depth` slots each, units of `per_unit`.
+static double one_pass(std::vector<worker> &ws, way how, const tensors &t, size_t per_unit) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> th;
+  double t0 = now_s();
+  for (auto &w : ws)
+    th.emplace_back([&, wp = &w] {
+      worker &w = *wp;
+      size_t k = 0;
+      for (;;) {
+        slot &s = w.slots[k++ % w.slots.size()];
+        if (s.busy) cudaEventSynchronize(s.done);
+        s.busy = false;
+        size_t first = next.fetch_add(per_unit);
+        if (first >= t.count) break;
+        run_unit(w, s, how, t, first, std::min(per_unit, t.count - first));
+        s.busy = true;
+      }
+      for (auto &s : w.slots)
+        if (s.busy) cudaEventSynchronize(s.done), s.busy = false;
+    });
+  for (auto &x : th) x.join();
+  return now_s() - t0;
+}
+
+int main(int argc, char **argv) {
+  tensors t;
+  t.count = argc > 1 ? strtoul(argv[1], nullptr, 10) : 12800;
+  t.bytes = argc > 2 ? strtoul(argv[2], nullptr, 10) : 65536;
+  size_t per_unit = argc > 3 ? strtoul(argv[3], nullptr, 10) : 512;
+  double ceiling = bidir_gbs();
+  tensors_make(t);
+  printf("%zu tensors of %zu bytes, units of %zu; both ways at once %.1f GB/s\n", t.count,
+         t.bytes, per_unit, ceiling);
+  size_t failures = 0;
+  struct config { way how; int threads, depth; size_t per_unit; };
+  const config configs[] = {
+      {BATCH, 3, 1, per_unit},      {BATCH, 3, 2, per_unit},    {KERNEL, 3, 1, per_unit},
+      {KERNEL, 3, 2, per_unit},     {KERNEL, 1, 2, per_unit},   {KERNEL, 3, 2, per_unit / 8},
+      {KERNEL, 3, 2, per_unit / 32}, {FUSED, 3, 2, per_unit},   {FUSED, 1, 2, per_unit / 8}};
+  for (const config &c : configs) {
+    size_t pu = std::max<size_t>(1, c.per_unit);
+    std::vector<worker> ws(c.threads);
+    for (auto &w : ws) {
+      w.slots.resize(c.depth);
+      for (auto &s : w.slots) {
+        cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
+        cudaEventCreateWithFlags(&s.done, cudaEventBlockingSync | cudaEventDisableTiming);
+        cudaMalloc((void **)&s.dev, pu * t.bytes);
+        cudaHostAlloc((void **)&s.table, pu * sizeof(range), cudaHostAllocPortable);
+      }
+      w.dst.resize(pu), w.dout.resize(pu), w.src.resize(pu), w.sout.resize(pu);
+      w.sizes.assign(pu, t.bytes);
+    }
+    std::vector<double> ratios;
+    size_t wrong = 0;
+    for (int rep = 0; rep < 4; rep++) {
+      tensors_fill(t);
+      double secs = one_pass(ws, c.how, t, pu);
+      wrong += tensors_wrong(t);
+      if (rep > 0) ratios.push_back(2.0 * t.count * t.bytes / (ceiling * 1e9) / secs);
+    }
+    cudaError_t e = cudaGetLastError();
+    failures += wrong + (e != cudaSuccess);
+    std::sort(ratios.begin(), ratios.end());
+    printf("%-6s threads %d, in flight %d, units of %4zu: ratio %.3f (%.3f-%.3f), %zu wrong%s%s\n",
+           way_name[c.how], c.threads, c.depth, pu, ratios[1], ratios[0], ratios.back(), wrong,
+           e != cudaSuccess ? ", error " : "", e != cudaSuccess ? cudaGetErrorName(e) : "");
+    for (auto &w : ws)
+      for (auto &s : w.slots) {
+        cudaStreamDestroy(s.stream);
+        cudaEventDestroy(s.done);
+        cudaFree(s.dev);
+        cudaFreeHost(s.table);
+      }
+  }
+  return failures != 0;
+}
