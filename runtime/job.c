@@ -182,24 +182,40 @@ void gr__job_drop_unit(gr_job *job, uint64_t unit, gr_status st)
         gr__job_end_index(job, u.index, GR_INDEX_QUEUED, st, NULL);
         return;
     }
-    for (uint32_t k = 0; k < u.tensors; k++)
-        gr__job_finish_piece(job, u.index + k, true, st, NULL);
+    gr__job_finish_pieces(job, u.index, u.tensors, NULL, st, NULL);
 }
 
-bool gr__job_start_piece(gr_job *job, uint64_t i)
+/* Index i QUEUED -> RUNNING if no other unit of it came first (*first set then); whether
+ * this unit must do its part. */
+static bool start_slot(gr_job *job, uint64_t i, bool *first)
 {
     uint16_t expected = SLOT(GR_INDEX_QUEUED, GR_OK);
 
-    if (atomic_compare_exchange_strong_explicit(&job->slot[i], &expected,
-                                                SLOT(GR_INDEX_RUNNING, GR_OK),
-                                                memory_order_acq_rel, memory_order_acquire)) {
-        atomic_fetch_add_explicit(&job->started, 1, memory_order_relaxed);
+    *first = atomic_compare_exchange_strong_explicit(&job->slot[i], &expected,
+                                                     SLOT(GR_INDEX_RUNNING, GR_OK),
+                                                     memory_order_acq_rel, memory_order_acquire);
+    if (*first)
         return true;
-    }
     /* Another unit of this index started it: go on unless a part of it has failed. Ended
      * indices (stopped while queued) are skipped. Whole-tensor units cannot meet RUNNING. */
     return (expected & 0xff) == GR_INDEX_RUNNING && job->units != NULL &&
            atomic_load_explicit(&job->piece_failed[i], memory_order_acquire) == 0;
+}
+
+uint32_t gr__job_start_pieces(gr_job *job, uint64_t index, uint32_t n, uint8_t *live)
+{
+    uint64_t started = 0;
+    uint32_t n_live = 0;
+
+    for (uint32_t k = 0; k < n; k++) {
+        bool first;
+
+        n_live += live[k] = start_slot(job, index + k, &first);
+        started += first;
+    }
+    if (started) /* one add for the unit: every worker's units share this counter */
+        atomic_fetch_add_explicit(&job->started, started, memory_order_relaxed);
+    return n_live;
 }
 
 void gr__job_unstart_piece(gr_job *job, uint64_t i)
@@ -220,31 +236,19 @@ void gr__job_unstart_piece(gr_job *job, uint64_t i)
 
 static void record_error(gr_job *job, uint64_t i, gr_status st, const gr_error_info *detail);
 
-void gr__job_finish_piece(gr_job *job, uint64_t i, bool live, gr_status st,
-                          const gr_error_info *detail)
-{
-    uint8_t none = 0;
-    gr_status final;
+/* Ends of indices whose slots have moved but whose counts are not yet in the job's shared
+ * counters. A unit ends its indices slot by slot and adds their counts once (add_ends):
+ * a unit of 512 tensors makes six shared atomic adds instead of about 2,500, which every
+ * worker's units contend for. */
+typedef struct ends {
+    uint64_t running, queued; /* from RUNNING, from QUEUED */
+    uint64_t done, failed, canceled;
+} ends;
 
-    if (job->units == NULL) { /* the index is this one unit */
-        if (live)
-            gr__job_end_index(job, i, GR_INDEX_RUNNING, st, detail);
-        return;
-    }
-    if (live && st != GR_OK &&
-        atomic_compare_exchange_strong(&job->piece_failed[i], &none, (uint8_t)st))
-        record_error(job, i, st, detail);
-    /* acq_rel: the last part must see every other part's outputs and failure. */
-    if (atomic_fetch_sub_explicit(&job->pending[i], 1, memory_order_acq_rel) != 1)
-        return;
-    final = (gr_status)atomic_load_explicit(&job->piece_failed[i], memory_order_acquire);
-    if ((atomic_load_explicit(&job->slot[i], memory_order_acquire) & 0xff) ==
-        GR_INDEX_RUNNING)
-        gr__job_end_index(job, i, GR_INDEX_RUNNING, final, NULL);
-}
-
-bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status st,
-                       const gr_error_info *detail)
+/* Index i from `from` to the terminal state for `st`, counted in *e (not yet in the job's
+ * counters); records a failure. False when the index was not in `from`. */
+static bool end_slot(gr_job *job, uint64_t i, gr_index_state from, gr_status st,
+                     const gr_error_info *detail, ends *e)
 {
     uint16_t expected = SLOT(from, GR_OK);
     gr_index_state to = terminal_state(st);
@@ -256,24 +260,79 @@ bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status s
             atomic_fetch_add_explicit(&job->anomalies, 1, memory_order_relaxed);
         return false;
     }
-    if (from == GR_INDEX_RUNNING)
-        atomic_fetch_add_explicit(&job->ended_running, 1, memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(&job->ended_queued, 1, memory_order_relaxed);
-    if (to == GR_INDEX_DONE)
-        atomic_fetch_add_explicit(&job->done, 1, memory_order_relaxed);
-    else if (to == GR_INDEX_FAILED)
-        atomic_fetch_add_explicit(&job->failed, 1, memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(&job->canceled, 1, memory_order_relaxed);
-    gr__stats_tensor_ended(job->rt->stats, to);
-
+    *(from == GR_INDEX_RUNNING ? &e->running : &e->queued) += 1;
+    *(to == GR_INDEX_DONE ? &e->done : to == GR_INDEX_FAILED ? &e->failed : &e->canceled) += 1;
     if (st != GR_OK)
         record_error(job, i, st, detail);
-    /* acq_rel: the completing thread must see every other index's end. */
-    if (atomic_fetch_add_explicit(&job->ended, 1, memory_order_acq_rel) + 1 == job->count)
-        job_all_ended(job);
     return true;
+}
+
+/* The counts of ends in e into the job's counters, `ended` last (the completion trigger);
+ * completes the job when they were its last. */
+static void add_ends(gr_job *job, const ends *e)
+{
+    uint64_t n = e->done + e->failed + e->canceled;
+
+    if (n == 0)
+        return;
+    if (e->running)
+        atomic_fetch_add_explicit(&job->ended_running, e->running, memory_order_relaxed);
+    if (e->queued)
+        atomic_fetch_add_explicit(&job->ended_queued, e->queued, memory_order_relaxed);
+    if (e->done)
+        atomic_fetch_add_explicit(&job->done, e->done, memory_order_relaxed);
+    if (e->failed)
+        atomic_fetch_add_explicit(&job->failed, e->failed, memory_order_relaxed);
+    if (e->canceled)
+        atomic_fetch_add_explicit(&job->canceled, e->canceled, memory_order_relaxed);
+    gr__stats_tensors_ended(job->rt->stats, e->done, e->failed, e->canceled);
+    /* acq_rel: the completing thread must see every other index's end. */
+    if (atomic_fetch_add_explicit(&job->ended, n, memory_order_acq_rel) + n == job->count)
+        job_all_ended(job);
+}
+
+/* A unit's part of index i is over (gr__job_finish_pieces), its end counted in *e. */
+static void finish_piece(gr_job *job, uint64_t i, bool live, gr_status st,
+                         const gr_error_info *detail, ends *e)
+{
+    uint8_t none = 0;
+    gr_status final;
+
+    if (job->units == NULL) { /* the index is this one unit */
+        if (live)
+            end_slot(job, i, GR_INDEX_RUNNING, st, detail, e);
+        return;
+    }
+    if (live && st != GR_OK &&
+        atomic_compare_exchange_strong(&job->piece_failed[i], &none, (uint8_t)st))
+        record_error(job, i, st, detail);
+    /* acq_rel: the last part must see every other part's outputs and failure. */
+    if (atomic_fetch_sub_explicit(&job->pending[i], 1, memory_order_acq_rel) != 1)
+        return;
+    final = (gr_status)atomic_load_explicit(&job->piece_failed[i], memory_order_acquire);
+    if ((atomic_load_explicit(&job->slot[i], memory_order_acquire) & 0xff) ==
+        GR_INDEX_RUNNING)
+        end_slot(job, i, GR_INDEX_RUNNING, final, NULL, e);
+}
+
+void gr__job_finish_pieces(gr_job *job, uint64_t index, uint32_t n, const uint8_t *live,
+                           gr_status st, const gr_error_info *detail)
+{
+    ends e = {0};
+
+    for (uint32_t k = 0; k < n; k++)
+        finish_piece(job, index + k, live == NULL || live[k], st, detail, &e);
+    add_ends(job, &e);
+}
+
+bool gr__job_end_index(gr_job *job, uint64_t i, gr_index_state from, gr_status st,
+                       const gr_error_info *detail)
+{
+    ends e = {0};
+    bool ended = end_slot(job, i, from, st, detail, &e);
+
+    add_ends(job, &e);
+    return ended;
 }
 
 /* Keep the job's first failure: index, node and reason; and log it, after the lock. */
@@ -314,8 +373,13 @@ void gr__job_stop(gr_job *job, gr_status why)
     job_ref(job); /* the last end below may complete the job, whose callback may drop the
                      caller's reference */
     gr__runtime_wake_waiters(job->rt);
-    for (uint64_t i = 0; i < job->count; i++)
-        gr__job_end_index(job, i, GR_INDEX_QUEUED, why, NULL);
+    {
+        ends e = {0};
+
+        for (uint64_t i = 0; i < job->count; i++)
+            end_slot(job, i, GR_INDEX_QUEUED, why, NULL, &e);
+        add_ends(job, &e);
+    }
     gr__job_unref(job);
 }
 

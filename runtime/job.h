@@ -107,23 +107,27 @@ void gr__job_unit(const gr_job *job, uint64_t unit, gr_unit *out);
  * then ends once that unit is done too). Any thread. */
 void gr__job_drop_unit(gr_job *job, uint64_t unit, gr_status st);
 
-/* A unit covering index i starts: moves the index QUEUED -> RUNNING if it is the first.
- * Returns whether the unit must do this index's part (false when the index has already
- * ended, or an earlier part of it failed). */
-bool gr__job_start_piece(gr_job *job, uint64_t i);
+/* A unit covering the n indices from `index` starts: each moves QUEUED -> RUNNING if this
+ * is its first unit. live[k] says whether the unit must do index + k's part (false when
+ * the index has already ended, or an earlier part of it failed); returns how many must.
+ * The job's shared counters take one add for them all (every worker's units contend for
+ * them). */
+uint32_t gr__job_start_pieces(gr_job *job, uint64_t index, uint32_t n, uint8_t *live);
 
-/* Undo gr__job_start_piece for index i, covered by this one unit alone (the job has no
+/* Undo gr__job_start_pieces for index i, covered by this one unit alone (the job has no
  * unit plan): RUNNING -> QUEUED, before the iteration has touched any device. Only the worker
  * that started it may call this, and it must queue the task again (or end the index). For a
  * job with a unit plan it does nothing: the index stays RUNNING, and whichever worker takes
- * the unit again does its part (gr__job_start_piece lets it). */
+ * the unit again does its part (gr__job_start_pieces lets it). */
 void gr__job_unstart_piece(gr_job *job, uint64_t i);
 
-/* A unit's part of index i is over: `live` is what gr__job_start_piece returned, `st` how
- * the part went. The last part to finish ends the index: done if every part was, else with
- * the first part's failure. */
-void gr__job_finish_piece(gr_job *job, uint64_t i, bool live, gr_status st,
-                          const gr_error_info *detail);
+/* A unit's parts of the n indices from `index` are over: live[k] is what
+ * gr__job_start_pieces said for index + k (NULL: all live), `st` how the unit went. The
+ * last part of an index to finish ends it: done if every part was, else with the first
+ * part's failure. The job's shared counters take one add per kind of end for them all,
+ * and the job completes after the last of them, if they were its last. */
+void gr__job_finish_pieces(gr_job *job, uint64_t index, uint32_t n, const uint8_t *live,
+                           gr_status st, const gr_error_info *detail);
 
 /* Stop the job: its queued indices end with `why`, every wait on its behalf wakes. The
  * first stop wins; later ones do nothing. Any thread. */

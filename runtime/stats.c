@@ -80,21 +80,27 @@ void gr__stats_observe(gr_hist_cells *h, int64_t ns)
     gr__stats_add(&h->buckets[gr__stats_bucket(ns)], 1);
 }
 
-void gr__stats_tensor_ended(gr_stats_state *s, gr_index_state to)
+void gr__stats_tensors_ended(gr_stats_state *s, uint64_t done, uint64_t failed,
+                             uint64_t canceled)
 {
     gr_counters *c = thread_counters;
-    _Atomic uint64_t *cell;
-    bool mine = c != NULL && c->owner == s;
+    const uint64_t n[3] = {done, failed, canceled};
 
-    if (!mine)
-        c = &s->shared;
-    cell = to == GR_INDEX_DONE     ? &c->tensors_done
-           : to == GR_INDEX_FAILED ? &c->tensors_failed
-                                   : &c->tensors_canceled;
-    if (mine)
-        gr__stats_add(cell, 1);
-    else
-        atomic_fetch_add_explicit(cell, 1, memory_order_relaxed); /* a count, no order */
+    if (c != NULL && c->owner == s) {
+        _Atomic uint64_t *cells[3] = {&c->tensors_done, &c->tensors_failed,
+                                      &c->tensors_canceled};
+
+        for (int k = 0; k < 3; k++)
+            if (n[k])
+                gr__stats_add(cells[k], n[k]);
+    } else {
+        _Atomic uint64_t *cells[3] = {&s->shared.tensors_done, &s->shared.tensors_failed,
+                                      &s->shared.tensors_canceled};
+
+        for (int k = 0; k < 3; k++)
+            if (n[k]) /* a count, no order */
+                atomic_fetch_add_explicit(cells[k], n[k], memory_order_relaxed);
+    }
 }
 
 void gr__stats_copied(gr_counters *c, const gr_graph *g, uint64_t elems)

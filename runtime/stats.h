@@ -76,9 +76,10 @@ void gr__stats_observe(gr_hist_cells *h, int64_t ns);
 /* Bucket of a duration (graphrun.h: gr_histogram). */
 uint32_t gr__stats_bucket(int64_t ns);
 
-/* An index of a job of this runtime ended in terminal state `to` (DONE, FAILED or
- * CANCELED), on the calling thread. Any thread. */
-void gr__stats_tensor_ended(gr_stats_state *s, gr_index_state to);
+/* Indices of jobs of this runtime ended, `done`, `failed` and `canceled` of them, on the
+ * calling thread. Any thread. */
+void gr__stats_tensors_ended(gr_stats_state *s, uint64_t done, uint64_t failed,
+                             uint64_t canceled);
 
 /* An iteration of graph `g` over `elems` elements succeeded on the calling worker: count
  * the bytes its copy nodes moved. */

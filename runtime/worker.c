@@ -272,8 +272,7 @@ static bool unit_begin(gr_worker *w, unit_run *r, const gr_task *t, uint32_t slo
     if (w->env->trace)
         gr__trace_push_unit(job->id, r->u.index, r->u.tensors, r->u.offset, r->u.elems,
                             job->tensors[r->u.index].elems);
-    for (uint32_t k = 0; k < r->u.tensors; k++)
-        live += r->slot->live[k] = gr__job_start_piece(job, r->u.index + k);
+    live = gr__job_start_pieces(job, r->u.index, r->u.tensors, r->slot->live);
     /* A direct batch copies its whole range: with parts already ended, whose outputs must
      * stay untouched, only the live ones may be copied, so stage it. (A scattered one
      * copies only its live parts anyway.) */
@@ -402,8 +401,8 @@ static void unit_end(gr_worker *w, unit_run *r)
                 gr__job_unstart_piece(job, r->u.index + k);
         give_back(w, &r->task); /* the task's reference goes with it */
     } else {
-        for (uint32_t k = 0; k < r->u.tensors; k++)
-            gr__job_finish_piece(job, r->u.index + k, r->slot->live[k], r->st, &r->detail);
+        gr__job_finish_pieces(job, r->u.index, r->u.tensors, r->slot->live, r->st,
+                              &r->detail);
         gr__job_unref(job); /* the task's reference */
     }
     if (w->env->trace)
