@@ -80,8 +80,9 @@ typedef struct gr_device {
     _Atomic uint64_t iterations_failed;
     _Atomic uint64_t graph_instantiations; /* counted by the CUDA backend */
     _Atomic uint64_t graph_updates;
-    /* Copy-node updates the driver refused (the graph was rebuilt): none expected, since
-     * the CUDA backend rebuilds without asking where the driver is known to refuse. */
+    /* Copy-node updates the driver refused (the graph then rebuilt, or failed): none
+     * expected, since the CUDA backend rebuilds without asking where the driver is known to
+     * refuse. */
     _Atomic uint64_t graph_update_refusals;
 } gr_device;
 

@@ -2,7 +2,7 @@
  * trace.h - NVTX ranges on the CUDA path, so that Nsight Systems shows the pipeline by job
  * and index: one range per unit of work ("job 12 index 345", its index as the payload, a
  * colour per job) with nested ranges for its phases ("budget wait", "gather", "graph update",
- * "launch", "wait", "scatter").
+ * "launch", "wait", "scatter", and "end": the unit's memory given back and its parts ended).
  *
  * Only the host side can be marked: an iteration's copies and kernels run on the device
  * inside one cudaGraphLaunch, so what a range can cover is the worker's part: waiting for

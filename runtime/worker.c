@@ -390,6 +390,9 @@ static void unit_end(gr_worker *w, unit_run *r)
     gr_job *job = r->task.job;
     gr_device *dev = w->dev;
 
+    /* Its own range: a profile tells the worker's accounting between units apart. */
+    if (w->env->trace)
+        gr__trace_push("end");
     if (r->placed)
         gr_arena_free(dev->arena, &r->slot->block);
     if (r->budget_held)
@@ -405,8 +408,10 @@ static void unit_end(gr_worker *w, unit_run *r)
                               &r->detail);
         gr__job_unref(job); /* the task's reference */
     }
-    if (w->env->trace)
-        gr__trace_pop();
+    if (w->env->trace) {
+        gr__trace_pop(); /* end */
+        gr__trace_pop(); /* the unit */
+    }
 }
 
 /* After the backend: wait for a launched unit, scatter a staged one's outputs, count it,

@@ -102,6 +102,7 @@ typedef struct tally {
     int units;          /* top-level ranges */
     int budget_waits;   /* "budget wait" ranges inside them */
     int other_phases;   /* gather, scatter */
+    int ends;           /* "end": a unit's memory given back and its parts ended */
     int cuda_phases[3]; /* graph update, launch, wait */
     uint64_t seen[64];  /* bit per index of job 1, for whole tensors */
     uint64_t covered;   /* indices covered by batch ranges */
@@ -176,6 +177,9 @@ static tally check_record(const char *text, uint64_t job)
             t.budget_waits++;
         } else if (strcmp(name, "gather") == 0 || strcmp(name, "scatter") == 0) {
             t.other_phases++;
+        } else if (strcmp(name, "end") == 0) {
+            ASSERT_STR_EQ(payload, "none");
+            t.ends++;
         } else if (strcmp(name, "graph update") == 0 || strcmp(name, "launch") == 0 ||
                    strcmp(name, "wait") == 0) {
             ASSERT_STR_EQ(payload, "none");
@@ -211,6 +215,7 @@ static void ranges_by_job_and_index(void)
     t = check_record(text, 1);
     ASSERT_EQ(t.units, 40);
     ASSERT_EQ(t.budget_waits, 40);
+    ASSERT_EQ(t.ends, 40);
     ASSERT_EQ(t.other_phases, 0);
     ASSERT_EQ_U64(t.covered, 40);
     ASSERT_EQ_U64(t.seen[0], (1ull << 40) - 1);
@@ -225,6 +230,7 @@ static void ranges_by_job_and_index(void)
     ASSERT_EQ_U64(t.covered, 300);
     ASSERT_LT(t.units, 300);
     ASSERT_EQ(t.budget_waits, t.units);
+    ASSERT_EQ(t.ends, t.units);
     before = strlen(text);
 
     rt = gr_test_runtime((gr_test_shape){.workers = 2, .budget = 256 << 10});
@@ -234,6 +240,7 @@ static void ranges_by_job_and_index(void)
     ASSERT_GE(t.chunks, 4);
     ASSERT_EQ(t.units, t.chunks);
     ASSERT_EQ(t.budget_waits, t.units);
+    ASSERT_EQ(t.ends, t.units);
     gr__trace_all_backends = false;
 }
 
@@ -265,6 +272,7 @@ static void cuda_ranges(void)
     ASSERT_EQ(t.units, 40);
     ASSERT_EQ_U64(t.seen[0], (1ull << 40) - 1);
     ASSERT_EQ(t.budget_waits, 40);
+    ASSERT_EQ(t.ends, 40);
     for (int k = 0; k < 3; k++)
         ASSERT_EQ(t.cuda_phases[k], 40);
     before = strlen(text);
@@ -281,6 +289,7 @@ static void cuda_ranges(void)
     ASSERT_EQ_U64(t.covered, 300);
     ASSERT_LT(t.units, 300);
     ASSERT_EQ(t.budget_waits, t.units);
+    ASSERT_EQ(t.ends, t.units);
     for (int k = 0; k < 3; k++)
         ASSERT_EQ(t.cuda_phases[k], t.units);
     before = strlen(text);

@@ -597,7 +597,8 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
             cg->last_use = ++cw->clock;
             *out = cg;
             st = gr_cuda_graph_update(cg, it, &target, &rebuilt, &why, err);
-            if (rebuilt && why.copy && !why.injected && !why.unasked)
+            /* Whether or not the rebuild then worked. */
+            if (why.copy && !why.injected && !why.unasked && why.error != cudaSuccess)
                 atomic_fetch_add_explicit(&w->dev->graph_update_refusals, 1,
                                           memory_order_relaxed);
             if (rebuilt && why.copy && !why.injected && !why.unasked &&

@@ -378,6 +378,7 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
             injected = true;
         }
         if (st != GR_OK && !rebuild) {
+            cg->copies_moved |= moved; /* the graph stays cached: a copy that moved counts */
             note_context_state(cg, target);
             if (err)
                 gr_strlcpy(err->node, node->name, sizeof(err->node));

@@ -60,11 +60,12 @@ typedef struct gr_cuda_target {
     void *resolve_ctx;
     cudaStream_t capture_stream;
     /* A private context: there the driver moves an instantiated graph's copies once and
-     * refuses (invalid value) every later move until the graph is instantiated again,
-     * whatever memory the copies move between; the primary context takes every move
-     * (tools/probes/graph_update_contexts.cu, its "sequence" cases: "buRuRu" against
-     * "buuuuu"). gr_cuda_graph_update then rebuilds before a second move instead of asking
-     * the driver for what it refuses. */
+     * refuses (invalid value) the next move until the graph is instantiated again, in every
+     * variant the probe tried (tools/probes/graph_update_contexts.cu, its "sequence" cases:
+     * "buRuRu" against the primary context's "buuuuu"). Its sequences move both of a
+     * unit's copies each time, so whether the driver allows one move per node or per graph
+     * is not told apart; gr_cuda_graph_update rebuilds before a graph's second move, which
+     * asks nothing the driver refuses under either rule. */
     bool copies_move_once;
 } gr_cuda_target;
 

@@ -998,8 +998,9 @@ typedef struct gr_job_progress {
 } gr_job_progress;
 
 /* A snapshot; the fields are read one after another while work goes on, so they may be off
- * by in-progress transitions, but done + failed + canceled == total exactly once the job is
- * complete. Any thread. */
+ * by in-progress transitions, and they lag gr_job_index_get by up to a unit's tensors (a
+ * unit counts its indices' ends together; a stop, all of the job's queued ones). done +
+ * failed + canceled == total exactly once the job is complete. Any thread. */
 gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out);
 
 typedef enum gr_index_state {

@@ -6,7 +6,10 @@
 // device under unified addressing) and one that writes each back pays no such cost: one
 // launch per unit and direction, its table of ranges in pinned host memory too.
 //   nvcc -O2 -arch=sm_90 -o probe zero_copy.cu
-//   ./probe [tensors=12800] [bytes=65536] [per_unit=512]
+//   ./probe [tensors=12800] [bytes=65536] [per_unit=512] [ways|layout]
+// `layout` (the batched way only) asks what graphrun's bench adds to it: tensors starting
+// 64 bytes past a page (tools/graphrun/hostbuf.c's header) and host time between a unit's
+// end and the next submission (a worker's accounting), against the plain batch way.
 // Tensors lie as graphrun's pool has them (slabs of 64 MiB, a page between tensors), in
 // place (outputs over inputs). Three threads take units from a shared counter, as workers
 // take tasks, each with `depth` slots (a stream and a device block each). Ways:
@@ -130,18 +133,23 @@ static const char *way_name[] = {"batch", "kernel", "fused"};
 
 struct tensors {
   size_t count, bytes;
+  size_t offset = 0; // where a tensor starts past its page
   std::vector<char *> slabs, at;
 };
 
 static void tensors_make(tensors &t) {
-  const size_t slab = 64u << 20, stride = t.bytes + 4096, per_slab = slab / stride;
+  for (char *s : t.slabs) cudaFreeHost(s);
+  t.slabs.clear();
+  t.at.clear();
+  const size_t slab = 64u << 20, stride = (t.bytes + t.offset + 4095) / 4096 * 4096 + 4096;
+  const size_t per_slab = slab / stride;
   for (size_t i = 0; i < t.count; i++) {
     if (i % per_slab == 0) {
       char *s;
       if (cudaHostAlloc((void **)&s, slab, cudaHostAllocPortable) != cudaSuccess) exit(2);
       t.slabs.push_back(s);
     }
-    t.at.push_back(t.slabs.back() + (i % per_slab) * stride);
+    t.at.push_back(t.slabs.back() + (i % per_slab) * stride + t.offset);
   }
 }
 
@@ -207,8 +215,16 @@ static void run_unit(worker &w, slot &s, way how, const tensors &t, size_t first
   cudaEventRecord(s.done, s.stream);
 }
 
-// One pass over every tensor: `threads` workers, `depth` slots each, units of `per_unit`.
-static double one_pass(std::vector<worker> &ws, way how, const tensors &t, size_t per_unit) {
+static void spin_us(double us) {
+  double until = now_s() + us * 1e-6;
+  while (now_s() < until) {
+  }
+}
+
+// One pass over every tensor: `threads` workers, `depth` slots each, units of `per_unit`;
+// `delay_us` of host time after each unit's end before the worker goes on.
+static double one_pass(std::vector<worker> &ws, way how, const tensors &t, size_t per_unit,
+                       double delay_us) {
   std::atomic<size_t> next{0};
   std::vector<std::thread> th;
   double t0 = now_s();
@@ -218,7 +234,10 @@ static double one_pass(std::vector<worker> &ws, way how, const tensors &t, size_
       size_t k = 0;
       for (;;) {
         slot &s = w.slots[k++ % w.slots.size()];
-        if (s.busy) cudaEventSynchronize(s.done);
+        if (s.busy) {
+          cudaEventSynchronize(s.done);
+          spin_us(delay_us);
+        }
         s.busy = false;
         size_t first = next.fetch_add(per_unit);
         if (first >= t.count) break;
@@ -237,17 +256,35 @@ int main(int argc, char **argv) {
   t.count = argc > 1 ? strtoul(argv[1], nullptr, 10) : 12800;
   t.bytes = argc > 2 ? strtoul(argv[2], nullptr, 10) : 65536;
   size_t per_unit = argc > 3 ? strtoul(argv[3], nullptr, 10) : 512;
+  bool layout = argc > 4 && strcmp(argv[4], "layout") == 0;
   double ceiling = bidir_gbs();
   tensors_make(t);
   printf("%zu tensors of %zu bytes, units of %zu; both ways at once %.1f GB/s\n", t.count,
          t.bytes, per_unit, ceiling);
   size_t failures = 0;
-  struct config { way how; int threads, depth; size_t per_unit; };
-  const config configs[] = {
-      {BATCH, 3, 1, per_unit},      {BATCH, 3, 2, per_unit},    {KERNEL, 3, 1, per_unit},
-      {KERNEL, 3, 2, per_unit},     {KERNEL, 1, 2, per_unit},   {KERNEL, 3, 2, per_unit / 8},
-      {KERNEL, 3, 2, per_unit / 32}, {FUSED, 3, 2, per_unit},   {FUSED, 1, 2, per_unit / 8}};
-  for (const config &c : configs) {
+  struct config {
+    way how;
+    int threads, depth;
+    size_t per_unit, offset;
+    double delay_us;
+  };
+  const std::vector<config> ways = {
+      {BATCH, 3, 1, per_unit, 0, 0},       {BATCH, 3, 2, per_unit, 0, 0},
+      {KERNEL, 3, 1, per_unit, 0, 0},      {KERNEL, 3, 2, per_unit, 0, 0},
+      {KERNEL, 1, 2, per_unit, 0, 0},      {KERNEL, 3, 2, per_unit / 8, 0, 0},
+      {KERNEL, 3, 2, per_unit / 32, 0, 0}, {FUSED, 3, 2, per_unit, 0, 0},
+      {FUSED, 1, 2, per_unit / 8, 0, 0}};
+  // Interleaved: the plain way between each of graphrun's differences.
+  const std::vector<config> layouts = {
+      {BATCH, 3, 1, per_unit, 0, 0},   {BATCH, 3, 1, per_unit, 64, 0},
+      {BATCH, 3, 1, per_unit, 0, 0},   {BATCH, 3, 1, per_unit, 0, 150},
+      {BATCH, 3, 1, per_unit, 0, 0},   {BATCH, 3, 1, per_unit, 64, 150},
+      {BATCH, 3, 2, per_unit, 64, 150}, {BATCH, 3, 1, per_unit, 0, 0}};
+  for (const config &c : layout ? layouts : ways) {
+    if (c.offset != t.offset) {
+      t.offset = c.offset;
+      tensors_make(t);
+    }
     size_t pu = std::max<size_t>(1, c.per_unit);
     std::vector<worker> ws(c.threads);
     for (auto &w : ws) {
@@ -265,16 +302,18 @@ int main(int argc, char **argv) {
     size_t wrong = 0;
     for (int rep = 0; rep < 4; rep++) {
       tensors_fill(t);
-      double secs = one_pass(ws, c.how, t, pu);
+      double secs = one_pass(ws, c.how, t, pu, c.delay_us);
       wrong += tensors_wrong(t);
       if (rep > 0) ratios.push_back(2.0 * t.count * t.bytes / (ceiling * 1e9) / secs);
     }
     cudaError_t e = cudaGetLastError();
     failures += wrong + (e != cudaSuccess);
     std::sort(ratios.begin(), ratios.end());
-    printf("%-6s threads %d, in flight %d, units of %4zu: ratio %.3f (%.3f-%.3f), %zu wrong%s%s\n",
-           way_name[c.how], c.threads, c.depth, pu, ratios[1], ratios[0], ratios.back(), wrong,
-           e != cudaSuccess ? ", error " : "", e != cudaSuccess ? cudaGetErrorName(e) : "");
+    printf("%-6s threads %d, in flight %d, units of %4zu, offset %2zu, %3.0f us between: "
+           "ratio %.3f (%.3f-%.3f), %zu wrong%s%s\n",
+           way_name[c.how], c.threads, c.depth, pu, c.offset, c.delay_us, ratios[1], ratios[0],
+           ratios.back(), wrong, e != cudaSuccess ? ", error " : "",
+           e != cudaSuccess ? cudaGetErrorName(e) : "");
     for (auto &w : ws)
       for (auto &s : w.slots) {
         cudaStreamDestroy(s.stream);
