@@ -367,19 +367,16 @@ static void record_error(gr_job *job, uint64_t i, gr_status st, const gr_error_i
 void gr__job_stop(gr_job *job, gr_status why)
 {
     int expected = 0;
+    ends e = {0};
 
     if (!atomic_compare_exchange_strong(&job->stop, &expected, (int)why))
         return;
     job_ref(job); /* the last end below may complete the job, whose callback may drop the
                      caller's reference */
     gr__runtime_wake_waiters(job->rt);
-    {
-        ends e = {0};
-
-        for (uint64_t i = 0; i < job->count; i++)
-            end_slot(job, i, GR_INDEX_QUEUED, why, NULL, &e);
-        add_ends(job, &e);
-    }
+    for (uint64_t i = 0; i < job->count; i++)
+        end_slot(job, i, GR_INDEX_QUEUED, why, NULL, &e);
+    add_ends(job, &e);
     gr__job_unref(job);
 }
 
