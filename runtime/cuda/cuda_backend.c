@@ -592,17 +592,18 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
         if (cg->graph_id == it->graph->id && cg->host_kinds == kinds &&
             cg->host_epoch == epoch) {
             gr_cuda_refusal why = {.copy = false};
-            bool rebuilt;
+            bool rebuilt, refused;
 
             cg->last_use = ++cw->clock;
             *out = cg;
             st = gr_cuda_graph_update(cg, it, &target, &rebuilt, &why, err);
-            /* Whether or not the rebuild then worked. */
-            if (why.copy && !why.injected && !why.unasked && why.error != cudaSuccess)
+            /* The driver said no to a copy (not a fault injected, not a rebuild unasked),
+             * counted whether or not the rebuild then worked. */
+            refused = why.copy && !why.injected && !why.unasked && why.error != cudaSuccess;
+            if (refused)
                 atomic_fetch_add_explicit(&w->dev->graph_update_refusals, 1,
                                           memory_order_relaxed);
-            if (rebuilt && why.copy && !why.injected && !why.unasked &&
-                gr__log_enabled(w->env->log, GR_LOG_DEBUG) &&
+            if (rebuilt && refused && gr__log_enabled(w->env->log, GR_LOG_DEBUG) &&
                 cw->refusals_logged < REFUSALS_LOGGED) {
                 cw->refusals_logged++;
                 log_refusal(w, cw, it->graph, &why);

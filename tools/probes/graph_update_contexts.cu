@@ -122,6 +122,19 @@ __global__ void add_one(unsigned char *d, size_t n) {
     d[i] += 1;
 }
 
+// add_one over the n bytes at d as a kernel node of g after `dep` (none when NULL), as the
+// runtime launches the seed: 132 blocks of 256 threads.
+static cudaError_t add_one_node(cudaGraphNode_t *k, cudaGraph_t g, const cudaGraphNode_t *dep,
+                                unsigned char *d, size_t n) {
+  void *args[] = {&d, &n};
+  cudaKernelNodeParams kp = {};
+  kp.func = (void *)add_one;
+  kp.gridDim = dim3(132);
+  kp.blockDim = dim3(256);
+  kp.kernelParams = args; // copied by cudaGraphAddKernelNode
+  return cudaGraphAddKernelNode(k, g, dep, dep != nullptr, &kp);
+}
+
 // As the runtime lowers a unit: copy in, a kernel, copy out, in the current context; then
 // both copies moved to other host buffers (in from b, out to out_b). Checks out_b = b + 1.
 static void try_update_unit(const char *name, unsigned char *d, const void *a, void *out_a,
@@ -129,16 +142,9 @@ static void try_update_unit(const char *name, unsigned char *d, const void *a, v
   cudaGraph_t g;
   cudaGraphExec_t x;
   cudaGraphNode_t in, k, out;
-  size_t n = bytes;
-  void *args[] = {&d, &n};
-  cudaKernelNodeParams kp = {};
-  kp.func = (void *)add_one;
-  kp.gridDim = dim3(132);
-  kp.blockDim = dim3(256);
-  kp.kernelParams = args;
   cudaGraphCreate(&g, 0);
   cudaError_t e = cudaGraphAddMemcpyNode1D(&in, g, nullptr, 0, d, a, bytes, cudaMemcpyDefault);
-  if (e == cudaSuccess) e = cudaGraphAddKernelNode(&k, g, &in, 1, &kp);
+  if (e == cudaSuccess) e = add_one_node(&k, g, &in, d, bytes);
   if (e == cudaSuccess)
     e = cudaGraphAddMemcpyNode1D(&out, g, &k, 1, out_a, d, bytes, cudaMemcpyDefault);
   if (e == cudaSuccess) e = cudaGraphInstantiate(&x, g, 0);
@@ -284,6 +290,12 @@ struct seq_opts {
   bool out_first; // the copy out updated before the copy in
 };
 static seq_opts seq;
+
+// The kind of a sequence's copy in (to_device) or out: cudaMemcpyDefault, or said.
+static cudaMemcpyKind seq_kind(bool to_device) {
+  if (seq.kind == cudaMemcpyDefault) return cudaMemcpyDefault;
+  return to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+}
 struct seq_args {
   CUdevice dev;
   int id;
@@ -301,19 +313,12 @@ static bool seq_build(cudaGraphExec_t *x, cudaGraphNode_t *in, cudaGraphNode_t *
                       cudaGraphExecUpdateResultInfo *update = nullptr) {
   cudaGraph_t g;
   cudaGraphNode_t k;
-  size_t n = BIG;
-  void *args[] = {&d, &n};
-  cudaKernelNodeParams kp = {};
-  kp.func = (void *)add_one;
-  kp.gridDim = dim3(132);
-  kp.blockDim = dim3(256);
-  kp.kernelParams = args;
   cudaGraphCreate(&g, 0);
-  cudaMemcpyKind in_kind = seq.kind == cudaMemcpyDefault ? seq.kind : cudaMemcpyHostToDevice;
-  cudaMemcpyKind out_kind = seq.kind == cudaMemcpyDefault ? seq.kind : cudaMemcpyDeviceToHost;
-  bool ok = cudaGraphAddMemcpyNode1D(in, g, nullptr, 0, d, src, BIG, in_kind) == cudaSuccess &&
-            cudaGraphAddKernelNode(&k, g, in, 1, &kp) == cudaSuccess &&
-            cudaGraphAddMemcpyNode1D(out, g, &k, 1, dst, d, BIG, out_kind) == cudaSuccess &&
+  bool ok = cudaGraphAddMemcpyNode1D(in, g, nullptr, 0, d, src, BIG, seq_kind(true)) ==
+                cudaSuccess &&
+            add_one_node(&k, g, in, d, BIG) == cudaSuccess &&
+            cudaGraphAddMemcpyNode1D(out, g, &k, 1, dst, d, BIG, seq_kind(false)) ==
+                cudaSuccess &&
             (update == nullptr ? cudaGraphInstantiate(x, g, 0) == cudaSuccess
                                : cudaGraphExecUpdate(*x, g, update) == cudaSuccess);
   // The nodes' later updates name them in this graph: it lives as long as the exec (the
@@ -342,8 +347,7 @@ static CUDA_MEMCPY3D seq_copy(void *dst, const void *src, bool to_device, bool u
 // Both copies of exec x moved to (src, dst) as seq.how asks; true when taken.
 static bool seq_move(cudaGraphExec_t x, cudaGraphNode_t in, cudaGraphNode_t out,
                      unsigned char *d, const void *src, void *dst) {
-  cudaMemcpyKind in_kind = seq.kind == cudaMemcpyDefault ? seq.kind : cudaMemcpyHostToDevice;
-  cudaMemcpyKind out_kind = seq.kind == cudaMemcpyDefault ? seq.kind : cudaMemcpyDeviceToHost;
+  cudaMemcpyKind in_kind = seq_kind(true), out_kind = seq_kind(false);
   CUcontext ctx = nullptr;
   cuCtxGetCurrent(&ctx);
   switch (seq.how) {
