@@ -267,8 +267,8 @@ static void cuda_ranges(void)
         GR_TEST_FAIL("NVTX did not load the recorder from %s", recorder_path());
     t = check_record(text, 1);
     printf("    whole tensors: %d units, phases: %d budget waits, %d graph updates, %d launches, "
-           "%d waits\n", t.units, t.budget_waits, t.cuda_phases[0], t.cuda_phases[1],
-           t.cuda_phases[2]);
+           "%d waits, %d ends\n", t.units, t.budget_waits, t.cuda_phases[0], t.cuda_phases[1],
+           t.cuda_phases[2], t.ends);
     ASSERT_EQ(t.units, 40);
     ASSERT_EQ_U64(t.seen[0], (1ull << 40) - 1);
     ASSERT_EQ(t.budget_waits, 40);
@@ -300,9 +300,10 @@ static void cuda_ranges(void)
     run(rt, 2, 1000000); /* 4 MB each, over the 2 MiB budget */
     gr_runtime_destroy(rt);
     t = check_record(record_text() + before, 1);
-    printf("    chunks: %d units over 2 tensors\n", t.chunks);
+    printf("    chunks: %d units over 2 tensors, %d ends\n", t.chunks, t.ends);
     ASSERT_GE(t.chunks, 4);
     ASSERT_EQ(t.units, t.chunks);
+    ASSERT_EQ(t.ends, t.units);
     for (int k = 0; k < 3; k++)
         ASSERT_EQ(t.cuda_phases[k], t.units);
 }

@@ -5,6 +5,8 @@
 // private-context cases showed refused updates under memcheck (docs/RELIABILITY.md).
 //   nvcc -O2 -arch=sm_90 -o probe graph_update_contexts.cu -lcuda
 //   ./probe        # one line per case: what the graph was made with, the update, the result
+//   ./probe seq K  # only the Kth of the runtime-like sequences (0: the first), e.g. to put
+//                  # one under compute-sanitizer --tool initcheck at a time
 // An update that is taken is launched and its destination checked byte for byte (each
 // buffer holds a value of its own); the probe exits 1 when one copies wrong.
 #include <cstdio>
@@ -124,14 +126,19 @@ __global__ void add_one(unsigned char *d, size_t n) {
 
 // add_one over the n bytes at d as a kernel node of g after `dep` (none when NULL), as the
 // runtime launches the seed: 132 blocks of 256 threads.
-static cudaError_t add_one_node(cudaGraphNode_t *k, cudaGraph_t g, const cudaGraphNode_t *dep,
-                                unsigned char *d, size_t n) {
-  void *args[] = {&d, &n};
+static cudaKernelNodeParams add_one_params(void **args) {
   cudaKernelNodeParams kp = {};
   kp.func = (void *)add_one;
   kp.gridDim = dim3(132);
   kp.blockDim = dim3(256);
-  kp.kernelParams = args; // copied by cudaGraphAddKernelNode
+  kp.kernelParams = args; // copied by the call the params are given to
+  return kp;
+}
+
+static cudaError_t add_one_node(cudaGraphNode_t *k, cudaGraph_t g, const cudaGraphNode_t *dep,
+                                unsigned char *d, size_t n) {
+  void *args[] = {&d, &n};
+  cudaKernelNodeParams kp = add_one_params(args);
   return cudaGraphAddKernelNode(k, g, dep, dep != nullptr, &kp);
 }
 
@@ -219,20 +226,26 @@ static void *worker_thread(void *p) {
 // runtime makes no primary context for it). The debug log named such memory's context
 // "none" as the destination of every refused update; the probe's other regions are mapped
 // with a context current.
+struct contextless_args {
+  CUdevice dev;
+  size_t bytes;
+};
+
 static void *map_without_context(void *p) {
-  CUdevice dev = *(CUdevice *)p;
+  contextless_args *c = (contextless_args *)p;
   CUcontext none = nullptr;
   cuCtxGetCurrent(&none);
-  CUdeviceptr d = none == nullptr ? vmm_map(dev, BIG) : 0;
+  CUdeviceptr d = none == nullptr ? vmm_map(c->dev, c->bytes) : 0;
   if (d == 0)
     printf("map without a context: failed (current %p)\n", (void *)none);
   return (void *)d;
 }
 
-static void *contextless_region(CUdevice dev) {
+static void *contextless_region(CUdevice dev, size_t bytes = BIG) {
   pthread_t t;
   void *d = nullptr;
-  pthread_create(&t, nullptr, map_without_context, &dev);
+  contextless_args c = {dev, bytes};
+  pthread_create(&t, nullptr, map_without_context, &c);
   pthread_join(t, &d);
   return d;
 }
@@ -288,6 +301,17 @@ struct seq_opts {
   seq_region region;
   bool apart;     // outputs in buffers of their own (else in place, as the test's)
   bool out_first; // the copy out updated before the copy in
+  // The blocks of one contextless region shared by the workers and passed on at every step
+  // (worker w's kth tensor in block (w + k) mod workers), as the arena's blocks go from
+  // unit to unit and from one worker's context to another's; the kernel node moves too.
+  bool rotate;
+  // Rebuilt before a second move without asking, as the backend does since the rule was
+  // found (runtime/cuda/lowering.h: copies_move_once): b u b u ...
+  bool rule;
+  // With rotate: the blocks back to back at 256 bytes (GR_ARENA_ALIGN), as the arena packs
+  // units, so that neighbours share a 2 MiB granule of the region; else each block on
+  // granules of its own.
+  bool packed;
 };
 static seq_opts seq;
 
@@ -304,20 +328,26 @@ struct seq_args {
   pthread_barrier_t *made, *allocated;
   char trace[64];
   int wrong;
+  unsigned char *shared; // with seq.rotate: the region whose blocks the workers pass on
+  size_t stride;
+  pthread_barrier_t *step;
+  int failed; // graphs not built ('F') or not run ('L'): nothing checked
 };
 
 // The unit's graph from src through d to dst: instantiated into *x, or with `update` the
 // whole graph given to cudaGraphExecUpdate of *x.
 static bool seq_build(cudaGraphExec_t *x, cudaGraphNode_t *in, cudaGraphNode_t *out,
                       unsigned char *d, const void *src, void *dst,
-                      cudaGraphExecUpdateResultInfo *update = nullptr) {
+                      cudaGraphExecUpdateResultInfo *update = nullptr,
+                      cudaGraphNode_t *kernel = nullptr) {
   cudaGraph_t g;
   cudaGraphNode_t k;
+  if (kernel == nullptr) kernel = &k;
   cudaGraphCreate(&g, 0);
   bool ok = cudaGraphAddMemcpyNode1D(in, g, nullptr, 0, d, src, BIG, seq_kind(true)) ==
                 cudaSuccess &&
-            add_one_node(&k, g, in, d, BIG) == cudaSuccess &&
-            cudaGraphAddMemcpyNode1D(out, g, &k, 1, dst, d, BIG, seq_kind(false)) ==
+            add_one_node(kernel, g, in, d, BIG) == cudaSuccess &&
+            cudaGraphAddMemcpyNode1D(out, g, kernel, 1, dst, d, BIG, seq_kind(false)) ==
                 cudaSuccess &&
             (update == nullptr ? cudaGraphInstantiate(x, g, 0) == cudaSuccess
                                : cudaGraphExecUpdate(*x, g, update) == cudaSuccess);
@@ -344,14 +374,22 @@ static CUDA_MEMCPY3D seq_copy(void *dst, const void *src, bool to_device, bool u
   return c;
 }
 
-// Both copies of exec x moved to (src, dst) as seq.how asks; true when taken.
+// Both copies of exec x moved to (src, dst) as seq.how asks, and with seq.rotate the
+// kernel node to the block d too; true when taken.
 static bool seq_move(cudaGraphExec_t x, cudaGraphNode_t in, cudaGraphNode_t out,
-                     unsigned char *d, const void *src, void *dst) {
+                     unsigned char *d, const void *src, void *dst,
+                     cudaGraphNode_t kernel = nullptr) {
   cudaMemcpyKind in_kind = seq_kind(true), out_kind = seq_kind(false);
   CUcontext ctx = nullptr;
   cuCtxGetCurrent(&ctx);
   switch (seq.how) {
   case SEQ_RUNTIME:
+    if (kernel != nullptr) {
+      size_t n = BIG;
+      void *args[] = {&d, &n};
+      cudaKernelNodeParams kp = add_one_params(args);
+      if (cudaGraphExecKernelNodeSetParams(x, kernel, &kp) != cudaSuccess) return false;
+    }
     if (seq.out_first)
       return cudaGraphExecMemcpyNodeSetParams1D(x, out, dst, d, BIG, out_kind) == cudaSuccess &&
              cudaGraphExecMemcpyNodeSetParams1D(x, in, d, src, BIG, in_kind) == cudaSuccess;
@@ -392,18 +430,29 @@ static void *seq_worker(void *p) {
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   cudaGraphExec_t x = nullptr;
-  cudaGraphNode_t in, out;
+  cudaGraphNode_t in, out, kernel;
   int len = 0;
-  for (int t = a->id; t < SEQ_TENSORS; t += seq.workers) {
+  bool moved = false; // since the graph was built
+  for (int t = a->id, k = 0; t < SEQ_TENSORS; t += seq.workers, k++) {
     char what = 'b';
+    unsigned char *d = a->block;
+    if (seq.rotate) d = a->shared + (size_t)((a->id + k) % seq.workers) * a->stride;
+    if (x != nullptr && seq.rule && moved) {
+      cudaGraphExecDestroy(x);
+      x = nullptr;
+    }
     if (x == nullptr) {
-      if (!seq_build(&x, &in, &out, a->block, a->in[t], a->out[t])) what = 'F';
-    } else if (!seq_move(x, in, out, a->block, a->in[t], a->out[t])) {
+      if (!seq_build(&x, &in, &out, d, a->in[t], a->out[t], nullptr, &kernel)) what = 'F';
+      moved = false;
+    } else if (!seq_move(x, in, out, d, a->in[t], a->out[t], seq.rotate ? kernel : nullptr)) {
       cudaGetLastError();
       cudaGraphExecDestroy(x);
-      what = seq_build(&x, &in, &out, a->block, a->in[t], a->out[t]) ? 'R' : 'F';
+      x = nullptr;
+      what = seq_build(&x, &in, &out, d, a->in[t], a->out[t], nullptr, &kernel) ? 'R' : 'F';
+      moved = false;
     } else {
       what = 'u';
+      moved = true;
     }
     bool last = t + seq.workers >= SEQ_TENSORS;
     if (what != 'F' && (seq.launch || last)) {
@@ -414,7 +463,13 @@ static void *seq_worker(void *p) {
       for (size_t i = 0; what != 'L' && i < BIG; i += 4093)
         a->wrong += a->out[t][i] != (unsigned char)(0x31 + t); // filled 0x30 + t, plus one
     }
+    // A graph not built or not run is a failure of the probe too: it checked nothing.
+    a->failed += what == 'F' || what == 'L';
+    if (what == 'F') x = nullptr; // a failed instantiation leaves no exec to move
     a->trace[len++] = what;
+    // With the blocks passed on, nobody takes this step's block for the next step before
+    // every worker is done with its own.
+    if (seq.rotate) pthread_barrier_wait(a->step);
   }
   a->trace[len] = 0;
   if (x) cudaGraphExecDestroy(x);
@@ -425,15 +480,31 @@ static void *seq_worker(void *p) {
 
 static void runtime_sequence(CUdevice dev, size_t offset, seq_opts opts) {
   seq = opts;
+  // Passed-on blocks need every worker at every step (the barrier) and the kernel node
+  // moved with the copies (SEQ_RUNTIME's move alone does that).
+  if (seq.rotate && (SEQ_TENSORS % seq.workers != 0 || seq.how != SEQ_RUNTIME)) {
+    printf("sequence %s: blocks passed on need workers dividing %d and runtime updates\n",
+           seq.name, SEQ_TENSORS);
+    wrong_copies++;
+    return;
+  }
   pthread_barrier_t made, allocated;
   unsigned char *in[SEQ_TENSORS], *out[SEQ_TENSORS], *base[SEQ_TENSORS];
   unsigned char *regions[SEQ_WORKERS] = {nullptr};
   unsigned char *apart[SEQ_TENSORS] = {nullptr};
   if (seq.region == SEQ_MAIN_VMM) cudaFree(nullptr); // the primary context, current here
   for (int w = 0; w < SEQ_WORKERS; w++)
-    regions[w] = seq.region == SEQ_CONTEXTLESS ? (unsigned char *)contextless_region(dev)
-                 : seq.region == SEQ_MAIN_VMM  ? (unsigned char *)vmm_map(dev, BIG)
-                                               : nullptr; // the workers make their own
+    regions[w] = seq.rotate                    ? nullptr // the shared region below
+                 : seq.region == SEQ_CONTEXTLESS ? (unsigned char *)contextless_region(dev)
+                 : seq.region == SEQ_MAIN_VMM    ? (unsigned char *)vmm_map(dev, BIG)
+                                                 : nullptr; // the workers make their own
+  // With seq.rotate: one contextless region of a block a worker, the blocks 2 MiB-aligned
+  // or packed at 256 bytes.
+  const size_t align = seq.packed ? 256 : 2u << 20, stride = (BIG + align - 1) / align * align;
+  unsigned char *shared =
+      seq.rotate ? (unsigned char *)contextless_region(dev, stride * seq.workers) : nullptr;
+  pthread_barrier_t step;
+  pthread_barrier_init(&step, nullptr, seq.workers);
   seq_args a[SEQ_WORKERS];
   pthread_t t[SEQ_WORKERS];
   auto allocate = [&] {
@@ -447,7 +518,8 @@ static void runtime_sequence(CUdevice dev, size_t offset, seq_opts opts) {
   pthread_barrier_init(&allocated, nullptr, seq.workers + 1);
   if (seq.memory_first) allocate();
   for (int w = 0; w < seq.workers; w++) {
-    a[w] = seq_args{dev, w, regions[w], in, out, &made, &allocated, {0}, 0};
+    a[w] = seq_args{dev, w, regions[w], in, out, &made, &allocated, {0}, 0,
+                    shared, stride, &step};
     pthread_create(&t[w], nullptr, seq_worker, &a[w]);
   }
   pthread_barrier_wait(&made);
@@ -457,8 +529,9 @@ static void runtime_sequence(CUdevice dev, size_t offset, seq_opts opts) {
   printf("sequence %-34s (offset %4zu):", seq.name, offset);
   for (int w = 0; w < seq.workers; w++) {
     pthread_join(t[w], nullptr);
-    printf(" %s%s", a[w].trace, a[w].wrong ? " (copied WRONG)" : "");
-    wrong += a[w].wrong != 0;
+    printf(" %s%s%s", a[w].trace, a[w].wrong ? " (copied WRONG)" : "",
+           a[w].failed ? " (FAILED to build or run)" : "");
+    wrong += a[w].wrong != 0 || a[w].failed != 0;
   }
   printf("\n");
   wrong_copies += wrong;
@@ -468,7 +541,7 @@ static void runtime_sequence(CUdevice dev, size_t offset, seq_opts opts) {
   }
 }
 
-int main() {
+int main(int argc, char **argv) {
   CUdevice dev;
   CUcontext x, y, z;
   cuInit(0);
@@ -493,7 +566,36 @@ int main() {
        SEQ_MAIN_VMM},
       {"vmm mapped by each worker", 4, false, H2D, SEQ_RUNTIME, true, false, SEQ_WORKER_VMM},
       {"primary, vmm by each worker", 4, false, H2D, SEQ_RUNTIME, true, true, SEQ_WORKER_VMM},
+      // The runtime's way since the rule (rebuilt before a second move), then with the
+      // blocks of one region passed from worker to worker, private and primary.
+      {"the rule", 4, false, H2D, SEQ_RUNTIME, true, false, SEQ_CONTEXTLESS, false, false,
+       false, true},
+      {"the rule, blocks passed on", 4, false, H2D, SEQ_RUNTIME, true, false, SEQ_CONTEXTLESS,
+       false, false, true, true},
+      {"blocks passed on, moves asked", 4, false, H2D, SEQ_RUNTIME, true, false,
+       SEQ_CONTEXTLESS, false, false, true, false},
+      {"primary, blocks passed on", 4, false, H2D, SEQ_RUNTIME, true, true, SEQ_CONTEXTLESS,
+       false, false, true, false},
+      // The blocks packed as the arena packs them (neighbours in one 2 MiB granule): the
+      // rule in private contexts, then primary ones. The first reads initcheck flags in
+      // cuda_test private_contexts lie near a block's start, in the granule it shares with
+      // the block before.
+      {"the rule, packed blocks passed on", 4, false, H2D, SEQ_RUNTIME, true, false,
+       SEQ_CONTEXTLESS, false, false, true, true, true},
+      {"primary, packed blocks passed on", 4, false, H2D, SEQ_RUNTIME, true, true,
+       SEQ_CONTEXTLESS, false, false, true, false, true},
   };
+  const int n_seqs = (int)(sizeof(seqs) / sizeof(seqs[0]));
+  if (argc == 3 && strcmp(argv[1], "seq") == 0) {
+    char *end = nullptr;
+    long k = strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != 0 || k < 0 || k >= n_seqs) {
+      printf("seq %s: not a sequence (0 to %d)\n", argv[2], n_seqs - 1);
+      return 2;
+    }
+    runtime_sequence(dev, 0, seqs[k]);
+    return wrong_copies ? 1 : 0;
+  }
   runtime_sequence(dev, 4096, seqs[0]);
   for (const seq_opts &o : seqs) runtime_sequence(dev, 0, o);
   {

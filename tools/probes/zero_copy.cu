@@ -7,13 +7,19 @@
 // launch per unit and direction, its table of ranges in pinned host memory too.
 //   nvcc -O2 -arch=sm_90 -o probe zero_copy.cu
 //   ./probe [tensors=12800] [bytes=65536] [per_unit=512] [ways|layout]
-// `layout` (the batched way only) asks what graphrun's bench adds to it: tensors starting
-// 64 bytes past a page (tools/graphrun/hostbuf.c's header) and host time between a unit's
-// end and the next submission (a worker's accounting), against the plain batch way.
+// `layout` (the batched ways only) asks what graphrun adds to the plain batch way: its
+// kernel as a one-node graph whose node is updated for every unit and launched between the
+// batches (as the CUDA backend runs a scattered unit), tensors starting 64 bytes past a
+// page (tools/graphrun/hostbuf.c's header) and host time between a unit's end and the next
+// submission (a worker's accounting). Each line also gives a unit's mean submission time
+// (launch; the graph way's node update included, which graphrun's profile counts apart as
+// "graph update") and, with one unit in flight, the time from its last call to its event
+// (wait), as tools/nvtx_profile gives graphrun's.
 // Tensors lie as graphrun's pool has them (slabs of 64 MiB, a page between tensors), in
 // place (outputs over inputs). Three threads take units from a shared counter, as workers
 // take tasks, each with `depth` slots (a stream and a device block each). Ways:
 //   batch:  cudaMemcpyBatchAsync in, the seed kernel (2x + 1), cudaMemcpyBatchAsync out
+//   graph:  the same with the kernel as a graph (node updated, then cudaGraphLaunch)
 //   kernel: a gather kernel in, the seed kernel, a scatter kernel out
 //   fused:  one kernel reading each tensor from the host, 2x + 1, writing it back
 // Every element of every tensor is checked after every repetition; exits 1 on a wrong one.
@@ -90,8 +96,8 @@ __global__ void fused(const range *__restrict__ r, int per) {
   }
 }
 
-enum way { BATCH, KERNEL, FUSED };
-static const char *way_name[] = {"batch", "kernel", "fused"};
+enum way { BATCH, KERNEL, FUSED, GRAPH };
+static const char *way_name[] = {"batch", "kernel", "fused", "graph"};
 
 struct tensors {
   size_t count, bytes;
@@ -139,6 +145,11 @@ struct slot {
   char *dev;
   range *table; // pinned host: the kernels read it where it lies
   bool busy = false;
+  // The graph way's one-kernel graph and its node; the graph lives as long as the exec,
+  // as an update names the node in it (a freed graph's nodes are refused).
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaGraphNode_t node;
 };
 
 struct worker {
@@ -146,12 +157,33 @@ struct worker {
   std::vector<void *> dst, dout;
   std::vector<const void *> src, sout;
   std::vector<size_t> sizes;
+  double launch_s = 0, wait_s = 0; // summed over the pass
+  size_t units = 0;
 };
+
+// The seed over n floats at d as the graph way launches it: a one-kernel graph made once a
+// slot, its node's parameters set for every unit (graphrun's "graph update"), launched.
+static void graph_kernel(slot &s, float *d, size_t n) {
+  void *args[] = {&d, &n};
+  cudaKernelNodeParams kp = {};
+  kp.func = (void *)twice_plus_one;
+  kp.gridDim = dim3(132);
+  kp.blockDim = dim3(256);
+  kp.kernelParams = args;
+  if (s.exec == nullptr) {
+    cudaGraphCreate(&s.graph, 0);
+    cudaGraphAddKernelNode(&s.node, s.graph, nullptr, 0, &kp);
+    cudaGraphInstantiate(&s.exec, s.graph, 0);
+  } else {
+    cudaGraphExecKernelNodeSetParams(s.exec, s.node, &kp);
+  }
+  cudaGraphLaunch(s.exec, s.stream);
+}
 
 static void run_unit(worker &w, slot &s, way how, const tensors &t, size_t first, size_t n) {
   const int per = (int)((t.bytes + CHUNK - 1) / CHUNK);
   for (size_t i = 0; i < n; i++) s.table[i] = range{t.at[first + i], i * t.bytes, t.bytes};
-  if (how == BATCH) {
+  if (how == BATCH || how == GRAPH) {
     cudaMemcpyAttributes attr;
     memset(&attr, 0, sizeof(attr));
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
@@ -164,7 +196,10 @@ static void run_unit(worker &w, slot &s, way how, const tensors &t, size_t first
     }
     cudaMemcpyBatchAsync(w.dst.data(), w.src.data(), w.sizes.data(), n, &attr, &zero, 1,
                          s.stream);
-    twice_plus_one<<<132, 256, 0, s.stream>>>((float *)s.dev, n * t.bytes / 4);
+    if (how == GRAPH)
+      graph_kernel(s, (float *)s.dev, n * t.bytes / 4);
+    else
+      twice_plus_one<<<132, 256, 0, s.stream>>>((float *)s.dev, n * t.bytes / 4);
     cudaMemcpyBatchAsync(w.dout.data(), w.sout.data(), w.sizes.data(), n, &attr, &zero, 1,
                          s.stream);
   } else if (how == KERNEL) {
@@ -197,17 +232,27 @@ static double one_pass(std::vector<worker> &ws, way how, const tensors &t, size_
       for (;;) {
         slot &s = w.slots[k++ % w.slots.size()];
         if (s.busy) {
+          double w0 = now_s();
           cudaEventSynchronize(s.done);
+          w.wait_s += now_s() - w0;
           spin_us(delay_us);
         }
         s.busy = false;
         size_t first = next.fetch_add(per_unit);
         if (first >= t.count) break;
+        double l0 = now_s();
         run_unit(w, s, how, t, first, std::min(per_unit, t.count - first));
+        w.launch_s += now_s() - l0;
+        w.units++;
         s.busy = true;
       }
       for (auto &s : w.slots)
-        if (s.busy) cudaEventSynchronize(s.done), s.busy = false;
+        if (s.busy) {
+          double w0 = now_s();
+          cudaEventSynchronize(s.done);
+          w.wait_s += now_s() - w0;
+          s.busy = false;
+        }
     });
   for (auto &x : th) x.join();
   return now_s() - t0;
@@ -236,12 +281,16 @@ int main(int argc, char **argv) {
       {KERNEL, 1, 2, per_unit, 0, 0},      {KERNEL, 3, 2, per_unit / 8, 0, 0},
       {KERNEL, 3, 2, per_unit / 32, 0, 0}, {FUSED, 3, 2, per_unit, 0, 0},
       {FUSED, 1, 2, per_unit / 8, 0, 0}};
-  // Interleaved: the plain way between each of graphrun's differences.
+  // Interleaved, the plain batch way against the graph way, then each with graphrun's ~60
+  // us of host time between units, then the graph way with the tensors 64 bytes past a page
+  // too. (The eighth session ran the list before this one, of offsets and 150 us between
+  // units against the batch way: docs/PERFORMANCE.md.)
   const std::vector<config> layouts = {
-      {BATCH, 3, 1, per_unit, 0, 0},   {BATCH, 3, 1, per_unit, 64, 0},
-      {BATCH, 3, 1, per_unit, 0, 0},   {BATCH, 3, 1, per_unit, 0, 150},
-      {BATCH, 3, 1, per_unit, 0, 0},   {BATCH, 3, 1, per_unit, 64, 150},
-      {BATCH, 3, 2, per_unit, 64, 150}, {BATCH, 3, 1, per_unit, 0, 0}};
+      {BATCH, 3, 1, per_unit, 0, 0},  {GRAPH, 3, 1, per_unit, 0, 0},
+      {BATCH, 3, 1, per_unit, 0, 0},  {GRAPH, 3, 1, per_unit, 0, 0},
+      {BATCH, 3, 1, per_unit, 0, 60}, {GRAPH, 3, 1, per_unit, 0, 60},
+      {GRAPH, 3, 1, per_unit, 64, 60}, {BATCH, 3, 1, per_unit, 0, 0},
+      {GRAPH, 3, 1, per_unit, 0, 0}};
   for (const config &c : layout ? layouts : ways) {
     if (c.offset != t.offset) {
       t.offset = c.offset;
@@ -261,27 +310,33 @@ int main(int argc, char **argv) {
       w.sizes.assign(pu, t.bytes);
     }
     std::vector<double> ratios;
-    size_t wrong = 0;
+    size_t wrong = 0, units = 0;
+    double launch_s = 0, wait_s = 0;
     for (int rep = 0; rep < 4; rep++) {
       tensors_fill(t);
+      for (auto &w : ws) w.launch_s = w.wait_s = 0, w.units = 0;
       double secs = one_pass(ws, c.how, t, pu, c.delay_us);
       wrong += tensors_wrong(t);
-      if (rep > 0) ratios.push_back(2.0 * t.count * t.bytes / (ceiling * 1e9) / secs);
+      if (rep == 0) continue; // the first pass warms up
+      ratios.push_back(2.0 * t.count * t.bytes / (ceiling * 1e9) / secs);
+      for (auto &w : ws) launch_s += w.launch_s, wait_s += w.wait_s, units += w.units;
     }
     cudaError_t e = cudaGetLastError();
     failures += wrong + (e != cudaSuccess);
     std::sort(ratios.begin(), ratios.end());
     printf("%-6s threads %d, in flight %d, units of %4zu, offset %2zu, %3.0f us between: "
-           "ratio %.3f (%.3f-%.3f), %zu wrong%s%s\n",
+           "ratio %.3f (%.3f-%.3f), a unit: launch %.0f us, wait %.0f us; %zu wrong%s%s\n",
            way_name[c.how], c.threads, c.depth, pu, c.offset, c.delay_us, ratios[1], ratios[0],
-           ratios.back(), wrong, e != cudaSuccess ? ", error " : "",
-           e != cudaSuccess ? cudaGetErrorName(e) : "");
+           ratios.back(), 1e6 * launch_s / units, 1e6 * wait_s / units, wrong,
+           e != cudaSuccess ? ", error " : "", e != cudaSuccess ? cudaGetErrorName(e) : "");
     for (auto &w : ws)
       for (auto &s : w.slots) {
         cudaStreamDestroy(s.stream);
         cudaEventDestroy(s.done);
         cudaFree(s.dev);
         cudaFreeHost(s.table);
+        if (s.exec) cudaGraphExecDestroy(s.exec);
+        if (s.graph) cudaGraphDestroy(s.graph);
       }
   }
   return failures != 0;
