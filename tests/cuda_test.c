@@ -476,6 +476,36 @@ static void private_contexts_granule_blocks(void)
     run_private_contexts(40 * MiB / 4);
 }
 
+/* Two units in flight on one worker: each slot lowers a graph of its own, since the driver
+ * orders one graph's launches one after another, so that with one graph between them the
+ * second unit's copies in would wait for the first's copies out. 16 whole tensors of 4 MiB
+ * (over batch_below: units with their copies in the graph) of one template: exactly two
+ * instantiations (one a slot), every other unit an update in place, units launched under
+ * another, every output right. */
+static void two_units_in_flight_have_graphs_of_their_own(void)
+{
+    gr_tensor_set set;
+    gr_stats st = GR_STATS_INIT;
+    gr_runtime *rt;
+    gr_device *dev;
+
+    REQUIRE_GPU();
+    rt = gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 1,
+                                         .budget = 64 * MiB, .whole_tensors = true,
+                                         .in_flight = "2"});
+    ASSERT_EQ_U64(gr__runtime_get(rt, &(gr_status){GR_OK})->workers[0].in_flight, 2);
+    ASSERT_STATUS(gr_tensor_set_alloc(&set, 16, MiB, GR_MEM_PINNED, 97), GR_OK);
+    run_set(rt, &set);
+    ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
+    ASSERT_EQ_U64(st.iterations_done, 16);
+    ASSERT_GT(st.units_overlapped, 0);
+    check_updates_taken(rt, 14, 2);
+    dev = gr__runtime_device(rt, 0, &(gr_status){GR_OK});
+    ASSERT_EQ_U64(atomic_load(&dev->graph_instantiations), 2);
+    gr_tensor_set_free(&set);
+    gr_runtime_destroy(rt);
+}
+
 /* Private contexts with staged units (pageable tensors are gathered into each worker's
  * pinned staging buffer, allocated on the worker's thread while its private context is
  * current). Destroy gives those buffers back; several runtimes in turn, every output
@@ -692,6 +722,7 @@ GR_TEST_MAIN(GR_TEST(kernels_match_cpu), GR_TEST(host_cache_registers_pageable_t
              GR_TEST(two_templates_at_once), GR_TEST(device_memory_stays_within_budget),
              GR_TEST(private_contexts), GR_TEST(private_contexts_granule_blocks),
              GR_TEST(private_contexts_with_staging),
+             GR_TEST(two_units_in_flight_have_graphs_of_their_own),
              GR_TEST(separate_tensors_scattered_by_dma),
              GR_TEST(separate_tensors_staged_without_batch_copies),
              GR_TEST(caller_device_untouched))

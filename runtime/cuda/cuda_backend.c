@@ -62,12 +62,11 @@ typedef struct cuda_device {
 
 typedef struct cuda_worker {
     CUcontext ctx; /* private context, or NULL for the primary one */
-    /* A stream and an event for each unit in flight (gr_iteration.slot). A scattered
-     * unit's batched copies in may run beside the copies out of the one before; a lowered
-     * graph launched on both is ordered by the driver (a graph's launches never overlap:
-     * two direct units of one template copy one after the other, as on one stream), and
-     * one updated or destroyed while a launch of it is in flight leaves that launch as it
-     * was. */
+    /* A stream and an event for each unit in flight (gr_iteration.slot). A unit's copies
+     * in may run beside the copies out of the one before: each slot has lowered graphs of
+     * its own in the cache (gr_cuda_graph.slot), as the driver orders one graph's launches
+     * one after another. A graph updated or destroyed while a launch of it is in flight
+     * leaves that launch as it was. */
     cudaStream_t stream[GR_WORKER_SLOTS];
     cudaEvent_t done[GR_WORKER_SLOTS];
     uint32_t n_slots; /* streams and events made */
@@ -571,8 +570,9 @@ static void log_refusal(const gr_worker *w, const cuda_worker *cw, const gr_grap
            cw->ctx == NULL ? " (primary)" : "");
 }
 
-/* The worker's lowered graph for this template and these host memory kinds, updated to
- * `it`; lowered and instantiated on first use, evicting the least recently used. */
+/* The worker's lowered graph for this template, these host memory kinds and `it`'s slot,
+ * updated to `it`; lowered and instantiated on first use, evicting the least recently used
+ * (of any slot: an evicted graph still in flight is freed when its launch completes). */
 static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration *it,
                                gr_cuda_graph **out, gr_error_info *err)
 {
@@ -589,7 +589,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
     for (int i = 0; i < GRAPH_CACHE; i++) {
         gr_cuda_graph *cg = &cw->cache[i];
 
-        if (cg->graph_id == it->graph->id && cg->host_kinds == kinds &&
+        if (cg->graph_id == it->graph->id && cg->host_kinds == kinds && cg->slot == it->slot &&
             cg->host_epoch == epoch) {
             gr_cuda_refusal why = {.copy = false};
             bool rebuilt, refused;
@@ -616,14 +616,16 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
         if (cg->last_use < victim->last_use)
             victim = cg;
     }
-    /* A graph of this template lowered under an older epoch goes first: it is stale. */
+    /* A graph of this template and slot lowered under an older epoch goes first: it is
+     * stale. */
     for (int i = 0; i < GRAPH_CACHE; i++)
         if (cw->cache[i].graph_id == it->graph->id && cw->cache[i].host_kinds == kinds &&
-            cw->cache[i].host_epoch != epoch)
+            cw->cache[i].slot == it->slot && cw->cache[i].host_epoch != epoch)
             victim = &cw->cache[i];
     gr_cuda_graph_release(victim);
     st = gr_cuda_graph_build(victim, it, &target, kinds, err);
     victim->host_epoch = epoch;
+    victim->slot = it->slot;
     atomic_fetch_add_explicit(&w->dev->graph_instantiations, st == GR_OK, memory_order_relaxed);
     victim->last_use = ++cw->clock;
     *out = victim;

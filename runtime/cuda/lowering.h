@@ -71,6 +71,11 @@ typedef struct gr_cuda_target {
 
 typedef struct gr_cuda_graph {
     uint64_t graph_id; /* the template's gr_graph.id; 0 while unused */
+    /* The worker's slot (gr_iteration.slot) whose units it runs. The driver orders an
+     * executable graph's launches one after another, so two units in flight sharing one
+     * would not overlap at all (the second's copies in behind the first's copies out):
+     * each slot lowers its own. */
+    uint32_t slot;
     uint32_t host_kinds; /* bit per host operand: 1 = page-locked, or GR_CUDA_DEVICE_ONLY
                             (see gr_cuda_host_kinds) */
     uint64_t last_use;   /* for least-recently-used eviction */
