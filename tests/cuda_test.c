@@ -33,6 +33,16 @@ static gr_runtime *cuda_runtime(uint32_t workers, uint64_t budget, gr_context_mo
         .backend = GR_BACKEND_CUDA, .workers = workers, .budget = budget, .contexts = mode});
 }
 
+/* The same with one unit in flight a worker, whatever GR_UNITS_IN_FLIGHT says: for cases
+ * that count graph instantiations (with two, each slot lowers graphs of its own). */
+static gr_runtime *cuda_runtime_one_in_flight(uint32_t workers, uint64_t budget,
+                                              gr_context_mode mode)
+{
+    return gr_test_runtime((gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = workers,
+                                           .budget = budget, .contexts = mode,
+                                           .in_flight = "1"});
+}
+
 /* Run the seed graph over a tensor set and check every output. */
 static void run_set(gr_runtime *rt, gr_tensor_set *set)
 {
@@ -183,7 +193,7 @@ static void one_worker_and_sixteen(void)
 
     REQUIRE_GPU();
     for (int w = 0; w < 2; w++) {
-        gr_runtime *rt = cuda_runtime(workers[w], 128 * MiB, GR_CONTEXT_PRIMARY);
+        gr_runtime *rt = cuda_runtime_one_in_flight(workers[w], 128 * MiB, GR_CONTEXT_PRIMARY);
         gr_tensor_set set;
         gr_device_stats st;
 
@@ -444,7 +454,7 @@ static void run_private_contexts(uint64_t elems)
     gr_runtime *rt;
 
     REQUIRE_GPU();
-    rt = cuda_runtime(4, 256 * MiB, GR_CONTEXT_PRIVATE);
+    rt = cuda_runtime_one_in_flight(4, 256 * MiB, GR_CONTEXT_PRIVATE);
     ASSERT_STATUS(gr_tensor_set_alloc(&set, 24, elems, GR_MEM_PINNED, 95), GR_OK);
     run_set(rt, &set);
     gr_tensor_set_free(&set);
@@ -478,10 +488,10 @@ static void private_contexts_granule_blocks(void)
 
 /* Two units in flight on one worker: each slot lowers a graph of its own, since the driver
  * orders one graph's launches one after another, so that with one graph between them the
- * second unit's copies in would wait for the first's copies out. 16 whole tensors of 4 MiB
- * (over batch_below: units with their copies in the graph) of one template: exactly two
- * instantiations (one a slot), every other unit an update in place, units launched under
- * another, every output right. */
+ * second unit's copies in would wait for the first's copies out. 16 tensors of 4 MiB, each
+ * a unit of its own with its copies in the graph (whole_tensors: split_tensors = 0, no
+ * planning into batches), one template: exactly two instantiations (one a slot), the other
+ * 14 units updates in place, units launched under another, every output right. */
 static void two_units_in_flight_have_graphs_of_their_own(void)
 {
     gr_tensor_set set;
@@ -502,6 +512,7 @@ static void two_units_in_flight_have_graphs_of_their_own(void)
     check_updates_taken(rt, 14, 2);
     dev = gr__runtime_device(rt, 0, &(gr_status){GR_OK});
     ASSERT_EQ_U64(atomic_load(&dev->graph_instantiations), 2);
+    ASSERT_EQ_U64(atomic_load(&dev->graph_updates), 14);
     gr_tensor_set_free(&set);
     gr_runtime_destroy(rt);
 }

@@ -65,8 +65,8 @@ typedef struct cuda_worker {
     /* A stream and an event for each unit in flight (gr_iteration.slot). A unit's copies
      * in may run beside the copies out of the one before: each slot has lowered graphs of
      * its own in the cache (gr_cuda_graph.slot), as the driver orders one graph's launches
-     * one after another. A graph updated or destroyed while a launch of it is in flight
-     * leaves that launch as it was. */
+     * one after another. So a graph is updated or rebuilt only when its slot is free: the
+     * other slot's graph, in flight, is the most recently used entry, never the victim. */
     cudaStream_t stream[GR_WORKER_SLOTS];
     cudaEvent_t done[GR_WORKER_SLOTS];
     uint32_t n_slots; /* streams and events made */
@@ -572,7 +572,7 @@ static void log_refusal(const gr_worker *w, const cuda_worker *cw, const gr_grap
 
 /* The worker's lowered graph for this template, these host memory kinds and `it`'s slot,
  * updated to `it`; lowered and instantiated on first use, evicting the least recently used
- * (of any slot: an evicted graph still in flight is freed when its launch completes). */
+ * (of either slot; with two units in flight a template takes two of the entries). */
 static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration *it,
                                gr_cuda_graph **out, gr_error_info *err)
 {

@@ -2,13 +2,14 @@
  * cuda/lowering.h - lowering an iteration template to an explicit CUDA graph, and replaying
  * it.
  *
- * A template is lowered once per worker into a cudaGraph (memcpy H2D nodes, kernel nodes,
- * memcpy D2H nodes, with the template's dependencies as edges, built with the graph API,
- * not stream capture) and instantiated once. Every later iteration only updates the node
- * parameters of the instantiated graph in place (host and device addresses, copy sizes,
- * kernel arguments and grid) and launches it. When the driver refuses an in-place update
- * (for example, a host operand of another memory kind), the graph is rebuilt with the new
- * parameters and instantiated again, and replay continues.
+ * A template is lowered once per worker and slot (gr_cuda_graph.slot) into a cudaGraph
+ * (memcpy H2D nodes, kernel nodes, memcpy D2H nodes, with the template's dependencies as
+ * edges, built with the graph API, not stream capture) and instantiated once. Every later
+ * iteration only updates the node parameters of the instantiated graph in place (host and
+ * device addresses, copy sizes, kernel arguments and grid) and launches it. When the
+ * driver refuses an in-place update (for example, a host operand of another memory kind),
+ * the graph is rebuilt with the new parameters and instantiated again, and replay
+ * continues.
  *
  * Everything here runs on one worker thread, with that worker's CUDA context current.
  */
@@ -132,7 +133,8 @@ void gr_cuda_graph_release(gr_cuda_graph *cg);
  * private contexts or several devices, GR_CUDA_STAGED too when the operands are the
  * worker's staging buffer; or, for an iteration whose copies the backend does itself
  * (gr_iteration.h2d), GR_CUDA_DEVICE_ONLY alone: the graph is lowered without its copy
- * nodes. Iterations of one template and the same kinds share a graph, updated in place:
+ * nodes. Iterations of one template and the same kinds on one slot share a graph, updated
+ * in place:
  * the driver refuses to move a copy node between memory of two kinds, or pinned memory of
  * two contexts (tools/probes/graph_update_contexts.cu: invalid value). A worker's staging
  * buffer is made under its context (its private one, or its device's primary one), the

@@ -254,7 +254,8 @@ typedef struct gr_config {
  * the kernels' modules. Measured on an H200: 14 MiB with 3 workers, 148 MiB with 64 in the
  * long stress (docs/PERFORMANCE.md, "Device memory the runtime holds"). Graphs of hundreds
  * of nodes, many kernels of one's own, or more than 8 graph templates per worker in turn
- * can take more: measure with `graphrun stress` or the bench's device sampling.
+ * (4 with two units in flight: each has graphs of its own) can take more: measure with
+ * `graphrun stress` or the bench's device sampling.
  */
 #define GR_CUDA_OVERHEAD_BOUND(workers) ((8ull << 20) + (uint64_t)(workers) * (5ull << 19))
 
