@@ -73,8 +73,8 @@ typedef struct gr_cuda_target {
 typedef struct gr_cuda_graph {
     uint64_t graph_id; /* the template's gr_graph.id; 0 while unused */
     /* The worker's slot (gr_iteration.slot) whose units it runs. The driver orders an
-     * executable graph's launches one after another, so two units in flight sharing one
-     * would not overlap at all (the second's copies in behind the first's copies out):
+     * executable graph's launches one after another, so of two units in flight sharing
+     * one, the second's copies in (nodes of it) would wait for the first's copies out:
      * each slot lowers its own. */
     uint32_t slot;
     uint32_t host_kinds; /* bit per host operand: 1 = page-locked, or GR_CUDA_DEVICE_ONLY
@@ -134,12 +134,11 @@ void gr_cuda_graph_release(gr_cuda_graph *cg);
  * worker's staging buffer; or, for an iteration whose copies the backend does itself
  * (gr_iteration.h2d), GR_CUDA_DEVICE_ONLY alone: the graph is lowered without its copy
  * nodes. Iterations of one template and the same kinds on one slot share a graph, updated
- * in place:
- * the driver refuses to move a copy node between memory of two kinds, or pinned memory of
- * two contexts (tools/probes/graph_update_contexts.cu: invalid value). A worker's staging
- * buffer is made under its context (its private one, or its device's primary one), the
- * tensors' pinned memory usually under the first device's primary context. (Several
- * devices: not yet run on two GPUs.) */
+ * in place: the driver refuses to move a copy node between memory of two kinds, or pinned
+ * memory of two contexts (tools/probes/graph_update_contexts.cu: invalid value). A
+ * worker's staging buffer is made under its context (its private one, or its device's
+ * primary one), the tensors' pinned memory usually under the first device's primary
+ * context. (Several devices: not yet run on two GPUs.) */
 #define GR_CUDA_DEVICE_ONLY (1u << 31)
 #define GR_CUDA_STAGED (1u << 30)
 uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it);
