@@ -570,6 +570,13 @@ static void log_refusal(const gr_worker *w, const cuda_worker *cw, const gr_grap
            cw->ctx == NULL ? " (primary)" : "");
 }
 
+/* Whether the cache entry was lowered for `it`'s template, these host memory kinds and
+ * `it`'s slot (under whichever registration epoch). */
+static bool lowered_for(const gr_cuda_graph *cg, const gr_iteration *it, uint32_t kinds)
+{
+    return cg->graph_id == it->graph->id && cg->host_kinds == kinds && cg->slot == it->slot;
+}
+
 /* The worker's lowered graph for this template, these host memory kinds and `it`'s slot,
  * updated to `it`; lowered and instantiated on first use, evicting the least recently used
  * (of either slot; with two units in flight a template takes two of the entries). */
@@ -589,8 +596,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
     for (int i = 0; i < GRAPH_CACHE; i++) {
         gr_cuda_graph *cg = &cw->cache[i];
 
-        if (cg->graph_id == it->graph->id && cg->host_kinds == kinds && cg->slot == it->slot &&
-            cg->host_epoch == epoch) {
+        if (lowered_for(cg, it, kinds) && cg->host_epoch == epoch) {
             gr_cuda_refusal why = {.copy = false};
             bool rebuilt, refused;
 
@@ -619,8 +625,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
     /* A graph of this template and slot lowered under an older epoch goes first: it is
      * stale. */
     for (int i = 0; i < GRAPH_CACHE; i++)
-        if (cw->cache[i].graph_id == it->graph->id && cw->cache[i].host_kinds == kinds &&
-            cw->cache[i].slot == it->slot && cw->cache[i].host_epoch != epoch)
+        if (lowered_for(&cw->cache[i], it, kinds) && cw->cache[i].host_epoch != epoch)
             victim = &cw->cache[i];
     gr_cuda_graph_release(victim);
     st = gr_cuda_graph_build(victim, it, &target, kinds, err);

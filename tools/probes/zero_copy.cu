@@ -228,13 +228,17 @@ static double one_pass(std::vector<worker> &ws, way how, const tensors &t, size_
   for (auto &w : ws)
     th.emplace_back([&, wp = &w] {
       worker &w = *wp;
+      auto wait = [&w](slot &s) {
+        double w0 = now_s();
+        cudaEventSynchronize(s.done);
+        w.wait_s += now_s() - w0;
+        s.busy = false;
+      };
       size_t k = 0;
       for (;;) {
         slot &s = w.slots[k++ % w.slots.size()];
         if (s.busy) {
-          double w0 = now_s();
-          cudaEventSynchronize(s.done);
-          w.wait_s += now_s() - w0;
+          wait(s);
           spin_us(delay_us);
         }
         s.busy = false;
@@ -247,12 +251,7 @@ static double one_pass(std::vector<worker> &ws, way how, const tensors &t, size_
         s.busy = true;
       }
       for (auto &s : w.slots)
-        if (s.busy) {
-          double w0 = now_s();
-          cudaEventSynchronize(s.done);
-          w.wait_s += now_s() - w0;
-          s.busy = false;
-        }
+        if (s.busy) wait(s);
     });
   for (auto &x : th) x.join();
   return now_s() - t0;
