@@ -43,14 +43,16 @@ np() { "$py" "$tool" "$@"; }
 
 failed=0
 # A case returning 77 was skipped: npy_tool.py exits so without ml_dtypes (bfloat16).
+# Each line ends with the case's time, so that a log shows where the test's time goes.
 case_() {
-  local name=$1 rc
+  local name=$1 rc t0=$EPOCHREALTIME took
   shift
   "$@"
   rc=$?
-  if ((rc == 0)); then echo "PASS $name"
+  took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f s", b - a }')
+  if ((rc == 0)); then echo "PASS $name ($took)"
   elif ((rc == 77)); then echo "SKIP $name: ml_dtypes (NumPy's bfloat16) cannot be imported"
-  else echo "FAIL $name"; failed=1; fi
+  else echo "FAIL $name ($took)"; failed=1; fi
 }
 bf16() { np has-ml-dtypes || return 77; }
 
@@ -259,16 +261,22 @@ existing_output_needs_force() {
     run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/keep.npy" --force &&
     np check-seed "$T/keep.npy" "$T/a.npy"
 }
-# The per-tensor cases below share 48 tensors of 4 MiB (about 1.5 s with one worker here):
-# each is one unit of work (1 MiB and more: not batched), so GR_FAULT=arena:3 fails exactly
-# the third tensor to start, t02 with one worker.
+# The per-tensor cases below share 48 tensors of big_mib MiB (about 1.5 s with one worker
+# at 4 MiB): each is one unit of work (1 MiB and more: not batched), so GR_FAULT=arena:3 fails
+# exactly the third tensor to start, t02 with one worker. Under a sanitizer (GR_TEST_SANITIZER,
+# set by .bazelrc's configs) the CPU kernels run several times slower, so the tensors are
+# 1 MiB: a run still lasts seconds, long enough to interrupt mid-way, and the test keeps its
+# margin on its time limit.
+big_mib=4
+[[ -z ${GR_TEST_SANITIZER:-} ]] || big_mib=1
 big_inputs() {
   [[ -e $T/big_in/t47.npy ]] && return
   mkdir -p "$T/big_in" && "$py" -c '
 import numpy as np, sys
 rng = np.random.default_rng(1)
 for i in range(48):
-    np.save(f"{sys.argv[1]}/t{i:02d}.npy", rng.random(1 << 20, dtype=np.float32))' "$T/big_in"
+    np.save(f"{sys.argv[1]}/t{i:02d}.npy", rng.random(int(sys.argv[2]) << 18, dtype=np.float32))
+' "$T/big_in" "$big_mib"
 }
 big_run() { # OUT_DIR EXTRA...: the shared run, in the background ($pid)
   local o=$1
@@ -338,7 +346,7 @@ interrupted_run_keeps_what_is_done_and_resumes() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["status"] == "ok" and d["done"] == 48 and d["resumed"] == 47, d
-assert d["outputs_written"] == 1 and d["bytes_in"] == 4 << 20, d' "$out" &&
+assert d["outputs_written"] == 1 and d["bytes_in"] == int(sys.argv[2]) << 20, d' "$out" "$big_mib" &&
     counts "$T/big_out.manifest.json" >/dev/null
 }
 failing_tensor_stops_the_run() { # the default: no new tensor starts; what is done is kept
@@ -376,10 +384,11 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["status"] == "failed" and d["tensors"] == 48 and d["done"] == 47, d
 assert d["failed"] == 1 and d["not_run"] == 0 and d["outputs_written"] == 47, d
-assert d["bytes_in"] == d["bytes_out"] == 47 * (4 << 20), d
+assert d["bytes_in"] == d["bytes_out"] == 47 * (int(sys.argv[2]) << 20), d
 f = d["failures"]
 assert [x["index"] for x in f] == [2] and f[0]["input"].endswith("t02.npy"), f
-assert f[0]["status"] == "out of host memory" and "injected" in f[0]["message"], f' "$out" &&
+assert f[0]["status"] == "out of host memory" and "injected" in f[0]["message"], f' "$out" \
+    "$big_mib" &&
     GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
       --output "$T/kg_out" --workers 1 --keep-going --force &&
     has "$out" "failed: 47 of 48 tensors done, 1 failed, 0 not run; 47 outputs written" &&
@@ -621,7 +630,7 @@ stdout_leaves_nothing_in_tmpdir() { # the tensor's file is unlinked at once: SIG
   TMPDIR=$tmp "$bin" run --graph "$examples/seed.graph" --input "$T/big_in/t00.npy" \
     --output - >"$T/so_fifo" 2>"$err" &
   pid=$!
-  head -c 1 <&3 >/dev/null # the tensor is being copied to stdout, 4 MiB into 64 KiB
+  head -c 1 <&3 >/dev/null # the tensor is being copied to stdout, MiBs into 64 KiB
   left=$(find "$tmp" -type f)
   kill -KILL "$pid"
   wait "$pid"
