@@ -54,6 +54,9 @@ typedef struct gr_backend_env {
     int (*host_class)(const struct gr_backend_env *env, const struct gr_host_hold *hold,
                       const void *p, uint64_t bytes, uintptr_t *key);
     uint64_t (*host_epoch)(const struct gr_backend_env *env);
+    /* The backend's host_span (below): the range around host address p that one copy may
+     * cover. NULL: any range (plans made without asking about real memory). Any thread. */
+    bool (*host_span)(const void *p, uintptr_t *lo, uintptr_t *hi);
 } gr_backend_env;
 
 /* How far a failure of `run` reaches, as the backend judges it. */
@@ -61,6 +64,11 @@ typedef enum gr_fault_reach {
     GR_REACH_ITERATION = 0, /* only this iteration failed; everything goes on */
     GR_REACH_WORKER,        /* the worker's own context is ruined: it must take no more work */
     GR_REACH_DEVICE,        /* the device's shared context is ruined: the device is lost */
+    /* Less than the iteration: the driver refused one of its copies as laid out (a range
+     * it does not take as one allocation: cudaErrorInvalidValue) before any of its copies
+     * out could write host memory. Nothing is ruined; the worker runs the unit again
+     * through its staging buffer, whose copies the driver always takes (worker.c). */
+    GR_REACH_REFUSED_COPY,
 } gr_fault_reach;
 
 struct gr_runtime;
@@ -167,6 +175,13 @@ typedef struct gr_backend_ops {
     /* Whether host memory at p can be copied to the device as it is, at full speed (it is
      * page-locked). Any thread. */
     bool (*dma_ready)(const void *p);
+    /* The range [*lo, *hi) around host address p that one copy may cover: the driver
+     * allocation p lies in (cudaHostAlloc, cudaMallocHost, a registration), since the
+     * driver refuses a copy that runs from one allocation into the next even where the two
+     * lie back to back. False when the backend cannot say (the planner then copies no
+     * range past the tensor at p). NULL: any range, as for the host backend's memcpy. Any
+     * thread. */
+    bool (*host_span)(const void *p, uintptr_t *lo, uintptr_t *hi);
     /* Whether run() can do an iteration's copies itself, many separate ranges in one call
      * (gr_iteration.h2d); NULL: never. */
     bool (*batch_copies)(void);

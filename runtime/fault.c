@@ -55,6 +55,7 @@ static const char *const site_names[GR_FAULT_SITE_COUNT] = {
     [GR_FAULT_GRAPH_INSTANTIATE] = "graph_instantiate",
     [GR_FAULT_GRAPH_UPDATE] = "graph_update",
     [GR_FAULT_GRAPH_LAUNCH] = "graph_launch",
+    [GR_FAULT_COPY] = "copy",
 };
 
 const char *gr__fault_site_name(gr_fault_site site)
@@ -68,7 +69,7 @@ static gr_status bad_plan(gr_error_info *err, const char *plan, const char *why,
     return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                         "fault plan '%.120s': %s '%.*s' (expected SITE:N, SITE:N+, SITE:~N or "
                         "seed=S; sites: alloc pin thread arena device_alloc register stream "
-                        "event graph_instantiate graph_update graph_launch)",
+                        "event graph_instantiate graph_update graph_launch copy)",
                         plan, why, (int)len, what);
 }
 

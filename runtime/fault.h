@@ -44,6 +44,10 @@ typedef enum gr_fault_site {
     GR_FAULT_GRAPH_INSTANTIATE, /* "graph_instantiate": building and instantiating a graph */
     GR_FAULT_GRAPH_UPDATE,      /* "graph_update": updating an instantiated graph in place */
     GR_FAULT_GRAPH_LAUNCH,      /* "graph_launch": cudaGraphLaunch */
+    GR_FAULT_COPY,              /* "copy": the driver refusing a copy of a tensor's own memory
+                                   as laid out (a copy node going into a graph, a batched
+                                   copy; the host backend's copy nodes): the unit runs again
+                                   staged, whose copies this site never refuses */
     GR_FAULT_SITE_COUNT
 } gr_fault_site;
 

@@ -143,6 +143,7 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
         s.units_staged += load(&c->units_staged);
         s.units_scattered += load(&c->units_scattered);
         s.units_overlapped += load(&c->units_overlapped);
+        s.copies_refused += load(&c->copies_refused);
         add_hist(&s.budget_wait, &c->budget_wait);
         add_hist(&s.iteration, &c->iteration);
     }

@@ -169,6 +169,10 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
     family(&t, "graphrun_units_overlapped_total", "counter",
            "Iterations launched while the same worker's previous one still ran on the device.");
     per_device(&t, s, n, "graphrun_units_overlapped_total", NULL, FIELD(units_overlapped));
+    family(&t, "graphrun_copies_refused_total", "counter",
+           "Units whose copies the driver refused as laid out, run again through a staging "
+           "buffer.");
+    per_device(&t, s, n, "graphrun_copies_refused_total", NULL, FIELD(copies_refused));
 
     family(&t, "graphrun_host_cache_bytes", "gauge",
            "Pageable host memory the registration cache holds page-locked now.");

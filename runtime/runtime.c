@@ -329,6 +329,17 @@ bool gr__forked(const gr_runtime *rt)
     return atomic_load_explicit(&fork_generation, memory_order_relaxed) != rt->fork_generation;
 }
 
+void gr__runtime_copy_refused(gr_runtime *rt, uint64_t index, const gr_error_info *why)
+{
+    if (atomic_exchange_explicit(&rt->copy_refusal_logged, true, memory_order_relaxed))
+        return;
+    GR_LOG(&rt->log, GR_LOG_DEBUG,
+           "index %llu%s%s%s: the driver refused a copy as laid out (%s); the unit runs again "
+           "through a staging buffer (counted in gr_stats.copies_refused; logged once)",
+           (unsigned long long)index, why->node[0] ? ", node '" : "", why->node,
+           why->node[0] ? "'" : "", why->message);
+}
+
 void gr__runtime_pinned_fallback(gr_runtime *rt, uint64_t bytes)
 {
     struct rlimit lim;
@@ -453,6 +464,7 @@ static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
     rt->env.log = &rt->log;
     rt->env.trace = (rt->backend->traced || gr__trace_all_backends) && gr__trace_wanted();
     rt->env.host_ready = host_ready;
+    rt->env.host_span = rt->backend->host_span;
     /* The registration cache, where memory can be pinned at all (a backend with pinned
      * memory and a device to pin it for). */
     if (rt->cfg.host_cache_bytes != 0 && rt->backend->pinned != NULL &&

@@ -45,6 +45,7 @@ struct gr_runtime {
     atomic_uint active_calls;    /* threads inside gr_job_submit or gr_runtime_shutdown */
     atomic_uint devices_lost;    /* devices marked lost (sticky device error) */
     _Atomic uint64_t pinned_fallbacks; /* staging buffers that had to be pageable */
+    atomic_bool copy_refusal_logged;   /* gr__runtime_copy_refused logged one already */
 
     /* Lock order: rt->mu before nothing else; never held across a backend call or a
      * callback. Guards the fields below. */
@@ -120,6 +121,12 @@ bool gr__forked(const struct gr_runtime *rt);
 /* A staging buffer of `bytes` had to be ordinary memory: pinned memory could not be had.
  * Counted (gr_stats.staging_pageable); the first one is logged as a warning. Any thread. */
 void gr__runtime_pinned_fallback(struct gr_runtime *rt, uint64_t bytes);
+
+/* The driver refused the copies of a unit (its first tensor `index`) as laid out (`why`),
+ * and the worker runs it again
+ * staged (worker.c): the first time in the runtime's life it is logged at debug, with the
+ * driver's words. Any thread. */
+void gr__runtime_copy_refused(struct gr_runtime *rt, uint64_t index, const gr_error_info *why);
 
 /* Wake every sleeper that may be waiting on behalf of a stopped job. Any thread. */
 void gr__runtime_wake_waiters(struct gr_runtime *rt);

@@ -37,6 +37,7 @@ typedef struct gr_counters {
     /* Iterations that succeeded, by how their host memory was copied. */
     _Atomic uint64_t units_direct, units_staged, units_scattered;
     _Atomic uint64_t units_overlapped; /* launched with the worker's previous one in flight */
+    _Atomic uint64_t copies_refused; /* units run again staged (worker.c: unit_restage) */
 } gr_counters;
 
 typedef struct gr_stats_state {

@@ -7,9 +7,9 @@
  * DMA-ready it stays one direct unit, exactly as an unsplittable graph would run it. Smaller
  * tensors are packed, in order, into batches that end when the next tensor would overflow the
  * staging limit or GR_UNIT_MAX_TENSORS. A batch whose tensors lie back to back in DMA-ready
- * memory (rows of one array, say) is one contiguous range and goes direct; any other batch is
- * staged. When nothing was cut or packed the plan is dropped (identity), so the common case
- * costs no memory.
+ * memory of one allocation (rows of one array, say) is one contiguous range and goes direct;
+ * any other batch is scattered (each tensor copied where it lies) or staged. When nothing was
+ * cut or packed the plan is dropped (identity), so the common case costs no memory.
  */
 #include "runtime/units.h"
 
@@ -76,17 +76,50 @@ static bool none_ready(const gr_backend_env *env, const struct gr_host_hold *hol
 const gr_backend_env gr__units_all_ready = {.host_ready = all_ready},
                      gr__units_none_ready = {.host_ready = none_ready};
 
-/* Whether tensor b starts, on every port, right where tensor a ends. */
-static bool adjacent(const gr_graph *g, const gr_tensor *a, const gr_tensor *b)
+/* Where one copy may reach on each port (inputs, then outputs): the span of the allocation
+ * last asked about (env->host_span), kept while the tensors go on lying in it, so that a
+ * run of tensors of one allocation costs one question, and tensors apart in memory none. */
+typedef struct spans {
+    uintptr_t lo[2 * GR_MAX_PORTS], hi[2 * GR_MAX_PORTS];
+} spans;
+
+static uintptr_t port_at(const gr_graph *g, const gr_tensor *t, uint32_t q)
 {
-    for (uint32_t p = 0; p < g->n_inputs; p++)
-        if ((const char *)a->in[p] + gr_graph_port_bytes(g, false, p, a->elems) !=
-            (const char *)b->in[p])
+    return q < g->n_inputs ? (uintptr_t)t->in[q] : (uintptr_t)t->out[q - g->n_inputs];
+}
+
+static uint64_t port_bytes(const gr_graph *g, const gr_tensor *t, uint32_t q)
+{
+    bool out = q >= g->n_inputs;
+
+    return gr_graph_port_bytes(g, out, out ? q - g->n_inputs : q, t->elems);
+}
+
+/* Whether tensor b starts, on every port, right where tensor a ends, inside the allocation
+ * a lies in: then one copy covers both. The driver refuses a copy that runs from one
+ * allocation into the next even where the two lie back to back (two cudaHostAlloc calls,
+ * PyTorch's pin_memory() blocks), so lying back to back is not enough. */
+static bool one_range(const gr_graph *g, const gr_tensor *a, const gr_tensor *b,
+                      const gr_backend_env *env, spans *sp)
+{
+    uint32_t ports = g->n_inputs + g->n_outputs;
+
+    for (uint32_t q = 0; q < ports; q++)
+        if (port_at(g, a, q) + port_bytes(g, a, q) != port_at(g, b, q))
             return false;
-    for (uint32_t p = 0; p < g->n_outputs; p++)
-        if ((const char *)a->out[p] + gr_graph_port_bytes(g, true, p, a->elems) !=
-            (const char *)b->out[p])
+    if (env->host_span == NULL)
+        return true;
+    for (uint32_t q = 0; q < ports; q++) {
+        uintptr_t pa = port_at(g, a, q), pb = port_at(g, b, q);
+
+        if ((pa < sp->lo[q] || pa >= sp->hi[q]) &&
+            !env->host_span((const void *)pa, &sp->lo[q], &sp->hi[q])) {
+            sp->lo[q] = sp->hi[q] = 0; /* unknown: nothing past the tensor */
             return false;
+        }
+        if (pb < sp->lo[q] || port_bytes(g, b, q) > sp->hi[q] - pb)
+            return false;
+    }
     return true;
 }
 
@@ -167,9 +200,11 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     uint64_t batch_elems = lim->stage_elems; /* a batch's elements at most */
     bool cache = env->host_class != NULL;
     host_where first, here;
+    spans sp;
 
     memset(&first, 0, sizeof(first));
     memset(&here, 0, sizeof(here));
+    memset(&sp, 0, sizeof(sp));
 
     *units = NULL;
     *pending = NULL;
@@ -205,6 +240,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
          * and two to a full buffer at 16.7, on another machine (pageable copies vary that
          * much between machines too: docs/PERFORMANCE.md): hence the cautious half. */
         bool pageable_medium = n >= lim->batch_below && !ready && 4 * n <= lim->stage_elems;
+        bool contiguous;
 
         if (n >= lim->batch_below && !medium && !pageable_medium) {
             uint64_t limit = ready ? lim->pipe_elems : lim->stage_elems;
@@ -226,11 +262,13 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
             continue;
         }
         identity = false;
+        /* Joins a direct batch's one range (asked only of a batch that copies as it lies). */
+        contiguous = batch.tensors != 0 && !batch.staged && !batch.scattered &&
+                     one_range(g, &t[i - 1], &t[i], env, &sp);
         if (cache && (batch.tensors == 0 || !batch.staged))
             where_of(g, &t[i], env, hold, &here);
         if (batch.tensors != 0 && !batch.staged && cache &&
-            !lies_alike(g, &first, &here,
-                        !batch.scattered && adjacent(g, &t[i - 1], &t[i]))) {
+            !lies_alike(g, &first, &here, contiguous)) {
             if (!push(&p, batch)) /* lies otherwise: a batch of its own */
                 goto out_nomem;
             batch = (gr_unit){0};
@@ -252,8 +290,9 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
             batch = (gr_unit){i, 0, 0, 0, !first_ready, false};
             if (cache)
                 first = here;
-        } else if (!batch.staged && !batch.scattered && !adjacent(g, &t[i - 1], &t[i])) {
-            /* DMA-ready memory apart: the DMA engine can take each piece where it lies.
+        } else if (!batch.staged && !batch.scattered && !contiguous) {
+            /* DMA-ready memory apart (or in another allocation): the DMA engine can take
+             * each piece where it lies.
              * The first tensor's memory stands for the batch's: tensors of one job come
              * from one allocator (and a pageable one among them is still copied right by
              * the driver, only slower), where asking the driver about each one would cost

@@ -253,6 +253,7 @@ typedef struct unit_run {
     bool budget_held;    /* `bytes` of the budget taken */
     bool placed;         /* slot->block placed in the arena */
     bool reached_device; /* the backend got the iteration */
+    bool refused;        /* the backend refused its copies as laid out (unit_restage) */
     bool launched;       /* launched apart (gr_backend_ops.launch): finish is owed */
     int64_t t0;          /* when its device part began (the iteration statistic) */
 } unit_run;
@@ -378,9 +379,33 @@ static gr_status unit_launch(gr_worker *w, unit_run *r)
     } else {
         st = w->rt->backend->run(w, &r->it, &reach, &r->detail);
     }
-    if (reach != GR_REACH_ITERATION)
+    /* Staged, its copies are graphrun's own: a refusal then is a failure like any other. */
+    r->refused = st != GR_OK && reach == GR_REACH_REFUSED_COPY && !r->u.staged;
+    if (reach != GR_REACH_ITERATION && reach != GR_REACH_REFUSED_COPY)
         out_of_service(w, reach);
     return st;
+}
+
+/* The driver refused one of the unit's copies as laid out (backend.h: GR_REACH_REFUSED_COPY),
+ * before any copy out wrote host memory: the memory the planner took for one allocation was
+ * not (a tensor over two, or a driver that says less than it should). Make the unit staged:
+ * every copy is then between the device and the worker's staging buffer, one allocation of
+ * graphrun's own, and the CPU moves the tensors, wherever they lie. The unit keeps its place
+ * in the arena: a staged layout of the same elements is the same bytes. */
+static gr_status unit_restage(gr_worker *w, unit_run *r)
+{
+    gr_counters *stats = gr__stats_worker(w->rt->stats, w->id);
+
+    gr__stats_add(&stats->copies_refused, 1);
+    gr__runtime_copy_refused(w->rt, r->u.index, &r->detail);
+    r->refused = false;
+    r->u.staged = true;
+    r->u.scattered = false;
+    r->it.staged = true;
+    r->it.h2d = r->it.d2h = NULL;
+    r->it.n_h2d = r->it.n_d2h = 0;
+    memset(&r->detail, 0, sizeof(r->detail));
+    return ensure_staging(w, r->task.job->graph, r->u.elems, &r->detail);
 }
 
 /* Give the unit's memory back and end its parts (or give the task back to the ring, when
@@ -493,6 +518,15 @@ static unit_run *run_task(gr_worker *w, unit_run *r, const gr_task *t, uint32_t 
         return pending;
     }
     r->st = unit_launch(w, r);
+    if (r->refused) {
+        /* Staged, it needs the staging buffer, which a pending staged unit still uses. */
+        if (pending != NULL && pending->u.staged) {
+            unit_complete(w, pending);
+            pending = NULL;
+        }
+        if ((r->st = unit_restage(w, r)) == GR_OK)
+            r->st = unit_launch(w, r);
+    }
     if (!r->launched) { /* ran to completion, or failed to launch */
         unit_complete(w, r);
         return pending;

@@ -9,7 +9,8 @@
  *     a split tensor excepted: each is then either untouched or right);
  *   - failures that can be recovered from are: a pinned allocation that fails falls back to
  *     ordinary memory and the job is done; a copy-pool thread that cannot start leaves a
- *     smaller pool;
+ *     smaller pool; a copy the driver refuses as laid out runs again staged, and the job is
+ *     done;
  *   - afterwards the budget in use is zero, and destroy returns (bounded by an alarm);
  *     leaks are caught by the asan config of tools/test.
  *
@@ -205,6 +206,12 @@ static void check_outcome(gr_fault_site site, const char *plan, const outcome *o
     case GR_FAULT_DEVICE_ALLOC: /* only create reserves arenas */
         ASSERT_TRUE(o->create != GR_OK);
         break;
+    case GR_FAULT_COPY: /* recoverable: the unit runs again staged */
+        if (worst != GR_OK || o->done != COUNT)
+            GR_TEST_FAIL("plan %s: %s, %llu of %zu done: a refused copy must be recovered by "
+                         "running the unit staged", plan, gr_status_str(worst),
+                         (unsigned long long)o->done, COUNT);
+        break;
     case GR_FAULT_GRAPH_UPDATE: /* recoverable: the graph is built again */
         if (worst != GR_OK || o->done != COUNT)
             GR_TEST_FAIL("plan %s: %s, %llu of %zu done: a refused graph update must be "
@@ -275,7 +282,7 @@ static void sweep(const gr_fault_site *sites, size_t n_sites)
 static void fault_sweep(void)
 {
     static const gr_fault_site sites[] = {GR_FAULT_ALLOC, GR_FAULT_PIN, GR_FAULT_THREAD,
-                                          GR_FAULT_ARENA, GR_FAULT_DEVICE_ALLOC};
+                                          GR_FAULT_ARENA, GR_FAULT_DEVICE_ALLOC, GR_FAULT_COPY};
 
     backend = GR_BACKEND_HOST;
     sweep(sites, sizeof(sites) / sizeof(sites[0]));
@@ -288,7 +295,7 @@ static void cuda_fault_sweep(void)
         GR_FAULT_ALLOC,  GR_FAULT_PIN,   GR_FAULT_THREAD,
         GR_FAULT_ARENA,  GR_FAULT_DEVICE_ALLOC, GR_FAULT_STREAM,
         GR_FAULT_EVENT,  GR_FAULT_GRAPH_INSTANTIATE, GR_FAULT_GRAPH_UPDATE,
-        GR_FAULT_GRAPH_LAUNCH};
+        GR_FAULT_GRAPH_LAUNCH, GR_FAULT_COPY};
 
     REQUIRE_GPU();
     backend = GR_BACKEND_CUDA;

@@ -152,6 +152,7 @@ class Stats(ctypes.Structure):
         ("host_cache_hits", ctypes.c_uint64),
         ("host_cache_register_ns", ctypes.c_uint64),
         ("units_overlapped", ctypes.c_uint64),
+        ("copies_refused", ctypes.c_uint64),
     ]
 
 

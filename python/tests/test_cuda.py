@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import graphrun
-from helpers import rand, same_bits, seed_ref
+from helpers import rand, same_bits, seed_ref, torch
 
 
 def test_cuda_failure_is_cuda_error(cuda):
@@ -98,3 +98,22 @@ def test_every_device(cuda):
         assert rt.info().devices == tuple(range(n))
         rt.run(graphrun.seed(), xs)
     assert all(same_bits(x, w) for x, w in zip(xs, want))
+
+
+@pytest.mark.parametrize("nbytes,count", [(16 << 10, 4000), (64 << 10, 8000), (1 << 20, 2000),
+                                          (16 << 20, 64)])
+def test_torch_pin_memory_tensors(cuda, nbytes, count):
+    # What a PyTorch user brings first: pin_memory() tensors, each from PyTorch's caching
+    # host allocator, often back to back in separate cudaHostAlloc blocks, which the driver
+    # refuses to copy as one range. Checked against NumPy, never against graphrun.
+    if torch is None or not torch.cuda.is_available():
+        pytest.skip("PyTorch with CUDA is not installed")
+    xs = [torch.from_numpy(rand(nbytes // 4, seed=i)).pin_memory() for i in range(count)]
+    want = [seed_ref(x.numpy()) for x in xs]
+    views = [x.numpy() for x in xs[: count // 2]] + xs[count // 2:]  # NumPy arrays over them
+    with graphrun.Runtime(budget="256MiB", backend="cuda") as rt:
+        rt.run(graphrun.seed(), views)
+        s = rt.stats()
+    wrong = [i for i, (x, w) in enumerate(zip(xs, want)) if not same_bits(x.numpy(), w)]
+    assert wrong == [], f"{len(wrong)} tensors wrong, first {wrong[:5]}"
+    assert s["devices"][0]["copies_refused"] == 0

@@ -668,6 +668,8 @@ static cudaError_t batch_copy(cuda_worker *cw, cudaStream_t stream, const gr_cop
     }
     memset(&attr, 0, sizeof(attr));
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    if (gr__fault_hit(GR_FAULT_COPY))
+        return cudaErrorInvalidValue;
     return cudaMemcpyBatchAsync(cw->batch_dst, cw->batch_src, cw->batch_size, n, &attr, &first,
                                 1, stream);
 }
@@ -715,6 +717,8 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     if (st != GR_OK) {
         if (is_sticky(cg->error))
             return sticky_error(w, cg->error, "lowering the graph", reach, err);
+        if (cg->copy_refused)
+            *reach = GR_REACH_REFUSED_COPY;
         return st;
     }
     /* Injected failures (fault.h) use error codes that are not sticky, as a real
@@ -740,8 +744,16 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     }
     if (trace)
         gr__trace_pop();
-    if (e != cudaSuccess)
-        return failed_on_stream(w, it->slot, e, call, reach, err);
+    if (e != cudaSuccess) {
+        /* A batched copy refused as laid out: of the unit's copies out, none has run. */
+        bool refused = e == cudaErrorInvalidValue && it->n_h2d != 0 &&
+                       strcmp(call, "cudaMemcpyBatchAsync") == 0;
+
+        st = failed_on_stream(w, it->slot, e, call, reach, err);
+        if (refused && *reach == GR_REACH_ITERATION)
+            *reach = GR_REACH_REFUSED_COPY;
+        return st;
+    }
     return GR_OK;
 }
 
@@ -793,6 +805,29 @@ static bool cuda_batch_copies(void)
     return v == 2;
 }
 
+/* The driver's allocation around p, from its address range. A host pointer the driver
+ * does not describe, or a range that does not hold p (an answer in another address space),
+ * gives false: the planner then copies nothing past the tensor at p. */
+static bool cuda_host_span(const void *p, uintptr_t *lo, uintptr_t *hi)
+{
+    const gr_cuda_driver *drv = gr_cuda_driver_get(NULL);
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    void *data[2] = {&start, &size};
+    uintptr_t a = (uintptr_t)p;
+
+    if (drv == NULL || drv->cuPointerGetAttributes == NULL ||
+        drv->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)a) != CUDA_SUCCESS)
+        return false;
+    if (start > a || a - start >= size)
+        return false;
+    *lo = (uintptr_t)start;
+    *hi = (uintptr_t)start + size;
+    return true;
+}
+
 static bool cuda_dma_ready(const void *p)
 {
     struct cudaPointerAttributes a;
@@ -819,6 +854,7 @@ const gr_backend_ops gr_backend_cuda = {
     .launch = cuda_launch,
     .finish = cuda_finish,
     .dma_ready = cuda_dma_ready,
+    .host_span = cuda_host_span,
     .batch_copies = cuda_batch_copies,
     .pinned = &gr__cuda_pinned,
 };

@@ -39,9 +39,11 @@ static void load_all(void)
         LOAD(cuMemAddressFree) && LOAD(cuMemMap) && LOAD(cuMemUnmap) && LOAD(cuMemSetAccess) &&
         LOAD(cuGetErrorName) && LOAD(cuGraphAddKernelNode) && LOAD(cuGraphExecKernelNodeSetParams))
         loaded = &driver;
-    /* For diagnostics only: without it the rest still works (NULL then). */
+    /* Optional: without them the rest still works (NULL then). */
     if (loaded != NULL && !LOAD(cuPointerGetAttribute))
         driver.cuPointerGetAttribute = NULL;
+    if (loaded != NULL && !LOAD(cuPointerGetAttributes))
+        driver.cuPointerGetAttributes = NULL;
 #undef LOAD
 }
 

@@ -37,6 +37,11 @@ typedef struct gr_cuda_driver {
     /* Which context a pointer's memory was made under: for the report of a refused graph
      * update (cuda_backend.c: log_refusal). Optional: NULL where the driver lacks it. */
     CUresult (*cuPointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+    /* Where the allocation a host pointer lies in begins and ends (the backend's host_span:
+     * no copy may run from one allocation into the next). Optional: NULL where the driver
+     * lacks it, and then no copy covers more than one tensor. */
+    CUresult (*cuPointerGetAttributes)(unsigned int, CUpointer_attribute *, void **,
+                                       CUdeviceptr);
 } gr_cuda_driver;
 
 /* The driver's functions, loaded once; NULL (with `err` filled) when the driver does not

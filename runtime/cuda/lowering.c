@@ -270,6 +270,7 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
     memset(cg->nodes, 0, sizeof(cg->nodes));
     cg->exec = NULL;
     cg->error = cudaSuccess;
+    cg->copy_refused = false;
     cg->copies_moved = false;
     e = cudaGraphCreate(&cg->graph, 0);
     if (e != cudaSuccess) {
@@ -312,11 +313,16 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
             }
         } else {
             node_state(it, node, target->sm_count, NULL, s);
-            e = cudaGraphAddMemcpyNode1D(&cg->nodes[i], cg->graph, deps, n_deps, s->dst, s->src,
-                                         s->bytes, copy_kind(node));
+            /* The staging buffer is one allocation of graphrun's: the site spares it. */
+            e = !it->staged && gr__fault_hit(GR_FAULT_COPY)
+                    ? cudaErrorInvalidValue
+                    : cudaGraphAddMemcpyNode1D(&cg->nodes[i], cg->graph, deps, n_deps, s->dst,
+                                               s->src, s->bytes, copy_kind(node));
             if (e != cudaSuccess) {
+                cudaGetLastError();
                 gr_cuda_graph_release(cg);
                 cg->error = e;
+                cg->copy_refused = e == cudaErrorInvalidValue && !it->staged;
                 return gr_cuda_error(err, GR_ERR_CUDA, e, node->name,
                                      "cudaGraphAddMemcpyNode1D");
             }

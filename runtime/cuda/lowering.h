@@ -90,6 +90,10 @@ typedef struct gr_cuda_graph {
     cudaGraphNode_t nodes[GR_MAX_NODES];
     gr_cuda_node_state state[GR_MAX_NODES];
     cudaError_t error; /* the CUDA error of the last failed build or update */
+    /* The last failed build failed at a copy node the driver refused (invalid value: its
+     * range, say over two allocations), or the "copy" fault site did: a unit over the
+     * worker's staging buffer would go in (backend.h: GR_REACH_REFUSED_COPY). */
+    bool copy_refused;
     bool copies_moved; /* an update since the instantiation moved a copy node */
 } gr_cuda_graph;
 

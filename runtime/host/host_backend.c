@@ -15,6 +15,13 @@
  * two-unit path use), an iteration runs at finish: so whatever the worker changed of an
  * iteration in flight before finishing it shows in its outputs, and the order of launches
  * and finishes is checked (a finish out of turn fails with GR_ERR_INTERNAL).
+ *
+ * Allocations (host.h): memcpy copies any range, but the CUDA driver refuses a copy that
+ * runs from one allocation into the next, and the runtime must never hand it one. So that
+ * tests without a GPU hold the runtime to that rule, a test marks the allocations it makes;
+ * the backend then answers host_span from the marks, and refuses, as the driver does, an
+ * iteration whose copy runs over a mark's edge, before any of its nodes run (at launch, as
+ * the driver refuses a copy when it is handed over, not when it runs).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +29,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/fault.h"
+#include "runtime/host/host.h"
 #include "runtime/sync.h"
 
 #define HOST_MAX_DEVICES 64
@@ -57,6 +65,143 @@ static void host_device_close(gr_device *dev)
     dev->region = NULL;
 }
 
+/* The marked allocations, sorted by address and disjoint, under marks_mu; marks_on spares
+ * the lock where no test marked any. Lock order: marks_mu before nothing else. */
+typedef struct host_mark {
+    uintptr_t lo, hi;
+} host_mark;
+
+static pthread_mutex_t marks_mu = PTHREAD_MUTEX_INITIALIZER;
+static host_mark *marks;
+static size_t n_marks, marks_cap;
+static atomic_bool marks_on;
+
+/* The first mark that ends after address a (n_marks when none). marks_mu held. */
+static size_t mark_after(uintptr_t a)
+{
+    size_t lo = 0, hi = n_marks;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (marks[mid].hi <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+gr_status gr__host_mark_allocation(const void *p, uint64_t bytes)
+{
+    uintptr_t lo = (uintptr_t)p, hi = lo + bytes;
+    gr_status st = GR_OK;
+    size_t k;
+
+    if (p == NULL || bytes == 0 || hi < lo)
+        return GR_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&marks_mu);
+    k = mark_after(lo);
+    if (k < n_marks && marks[k].lo < hi) {
+        st = GR_ERR_INVALID_ARGUMENT; /* overlaps a mark */
+        goto out_unlock;
+    }
+    if (n_marks == marks_cap) {
+        size_t cap = marks_cap ? 2 * marks_cap : 64;
+        host_mark *m = realloc(marks, cap * sizeof(*m));
+
+        if (m == NULL) {
+            st = GR_ERR_OUT_OF_MEMORY;
+            goto out_unlock;
+        }
+        marks = m;
+        marks_cap = cap;
+    }
+    memmove(&marks[k + 1], &marks[k], (n_marks - k) * sizeof(*marks));
+    marks[k] = (host_mark){lo, hi};
+    n_marks++;
+    atomic_store(&marks_on, true);
+out_unlock:
+    pthread_mutex_unlock(&marks_mu);
+    return st;
+}
+
+void gr__host_clear_allocations(void)
+{
+    pthread_mutex_lock(&marks_mu);
+    atomic_store(&marks_on, false);
+    free(marks);
+    marks = NULL;
+    n_marks = marks_cap = 0;
+    pthread_mutex_unlock(&marks_mu);
+}
+
+/* Inside a mark: the mark. Outside: the gap between the marks around p, so that a range of
+ * unmarked memory never runs into a marked allocation either. */
+static bool host_span(const void *p, uintptr_t *lo, uintptr_t *hi)
+{
+    uintptr_t a = (uintptr_t)p;
+    size_t k;
+
+    *lo = 0;
+    *hi = UINTPTR_MAX;
+    if (!atomic_load(&marks_on))
+        return true;
+    pthread_mutex_lock(&marks_mu);
+    k = mark_after(a);
+    if (k < n_marks && marks[k].lo <= a) {
+        *lo = marks[k].lo;
+        *hi = marks[k].hi;
+    } else {
+        if (k > 0)
+            *lo = marks[k - 1].hi;
+        if (k < n_marks)
+            *hi = marks[k].lo;
+    }
+    pthread_mutex_unlock(&marks_mu);
+    return true;
+}
+
+/* What the CUDA driver would say of `it`'s copies when handed them: each copy's host range
+ * inside one span (host_span), and none refused by the "copy" fault site. The worker's
+ * staging buffer is graphrun's own single allocation, which neither refuses. */
+static gr_status refused_copy(const gr_iteration *it, gr_fault_reach *reach,
+                              gr_error_info *err)
+{
+    const gr_graph *g = it->graph;
+
+    if (it->staged)
+        return GR_OK;
+    for (uint32_t k = 0; k < g->n_nodes; k++) {
+        const gr_node *node = &g->nodes[k];
+        const void *src, *host;
+        uintptr_t lo, hi;
+        uint64_t bytes;
+        void *dst;
+
+        if (node->kind == GR_NODE_KERNEL)
+            continue;
+        gr_graph_node_copy(it, node, &dst, &src, &bytes);
+        host = node->kind == GR_NODE_H2D ? src : (const void *)dst;
+        host_span(host, &lo, &hi);
+        if (gr__fault_hit(GR_FAULT_COPY)) {
+            *reach = GR_REACH_REFUSED_COPY;
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, node->name,
+                                "host backend: copy of %llu bytes at %p refused (injected "
+                                "fault)", (unsigned long long)bytes, host);
+        }
+        if (bytes > hi - (uintptr_t)host) {
+            *reach = GR_REACH_REFUSED_COPY;
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, node->name,
+                                "host backend: copy of %llu bytes at %p refused: it runs "
+                                "past its allocation, which ends at %p (as the CUDA driver "
+                                "refuses it: invalid value)",
+                                (unsigned long long)bytes, host, (void *)hi);
+        }
+    }
+    return GR_OK;
+}
+
 /* A worker's iterations launched and not finished, oldest first. */
 typedef struct host_worker {
     const gr_iteration *launched[GR_WORKER_SLOTS];
@@ -79,8 +224,9 @@ static void host_worker_close(gr_worker *w)
     w->backend_state = NULL;
 }
 
-static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
-                          gr_error_info *err)
+/* Iteration `it`'s nodes, in order (its copies already checked: refused_copy). */
+static gr_status host_execute(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                              gr_error_info *err)
 {
     const gr_graph *g = it->graph;
 
@@ -111,12 +257,26 @@ static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     return GR_OK;
 }
 
+static gr_status host_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
+                          gr_error_info *err)
+{
+    gr_status st;
+
+    *reach = GR_REACH_ITERATION;
+    if ((st = refused_copy(it, reach, err)) != GR_OK)
+        return st;
+    return host_execute(w, it, reach, err);
+}
+
 static gr_status host_launch(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
                              gr_error_info *err)
 {
     host_worker *hw = w->backend_state;
+    gr_status st;
 
     *reach = GR_REACH_ITERATION;
+    if ((st = refused_copy(it, reach, err)) != GR_OK)
+        return st;
     for (uint32_t i = 0; i < hw->n_launched; i++)
         if (hw->launched[i]->slot == it->slot)
             return gr_error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
@@ -142,7 +302,7 @@ static gr_status host_finish(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
     it = hw->launched[0];
     memmove(&hw->launched[0], &hw->launched[1], (hw->n_launched - 1) * sizeof(it));
     hw->n_launched--;
-    return host_run(w, it, reach, err);
+    return host_execute(w, it, reach, err);
 }
 
 static const char *host_kernel_missing(const gr_backend_env *env, const gr_kernel *k)
@@ -171,5 +331,6 @@ const gr_backend_ops gr_backend_host = {
     .launch = host_launch,
     .finish = host_finish,
     .dma_ready = host_dma_ready,
+    .host_span = host_span,
     .pinned = NULL, /* memory is memory: gr_host_alloc gives ordinary pages */
 };

@@ -199,7 +199,7 @@ typedef struct gr_config {
      * environment variable, else 0): the same seed fails the same call numbers, though
      * which job makes a given call varies with the threads' timing. Rules are separated by
      * commas. Sites: alloc, pin, thread, arena, device_alloc, register, stream, event,
-     * graph_instantiate, graph_update, graph_launch (docs/RELIABILITY.md says what each
+     * graph_instantiate, graph_update, graph_launch, copy (docs/RELIABILITY.md says what each
      * covers). NULL: the GR_FAULT environment variable's plan, if it is set. The plan is
      * process-wide while this runtime lives. Default NULL. */
     const char *fault_plan;
@@ -393,6 +393,12 @@ typedef struct gr_stats {
      * previous one was still running on the device (its submission under the other's
      * copies: two units in flight per worker, GR_UNITS_IN_FLIGHT=2, docs/API.md). */
     uint64_t units_overlapped;
+    /* Appended in 0.3: device `device` again. Units whose copies the driver refused as laid
+     * out (a range it did not take as one allocation: cudaErrorInvalidValue), each then run
+     * again through a staging buffer, which it always takes, and counted by that path: the
+     * work never fails for it. The planner copies no range over two allocations, so none is
+     * expected; the first is also logged, once, at debug. */
+    uint64_t copies_refused;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */
