@@ -231,15 +231,19 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     for (uint64_t i = 0; i < count; i++) {
         uint64_t n = t[i].elems;
         bool ready = n >= lim->batch_below && tensor_dma_ready(g, &t[i], env, hold);
+        /* batch_below 0 is the config's "never batch": no rule below packs tensors then. */
+        bool batching = lim->batch_below != 0;
         /* A medium tensor, batched only where the DMA engine takes each where it lies. */
-        bool medium = lim->scatter && ready && n < lim->scatter_below && n <= lim->pipe_elems;
+        bool medium = batching && lim->scatter && ready && n < lim->scatter_below &&
+                      n <= lim->pipe_elems;
         /* A medium tensor in pageable memory, gathered with others into staged units of at
          * most half the staging buffer: staged alone, each paid a whole unit's fixed costs
          * for little data. On the H200 pageable 1 MiB tensors alone went at 7.8 GB/s each
          * way and gathered into full staging buffers at 20.6; 16 MiB ones alone at 24.7
          * and two to a full buffer at 16.7, on another machine (pageable copies vary that
          * much between machines too: docs/PERFORMANCE.md): hence the cautious half. */
-        bool pageable_medium = n >= lim->batch_below && !ready && 4 * n <= lim->stage_elems;
+        bool pageable_medium = batching && n >= lim->batch_below && !ready &&
+                               4 * n <= lim->stage_elems;
         bool contiguous;
 
         if (n >= lim->batch_below && !medium && !pageable_medium) {

@@ -488,6 +488,41 @@ static void medium_tensors_batched_small_ones_staged(void)
     gr_graph_destroy(g);
 }
 
+/* batch_below 0 is gr_config's "never batch": medium tensors are not packed either, in
+ * DMA-ready memory (scattered batches) or pageable (gathered ones): each is its own unit. */
+static void never_batch_means_never(void)
+{
+    enum { N = 40 };
+    uint64_t elems[N];
+    gr_graph *g = seed_graph();
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 0, true, 4096, 16, 0, 0};
+    const gr_backend_env *envs[] = {always_ready, never_ready};
+    gr_tensor *t;
+
+    for (int i = 0; i < N; i++)
+        elems[i] = 1000 + i;
+    t = tensors_of(elems, N);
+    for (int k = 0; k < 2; k++) {
+        gr_unit *u;
+        uint32_t *pending;
+        uint64_t n;
+
+        ASSERT_STATUS(gr__units_plan(g, t, N, &lim, envs[k], NULL, &u, &n, &pending), GR_OK);
+        if (u != NULL) { /* staged (pageable): one unit a tensor, nothing packed */
+            check_cover(u, n, t, N, pending, &lim);
+            ASSERT_EQ_U64(n, N);
+            for (uint64_t j = 0; j < n; j++)
+                ASSERT_EQ_U64(u[j].tensors, 1);
+        } else { /* DMA-ready: every tensor one direct unit, as given */
+            ASSERT_EQ_U64(n, N);
+        }
+        free(u);
+        free(pending);
+    }
+    free(t);
+    gr_graph_destroy(g);
+}
+
 static void mixed_sizes_keep_order(void)
 {
     const uint64_t elems[] = {5, 7, 900, 3, 3, 3, 50, 2000, 1};
@@ -556,4 +591,4 @@ GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct),
              GR_TEST(batches_lie_alike_with_the_cache), GR_TEST(small_tensors_are_batched),
              GR_TEST(separate_batches_scattered_where_the_backend_can),
              GR_TEST(medium_tensors_batched_small_ones_staged),
-             GR_TEST(mixed_sizes_keep_order))
+             GR_TEST(never_batch_means_never), GR_TEST(mixed_sizes_keep_order))

@@ -258,3 +258,19 @@ void gr_cuda_versions(int *driver, int *runtime)
     if (cudaRuntimeGetVersion(runtime) != cudaSuccess)
         cudaGetLastError();
 }
+
+gr_status gr_cuda_host_alloc(uint64_t bytes, void **out)
+{
+    if (cudaHostAlloc(out, bytes, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();
+        *out = NULL;
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    return GR_OK;
+}
+
+void gr_cuda_host_free(void *p)
+{
+    if (p != NULL && cudaFreeHost(p) != cudaSuccess)
+        cudaGetLastError();
+}

@@ -52,6 +52,12 @@ gr_status gr_cuda_describe(int ordinal, gr_cuda_device_desc *out, gr_error_info 
 /* Driver and runtime versions as CUDA encodes them (13000 = 13.0); 0 when unknown. */
 void gr_cuda_versions(int *driver, int *runtime);
 
+/* `bytes` of pinned memory from cudaHostAlloc (portable), as a program's own allocation:
+ * not graphrun's pool. GR_ERR_OUT_OF_MEMORY when the driver cannot give it. Free with
+ * gr_cuda_host_free. Any thread. */
+gr_status gr_cuda_host_alloc(uint64_t bytes, void **out);
+void gr_cuda_host_free(void *p);
+
 /* The higher of two measurements, direction by direction: the more demanding ceiling. */
 void gr_ceilings_max(gr_ceilings *into, const gr_ceilings *other);
 

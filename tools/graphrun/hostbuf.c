@@ -36,6 +36,8 @@ const char *gr_mem_kind_name(gr_mem_kind k)
         return "pinned";
     case GR_MEM_REGISTERED:
         return "registered";
+    case GR_MEM_HOSTALLOC:
+        return "hostalloc";
     }
     return "unknown";
 }
@@ -68,6 +70,8 @@ void *gr_hostbuf_alloc(gr_mem_kind want, uint64_t bytes)
 
     if (bytes == 0 || bytes > UINT64_MAX - HEADER)
         return NULL;
+    if (want == GR_MEM_HOSTALLOC) /* tensor_set.c makes those itself: the header needs room */
+        want = kind = GR_MEM_PINNED;
     if (want == GR_MEM_PINNED && gr_host_alloc(bytes + HEADER, &base) != GR_OK)
         base = NULL;
     if (want != GR_MEM_PINNED && posix_memalign(&base, PAGE, bytes + HEADER) != 0)

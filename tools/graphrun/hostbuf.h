@@ -13,6 +13,10 @@ typedef enum gr_mem_kind {
     GR_MEM_PAGEABLE,   /* malloc */
     GR_MEM_PINNED,     /* gr_host_alloc */
     GR_MEM_REGISTERED, /* malloc, then gr_host_register */
+    /* One cudaHostAlloc per tensor, the tensor at its start, as a program's own pinned
+     * allocations are (back to back where the driver places them so): tensor sets
+     * (tensor_set.h) only; a buffer from gr_hostbuf_alloc of this kind is pinned. */
+    GR_MEM_HOSTALLOC,
 } gr_mem_kind;
 
 const char *gr_mem_kind_name(gr_mem_kind k);

@@ -151,6 +151,8 @@ static int apply_runtime(int opt, const char *arg, gr_runtime_opts *o)
             o->memory = GR_MEM_PAGEABLE;
         else if (strcmp(arg, "registered") == 0)
             o->memory = GR_MEM_REGISTERED;
+        else if (strcmp(arg, "hostalloc") == 0)
+            o->memory = GR_MEM_HOSTALLOC;
         else
             return -1;
         return 1;

@@ -61,7 +61,8 @@ typedef struct gr_seed_opts {
     "  --contexts C     CUDA worker contexts: primary or private (default primary)\n"     \
     "                   [GR_CONTEXTS]\n"                                                  \
     "  --memory M       host memory for tensors: pinned, pageable or registered (default\n" \
-    "                   pinned on CUDA, pageable on the host backend) [GR_MEMORY]\n"   \
+    "                   pinned on CUDA, pageable on the host backend); bench and demo\n"   \
+    "                   also hostalloc (one cudaHostAlloc per tensor) [GR_MEMORY]\n"       \
     "  --devices LIST   devices to use, e.g. 0,1: CUDA ordinals, or on the host backend\n" \
     "                   emulated devices; all (the default) for every one [GR_DEVICES]\n" \
     "  --host-devices N host backend: devices to emulate (default 1) [GR_HOST_DEVICES]\n"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tools/graphrun/cli.h"
+#include "tools/graphrun/cuda_measure.h"
 #include "tools/graphrun/workload.h"
 
 #define CHUNK (1ull << 20)
@@ -72,9 +73,12 @@ gr_status gr_tensor_set_alloc(gr_tensor_set *s, uint64_t count, uint64_t elems,
     if (!set_begin(s, count, elems, kind, seed))
         goto out_nomem;
     for (uint64_t i = 0; i < count; i++) {
-        s->data[i] = gr_hostbuf_alloc(kind, bytes);
-        if (s->data[i] == NULL)
+        if (kind == GR_MEM_HOSTALLOC) {
+            if (gr_cuda_host_alloc(bytes, (void **)&s->data[i]) != GR_OK)
+                goto out_nomem;
+        } else if ((s->data[i] = gr_hostbuf_alloc(kind, bytes)) == NULL) {
             goto out_nomem;
+        }
         s->tensors[i].in[0] = s->tensors[i].out[0] = s->data[i];
         s->tensors[i].elems = elems;
     }
@@ -89,8 +93,12 @@ void gr_tensor_set_free(gr_tensor_set *s)
 {
     if (s->slab != NULL)
         gr_hostbuf_free(s->slab);
-    for (uint64_t i = 0; s->slab == NULL && s->data != NULL && i < s->count; i++)
-        gr_hostbuf_free(s->data[i]);
+    for (uint64_t i = 0; s->slab == NULL && s->data != NULL && i < s->count; i++) {
+        if (s->kind == GR_MEM_HOSTALLOC)
+            gr_cuda_host_free(s->data[i]);
+        else
+            gr_hostbuf_free(s->data[i]);
+    }
     free(s->data);
     free(s->tensors);
     s->data = NULL;
