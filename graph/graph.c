@@ -176,11 +176,82 @@ gr_status gr_graph_add_buffer_desc(gr_graph *g, const char *name, const gr_buffe
     if (g->n_buffers == GR_MAX_BUFFERS)
         return fail(g, GR_ERR_INVALID_ARGUMENT, "too many buffers (at most %d)", GR_MAX_BUFFERS);
     b = &g->buffers[g->n_buffers++];
+    memset(b, 0, sizeof(*b));
     gr_strlcpy(b->name, name, sizeof(b->name));
     b->fixed = desc->fixed_elems;
     b->num = b->fixed ? 0 : desc->num;
     b->den = b->fixed ? 0 : desc->den;
     b->dtype = desc->dtype;
+    b->constant = -1;
+    return GR_OK;
+}
+
+gr_status gr_graph_add_const(gr_graph *g, const char *name, const gr_buffer_desc *desc,
+                             uint32_t rank, const uint64_t *shape)
+{
+    gr_status st = check_mutable(g);
+    gr_buffer_desc d;
+    gr_buffer_def *b;
+    uint64_t elems = 1;
+
+    if (st != GR_OK)
+        return st;
+    if (desc == NULL || desc->magic != GR_BUFFER_DESC_MAGIC ||
+        desc->struct_size < sizeof(gr_buffer_desc))
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "constant description not initialized with GR_BUFFER_DESC_INIT");
+    if (desc->fixed_elems == 0)
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "constant '%s': give its size in elements (fixed_elems)", name ? name : "");
+    if (rank > GR_MAX_DIMS || (rank > 0 && shape == NULL))
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "constant '%s': a shape of 0 to %d dimensions",
+                    name ? name : "", GR_MAX_DIMS);
+    for (uint32_t k = 0; k < rank; k++) {
+        if (shape[k] == 0 || elems > UINT64_MAX / shape[k])
+            return fail(g, GR_ERR_INVALID_ARGUMENT, "constant '%s': dimension %u is %llu",
+                        name ? name : "", k, (unsigned long long)shape[k]);
+        elems *= shape[k];
+    }
+    if (rank > 0 && elems != desc->fixed_elems)
+        return fail(g, GR_ERR_INVALID_ARGUMENT,
+                    "constant '%s': its shape holds %llu elements, its size says %llu",
+                    name ? name : "", (unsigned long long)elems,
+                    (unsigned long long)desc->fixed_elems);
+    if (g->n_consts == GR_MAX_CONSTS)
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "too many constants (at most %d)",
+                    GR_MAX_CONSTS);
+    d = *desc;
+    d.num = d.den = 1;
+    if ((st = gr_graph_add_buffer_desc(g, name, &d)) != GR_OK)
+        return st;
+    b = &g->buffers[g->n_buffers - 1];
+    b->constant = (int32_t)g->n_consts;
+    b->rank = rank;
+    for (uint32_t k = 0; k < rank; k++)
+        b->shape[k] = shape[k];
+    g->const_buffer[g->n_consts++] = g->n_buffers - 1;
+    return GR_OK;
+}
+
+uint32_t gr_graph_const_count(const gr_graph *g)
+{
+    return g && g->finalized ? g->n_consts : 0;
+}
+
+gr_status gr_graph_const_get(const gr_graph *g, uint32_t i, gr_const_info *out)
+{
+    const gr_buffer_def *b;
+
+    if (g == NULL || !g->finalized || out == NULL || i >= g->n_consts)
+        return GR_ERR_INVALID_ARGUMENT;
+    b = &g->buffers[g->const_buffer[i]];
+    memset(out, 0, sizeof(*out));
+    gr_strlcpy(out->name, b->name, sizeof(out->name));
+    out->dtype = b->dtype;
+    out->elems = b->fixed;
+    out->bytes = b->fixed * gr_dtype_size(b->dtype);
+    out->rank = b->rank;
+    memcpy(out->shape, b->shape, sizeof(out->shape));
     return GR_OK;
 }
 
@@ -570,10 +641,21 @@ static gr_status check_buffers(gr_graph *g)
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const gr_node *n = &g->nodes[i];
 
-        /* Every read is ordered after some write of the same buffer. */
+        /* A constant is the job's: written before the first iteration, read by kernels. */
+        if (n->write != GR_NO_BUFFER && g->buffers[n->write].constant >= 0)
+            return fail_at(g, (int32_t)i, -1, GR_ERR_INVALID_ARGUMENT,
+                           "node '%s' writes constant '%s': constants are read only (each job "
+                           "gives their contents)",
+                           n->name, g->buffers[n->write].name);
+        if (n->kind == GR_NODE_D2H && g->buffers[n->reads[0]].constant >= 0)
+            return fail_at(g, (int32_t)i, -1, GR_ERR_INVALID_ARGUMENT,
+                           "node '%s' copies constant '%s' out: only kernels read constants",
+                           n->name, g->buffers[n->reads[0]].name);
+        /* Every read is ordered after some write of the same buffer (a constant's is the
+         * job's, before every node). */
         for (uint32_t r = 0; r < n->n_reads; r++) {
             int32_t b = n->reads[r];
-            bool written = false;
+            bool written = g->buffers[b].constant >= 0;
 
             for (uint32_t w = 0; w < g->n_nodes && !written; w++)
                 written = ((g->ancestors[i] >> w) & 1) && g->nodes[w].write == b;
@@ -728,13 +810,33 @@ gr_status gr_graph_finalize(gr_graph *g)
         if (h2d > GR_MAX_PORTS || d2h > GR_MAX_PORTS)
             g->copies_at_ends = false;
     }
+    /* Constants are seen whole by every unit, so they do not stop a graph from being cut. */
     g->splittable = true;
-    for (uint32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].kind == GR_NODE_KERNEL && !g->nodes[i].kernel->def.elementwise)
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const gr_node *n = &g->nodes[i];
+
+        if (n->kind != GR_NODE_KERNEL)
+            continue;
+        if (!n->kernel->def.elementwise)
             g->splittable = false;
+        /* A part of a tensor sees a small input whole only when it is a constant. */
+        for (uint32_t r = 0; r < n->n_reads; r++)
+            if (((n->kernel->def.small_inputs >> r) & 1) &&
+                g->buffers[n->reads[r]].constant < 0)
+                g->splittable = false;
+    }
     for (uint32_t b = 0; b < g->n_buffers; b++)
-        if (g->buffers[b].fixed != 0 || g->buffers[b].num != g->buffers[b].den)
+        if (g->buffers[b].constant < 0 &&
+            (g->buffers[b].fixed != 0 || g->buffers[b].num != g->buffers[b].den))
             g->splittable = false;
+    g->const_bytes = 0;
+    for (uint32_t c = 0; c < g->n_consts; c++) {
+        const gr_buffer_def *b = &g->buffers[g->const_buffer[c]];
+        uint64_t bytes = b->fixed * gr_dtype_size(b->dtype);
+
+        g->const_offset[c] = g->const_bytes;
+        g->const_bytes += (bytes + GR_BUFFER_ALIGN - 1) / GR_BUFFER_ALIGN * GR_BUFFER_ALIGN;
+    }
     g->finalized = true;
     return GR_OK;
 }
@@ -792,6 +894,8 @@ gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
         uint32_t size = gr_dtype_size(g->buffers[b].dtype);
         uint64_t bytes;
 
+        if (g->buffers[b].constant >= 0) /* in the job's constant block */
+            continue;
         if (n > UINT64_MAX / size)
             return GR_ERR_INVALID_ARGUMENT;
         bytes = n * size;
@@ -825,13 +929,14 @@ void gr_graph_unit_group(const gr_graph *g, uint64_t *elems, uint64_t *bytes)
     uint64_t group, total = 0;
 
     for (uint32_t b = 0; b < g->n_buffers; b++)
-        if (gr_dtype_size(g->buffers[b].dtype) < smallest)
+        if (g->buffers[b].constant < 0 && gr_dtype_size(g->buffers[b].dtype) < smallest)
             smallest = gr_dtype_size(g->buffers[b].dtype);
     /* Element sizes are powers of two, so a group of GR_BUFFER_ALIGN bytes of the smallest
      * type is a whole number of alignment granules of every buffer: no rounding within. */
     group = GR_BUFFER_ALIGN / smallest;
     for (uint32_t b = 0; b < g->n_buffers; b++)
-        total += group * gr_dtype_size(g->buffers[b].dtype);
+        if (g->buffers[b].constant < 0)
+            total += group * gr_dtype_size(g->buffers[b].dtype);
     *elems = group;
     *bytes = total;
 }
@@ -860,7 +965,9 @@ void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_a
     for (uint32_t r = 0; r < node->n_reads; r++) {
         const gr_buffer_def *b = &it->graph->buffers[node->reads[r]];
 
-        out->in[r] = it->base + it->offsets[node->reads[r]];
+        out->in[r] = b->constant >= 0
+                         ? it->constants + it->graph->const_offset[b->constant]
+                         : it->base + it->offsets[node->reads[r]];
         out->in_n[r] = b->fixed ? b->fixed : t->elems;
     }
     out->out = it->base + it->offsets[node->write];

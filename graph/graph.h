@@ -28,6 +28,12 @@ typedef struct gr_buffer_def {
     uint32_t num, den; /* elements = ceil(tensor_elems * num / den), unless fixed */
     uint64_t fixed;    /* nonzero: exactly this many elements, whatever the tensor */
     gr_dtype dtype;
+    /* A constant (gr_graph_add_const): its index among the graph's constants, else -1. It
+     * lies in the job's constant block on the device (gr_iteration.constants), not in the
+     * iteration's, and no node writes it. */
+    int32_t constant;
+    uint32_t rank;                /* a constant's shape as declared (rank 0: 1-D) */
+    uint64_t shape[GR_MAX_DIMS];
 } gr_buffer_def;
 
 #define GR_NO_BUFFER (-1)
@@ -57,6 +63,13 @@ struct gr_graph {
     uint32_t order[GR_MAX_NODES];     /* a topological order */
     uint64_t ancestors[GR_MAX_NODES]; /* transitive dependencies of each node */
     uint32_t n_inputs, n_outputs;     /* host ports */
+    /* Constants, in the order they were added: const_buffer[i] is constant i's buffer,
+     * const_offset[i] where it lies in a job's constant block, const_bytes the block's size
+     * (each constant rounded up to GR_BUFFER_ALIGN). */
+    uint32_t n_consts;
+    uint32_t const_buffer[GR_MAX_CONSTS];
+    uint64_t const_offset[GR_MAX_CONSTS];
+    uint64_t const_bytes;
     /* Bytes per element of each host port (its buffers' element type), and its elements
      * per tensor when its buffers are fixed (0: the tensor's). */
     uint32_t in_size[GR_MAX_PORTS], out_size[GR_MAX_PORTS];
@@ -111,6 +124,9 @@ typedef struct gr_iteration {
     /* Which of the worker's units in flight this is (runtime/backend.h, GR_WORKER_SLOTS):
      * the backend keeps its per-unit state (a stream, an event) by it. */
     uint32_t slot;
+    /* The job's constant block on this device (graph.const_bytes, NULL when none): every
+     * iteration of the job reads the same one. */
+    unsigned char *constants;
 } gr_iteration;
 
 /* The copy node `node` does in iteration `it` (H2D or D2H): destination, source, bytes. */
@@ -169,8 +185,9 @@ uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems);
 
 /*
  * Layout of one iteration's buffers inside its block: offsets[b] (GR_MAX_BUFFERS entries)
- * and the total, each buffer rounded up to GR_BUFFER_ALIGN. Returns GR_ERR_INVALID_ARGUMENT
- * on overflow. Finalized graphs only. Any thread.
+ * and the total, each buffer rounded up to GR_BUFFER_ALIGN; constants take no room there
+ * (their offsets are left as they were). Returns GR_ERR_INVALID_ARGUMENT on overflow.
+ * Finalized graphs only. Any thread.
  */
 gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
                           uint64_t *total);

@@ -381,7 +381,7 @@ static gr_status expected(parser *p, const tok *t, const char *fmt, ...)
 static bool is_keyword(const tok *t)
 {
     return tok_is(t, "buffer") || tok_is(t, "h2d") || tok_is(t, "kernel") || tok_is(t, "d2h") ||
-           tok_is(t, "cuda") || tok_is(t, "param");
+           tok_is(t, "cuda") || tok_is(t, "param") || tok_is(t, "const");
 }
 
 /* Words strtof would read as a number: they cannot be names, or `mul(x, inf)` would be
@@ -706,6 +706,58 @@ static gr_status parse_buffer(parser *p)
     desc.num = num;
     desc.den = den;
     if (gr_graph_add_buffer_desc(p->g, name, &desc) != GR_OK)
+        return builder_refused(p, &n);
+    p->buffer_pos[p->g->n_buffers - 1] = n.pos;
+    return GR_OK;
+}
+
+/* const NAME [TYPE] '[' COUNT { ',' COUNT } ']': a constant of the job, of the shape given
+ * (its elements the product of the counts). */
+static gr_status parse_const(parser *p)
+{
+    char name[GR_NAME_MAX + 1];
+    gr_buffer_desc desc = GR_BUFFER_DESC_INIT;
+    uint64_t shape[GR_MAX_DIMS], elems = 1;
+    uint32_t rank = 0;
+    tok t = next(p), n;
+    gr_status st;
+
+    if (t.kind != T_WORD)
+        return expected(p, &t, "a constant's name after 'const'");
+    if ((st = take_name(p, &t, true, name)) != GR_OK)
+        return st;
+    n = t;
+    t = next(p);
+    if (t.kind == T_WORD) {
+        if ((st = take_dtype(p, &t, &desc.dtype)) != GR_OK)
+            return st;
+        t = next(p);
+    }
+    if (t.kind != T_LBRACKET)
+        return expected(p, &t, "its shape in brackets, such as [4096, 4096], after constant '%s'",
+                        name);
+    do {
+        t = next(p);
+        if (rank == GR_MAX_DIMS)
+            return perr(p, t.pos, "constant '%s': at most %d dimensions", name, GR_MAX_DIMS);
+        if ((st = take_count(p, &t, &shape[rank])) != GR_OK)
+            return st;
+        if (elems > (1ull << 40) / shape[rank])
+            return perr(p, t.pos, "constant '%s' is too large (at most 2^40 elements)", name);
+        elems *= shape[rank++];
+        t = next(p);
+    } while (t.kind == T_COMMA);
+    if (t.kind != T_RBRACKET)
+        return expected(p, &t, "',' or ']' in the shape of constant '%s'", name);
+    t = next(p);
+    if (t.kind != T_EOL && t.kind != T_EOF)
+        return expected(p, &t, "the end of the line after the shape");
+    if (p->pass != PASS_BUFFERS)
+        return GR_OK;
+    if ((st = new_buffer_name(p, &n, name)) != GR_OK)
+        return st;
+    desc.fixed_elems = elems;
+    if (gr_graph_add_const(p->g, name, &desc, rank, shape) != GR_OK)
         return builder_refused(p, &n);
     p->buffer_pos[p->g->n_buffers - 1] = n.pos;
     return GR_OK;
@@ -1632,10 +1684,12 @@ static gr_status parse_statement(parser *p)
     if (t.kind == T_EOL || t.kind == T_EOF)
         return GR_OK;
     if (t.kind != T_WORD)
-        return expected(p, &t, "a statement (buffer, h2d, kernel, d2h, cuda, param) or a "
-                               "dependency chain");
+        return expected(p, &t, "a statement (buffer, const, h2d, kernel, d2h, cuda, param) or "
+                               "a dependency chain");
     if (tok_is(&t, "buffer"))
         return parse_buffer(p);
+    if (tok_is(&t, "const"))
+        return parse_const(p);
     if (tok_is(&t, "h2d"))
         return parse_h2d(p);
     if (tok_is(&t, "kernel"))
@@ -1650,8 +1704,8 @@ static gr_status parse_statement(parser *p)
     if (n.kind == T_ARROW)
         return parse_chain(p, t);
     return perr(p, t.pos,
-                "unknown statement %s: expected buffer, h2d, kernel, d2h, cuda, param or a "
-                "dependency chain 'a -> b'",
+                "unknown statement %s: expected buffer, const, h2d, kernel, d2h, cuda, param or "
+                "a dependency chain 'a -> b'",
                 show(&t, shown, sizeof(shown)));
 }
 

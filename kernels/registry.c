@@ -144,10 +144,10 @@ static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "kernel '%s': small_inputs names an input past its %u", nm,
                             d->n_inputs);
-    if (d->elementwise && (d->out_size != GR_OUT_ELEMS || d->small_inputs != 0))
+    if (d->elementwise && d->out_size != GR_OUT_ELEMS)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "kernel '%s': an elementwise kernel writes one element per element "
-                            "(out_size GR_OUT_ELEMS) and reads whole inputs (no small_inputs)",
+                            "(out_size GR_OUT_ELEMS)",
                             nm);
     if ((d->cuda_kind == GR_CUDA_NONE) != (d->cuda == NULL))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,

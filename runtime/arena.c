@@ -2,7 +2,8 @@
  * arena.c - first-fit placement of blocks in one region, with FIFO waiting (see arena.h).
  *
  * The placed blocks form a list sorted by offset; the gaps between them are the free space,
- * so freeing needs no allocation and coalescing is implicit. An iteration takes one block
+ * so freeing needs no allocation and coalescing is implicit. A top block (a job's constants)
+ * takes the end of the highest gap that fits it, the others the start of the lowest. An iteration takes one block
  * for all of its buffers, so there are at most as many blocks as workers, and a linear scan
  * is cheap.
  *
@@ -33,34 +34,41 @@ uint64_t gr_arena_round(uint64_t bytes)
     return (bytes + GR_ARENA_ALIGN - 1) / GR_ARENA_ALIGN * GR_ARENA_ALIGN;
 }
 
-/* First fit: link `blk` (size set) into the lowest gap that holds it. Called with mu held;
- * the grant function of the wait queue. */
+/* First fit: link `blk` (size set) into the lowest gap that holds it, or for a top block
+ * at the end of the highest one. Called with mu held; the grant function of the wait
+ * queue. */
 static bool try_place(void *owner, void *request)
 {
     gr_arena *a = owner;
     gr_arena_block *blk = request;
-    gr_arena_block **link = &a->blocks;
-    uint64_t start = 0;
+    gr_arena_block **link = &a->blocks, **fit = NULL;
+    uint64_t start = 0, fit_start = 0, fit_end = 0;
 
     for (;;) {
         gr_arena_block *next = *link;
         uint64_t end = next ? next->offset : a->size;
 
         if (end - start >= blk->size) {
-            blk->offset = start;
-            blk->next = next;
-            *link = blk;
-            atomic_store_explicit(&a->used,
-                                  atomic_load_explicit(&a->used, memory_order_relaxed) +
-                                      blk->size,
-                                  memory_order_relaxed);
-            return true;
+            fit = link;
+            fit_start = start;
+            fit_end = end;
+            if (!blk->top)
+                break;
         }
         if (next == NULL)
-            return false;
+            break;
         start = next->offset + next->size;
         link = &next->next;
     }
+    if (fit == NULL)
+        return false;
+    blk->offset = blk->top ? fit_end - blk->size : fit_start;
+    blk->next = *fit;
+    *fit = blk;
+    atomic_store_explicit(&a->used,
+                          atomic_load_explicit(&a->used, memory_order_relaxed) + blk->size,
+                          memory_order_relaxed);
+    return true;
 }
 
 gr_status gr_arena_create(uint64_t size, gr_arena **out)
@@ -106,6 +114,7 @@ static gr_status size_block(const gr_arena *a, uint64_t bytes, gr_arena_block *b
         return GR_ERR_INVALID_ARGUMENT;
     blk->size = gr_arena_round(bytes);
     blk->next = NULL;
+    blk->top = false;
     return blk->size > a->size ? GR_ERR_OVER_BUDGET : GR_OK;
 }
 
@@ -138,6 +147,19 @@ gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
 
     if (st != GR_OK)
         return st;
+    if (gr__fault_hit(GR_FAULT_ARENA))
+        return GR_ERR_OUT_OF_MEMORY;
+    return place(a, blk, true, deadline_ns, cancel);
+}
+
+gr_status gr_arena_alloc_top(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
+                             const gr_cancel_flag *cancel, gr_arena_block *blk)
+{
+    gr_status st = size_block(a, bytes, blk);
+
+    if (st != GR_OK)
+        return st;
+    blk->top = true;
     if (gr__fault_hit(GR_FAULT_ARENA))
         return GR_ERR_OUT_OF_MEMORY;
     return place(a, blk, true, deadline_ns, cancel);

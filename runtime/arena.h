@@ -11,11 +11,15 @@
  * It then sleeps in FIFO order until frees make room, instead of failing. This cannot
  * deadlock: holders of placed blocks never wait for anything before freeing them, and
  * requests behind the head are not placed before it, so once the blocks placed before the
- * head are freed the region is empty and the head (at most the region's size) fits.
+ * head are freed the region is empty and the head (at most the region's size) fits. The one
+ * long-lived block, a job's constants (constants.h: at most one job's on a device), sits at
+ * the region's end (gr_arena_alloc_top), and the blocks of that job's units are sized to fit
+ * the rest, which is then one gap; any other request waits for it to be evicted.
  */
 #ifndef GR_ARENA_H
 #define GR_ARENA_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <graphrun.h>
@@ -30,6 +34,7 @@ typedef struct gr_arena_block {
     struct gr_arena_block *next;
     uint64_t offset;
     uint64_t size; /* rounded */
+    bool top;      /* placed at the highest offset where it fits (gr_arena_alloc_top) */
 } gr_arena_block;
 
 typedef struct gr_arena gr_arena;
@@ -61,6 +66,13 @@ gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
  * The fault plan's "arena" site is asked only for a block it could place, so that a
  * request tried and then made with gr_arena_alloc counts once. */
 gr_status gr_arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk);
+
+/* The same as gr_arena_alloc, but at the highest offset where the block fits: for a block
+ * held long beside the short-lived ones (a job's constants, constants.h), which stays out
+ * of the way at the region's end, so that the rest is one gap once the short-lived blocks
+ * are freed. */
+gr_status gr_arena_alloc_top(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
+                             const gr_cancel_flag *cancel, gr_arena_block *blk);
 
 /* Free a placed block and place waiters that now fit. Any thread. */
 void gr_arena_free(gr_arena *a, gr_arena_block *blk);

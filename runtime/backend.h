@@ -172,6 +172,11 @@ typedef struct gr_backend_ops {
                         gr_error_info *err);
     gr_status (*finish)(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
                         gr_error_info *err);
+    /* Copy `bytes` of host memory `src` (any kind) to `dst` in the device's region, and wait
+     * for the copy: a job's constants (constants.h), from the worker's thread while it has
+     * no unit in flight. On failure fills err and *reach as run does. */
+    gr_status (*upload)(gr_worker *w, void *dst, const void *src, uint64_t bytes,
+                        gr_fault_reach *reach, gr_error_info *err);
     /* Whether host memory at p can be copied to the device as it is, at full speed (it is
      * page-locked). Any thread. */
     bool (*dma_ready)(const void *p);

@@ -59,6 +59,13 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
     out->splittable = g->splittable;
     arena = full.budget_bytes / ops->region_granule * ops->region_granule;
     out->arena_bytes = arena;
+    /* The job's constants take their room first (job.c refuses a job they would fill). */
+    if (g->const_bytes >= arena)
+        return gr_error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
+                            "the graph's constants alone take %llu device bytes, and the "
+                            "budget is %llu: nothing would be left for the iterations",
+                            (unsigned long long)g->const_bytes, (unsigned long long)arena);
+    arena -= g->const_bytes;
     split = g->splittable && full.split_tensors;
     if (split) {
         uint64_t group_elems, group_bytes;
@@ -90,7 +97,8 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
                                                 "elementwise or a buffer is not the tensor's "
                                                 "size)");
     }
-    out->least_budget = round_up(need > GR_BUFFER_ALIGN ? need : GR_BUFFER_ALIGN,
+    out->least_budget = round_up((need > GR_BUFFER_ALIGN ? need : GR_BUFFER_ALIGN) +
+                                     g->const_bytes,
                                  ops->region_granule);
     if (over != GR_OK)
         return over;

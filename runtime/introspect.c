@@ -144,6 +144,8 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
         s.units_scattered += load(&c->units_scattered);
         s.units_overlapped += load(&c->units_overlapped);
         s.copies_refused += load(&c->copies_refused);
+        s.constants_copied += load(&c->constants_copied);
+        s.constant_bytes += load(&c->constant_bytes);
         add_hist(&s.budget_wait, &c->budget_wait);
         add_hist(&s.iteration, &c->iteration);
     }

@@ -22,6 +22,7 @@
  */
 #include "runtime/job.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,7 @@ static const char *stop_message(gr_status why)
 /* The job's memory, once nothing uses it (job_free) or it was never shared (job_alloc). */
 static void job_free_memory(gr_job *job)
 {
+    free(job->consts);
     free(job->units);
     free(job->pending);
     free(job->piece_failed);
@@ -146,8 +148,10 @@ static void job_all_ended(gr_job *job)
     gr_status result;
 
     gr__runtime_untrack_job(job->rt, job);
-    /* No iteration of the job copies any more: its registered ranges may be evicted. */
+    /* No iteration of the job copies any more: its registered ranges may be evicted, and
+     * its constants leave the devices. */
     gr__host_cache_release(job->rt->host_cache, &job->host_hold, false);
+    gr__const_release_job(job);
     pthread_mutex_lock(&job->mu);
     job->all_ended = true;
     result = job_result_locked(job);
@@ -505,14 +509,22 @@ out_free:
     return st;
 }
 
-static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
-                               uint64_t count, gr_error_info *err)
+/* The bytes of the smallest device's arena: what one device can hold. */
+static uint64_t smallest_arena(const gr_runtime *rt)
 {
     uint64_t capacity = UINT64_MAX;
 
     for (uint32_t d = 0; d < rt->n_devices; d++)
         if (gr_arena_size(rt->devices[d].arena) < capacity)
             capacity = gr_arena_size(rt->devices[d].arena);
+    return capacity;
+}
+
+static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
+                               uint64_t count, gr_error_info *err)
+{
+    /* What an iteration may take: the device, less the job's constants beside it. */
+    uint64_t capacity = smallest_arena(rt) - g->const_bytes;
 
     uint64_t widest = gr_graph_widest_port(g), last_elems = 0, bytes = 0;
 
@@ -560,9 +572,10 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
         if (bytes > capacity && !(g->splittable && rt->cfg.split_tensors))
             return gr_error_set(err, GR_ERR_OVER_BUDGET, i, NULL,
                                 "index %llu: one iteration needs %llu device bytes but the "
-                                "budget is %llu, and %s",
+                                "budget is %llu%s, and %s",
                                 (unsigned long long)i, (unsigned long long)bytes,
                                 (unsigned long long)capacity,
+                                g->const_bytes ? " beside the job's constants" : "",
                                 g->splittable ? "splitting tensors is off (split_tensors)"
                                               : "the graph cannot be split (a kernel is not "
                                                 "elementwise or a buffer is not the tensor's "
@@ -583,6 +596,14 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     job->slot = gr__calloc(count, sizeof(*job->slot)); /* all QUEUED, status 0 */
     if (job->tensors == NULL || job->slot == NULL)
         goto out_free;
+    if (g->n_consts > 0) {
+        job->consts = gr__calloc(rt->n_devices, sizeof(*job->consts));
+        if (job->consts == NULL)
+            goto out_free;
+        for (uint32_t d = 0; d < rt->n_devices; d++)
+            job->consts[d].job = job;
+        memcpy(job->const_src, opts->constants, g->n_consts * sizeof(*job->const_src));
+    }
     if (pthread_mutex_init(&job->mu, NULL) != 0)
         goto out_free;
     if (gr_cond_init(&job->cond) != 0)
@@ -630,11 +651,42 @@ out_free:
     return GR_ERR_OUT_OF_MEMORY;
 }
 
+/* One pointer for each of the graph's constants, and room for them on every device with
+ * some left for the iterations (which check_tensors sizes against what is left). */
+static gr_status check_constants(gr_runtime *rt, const gr_graph *g, const gr_job_options *opts,
+                                 gr_error_info *err)
+{
+    bool given = opts->struct_size >= offsetof(gr_job_options, n_constants) +
+                                           sizeof(opts->n_constants);
+    uint32_t n = given ? opts->n_constants : 0;
+
+    if (n != g->n_consts || (n > 0 && opts->constants == NULL))
+        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                            "the graph has %u constant(s), the job options give %u "
+                            "(gr_job_options.constants, n_constants)",
+                            g->n_consts, n > 0 && opts->constants == NULL ? 0 : n);
+    for (uint32_t c = 0; c < n; c++)
+        if (opts->constants[c] == NULL)
+            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                "constant %u ('%s') is NULL", c,
+                                g->buffers[g->const_buffer[c]].name);
+    if (n > 0 && g->const_bytes >= smallest_arena(rt))
+        return gr_error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
+                            "the graph's constants alone take %llu device bytes, and the "
+                            "budget is %llu: nothing would be left for the iterations",
+                            (unsigned long long)g->const_bytes,
+                            (unsigned long long)smallest_arena(rt));
+    return GR_OK;
+}
+
 /* The checks that need no runtime state beyond the devices' sizes. */
 static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors,
                                uint64_t count, const gr_job_options *opts, gr_error_info *err)
 {
-    if (opts->magic != GR_JOB_OPTIONS_MAGIC || opts->struct_size < sizeof(gr_job_options))
+    gr_status st;
+
+    if (opts->magic != GR_JOB_OPTIONS_MAGIC ||
+        opts->struct_size < offsetof(gr_job_options, constants))
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "job options not initialized with GR_JOB_OPTIONS_INIT");
     if (count == 0)
@@ -646,6 +698,8 @@ static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *ten
     if (!g->finalized)
         return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
                             "graph is not finalized (call gr_graph_finalize)");
+    if ((st = check_constants(rt, g, opts, err)) != GR_OK)
+        return st;
     if (callback_depth > 0)
         return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
                             "gr_job_submit from a completion callback could wait on the "

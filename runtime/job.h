@@ -29,6 +29,7 @@
 
 #include "graph/graph.h"
 #include <graphrun.h>
+#include "runtime/constants.h"
 #include "runtime/hostcache.h"
 #include "runtime/ring.h"
 #include "runtime/units.h"
@@ -69,6 +70,10 @@ struct gr_job {
     /* The registration cache's entries its host memory lies in (hostcache.h), kept from
      * eviction until every index has ended. */
     gr_host_hold host_hold;
+    /* The graph's constants (constants.h): their contents as the caller gave them, and
+     * where they stand on each device (consts[device id]; NULL without constants). */
+    const void *const_src[GR_MAX_CONSTS];
+    gr_const_block *consts;
     _Atomic uint32_t *pending;
     _Atomic uint8_t *piece_failed;
     uintptr_t handle;        /* what the caller and the callback see (handle.h) */

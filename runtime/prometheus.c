@@ -173,6 +173,12 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
            "Units whose copies the driver refused as laid out, run again through a staging "
            "buffer.");
     per_device(&t, s, n, "graphrun_copies_refused_total", NULL, FIELD(copies_refused));
+    family(&t, "graphrun_constants_copied_total", "counter",
+           "Jobs' constants copied to the device (once a job, again after an eviction).");
+    per_device(&t, s, n, "graphrun_constants_copied_total", NULL, FIELD(constants_copied));
+    family(&t, "graphrun_constant_bytes_total", "counter",
+           "Bytes of jobs' constants copied to the device.");
+    per_device(&t, s, n, "graphrun_constant_bytes_total", NULL, FIELD(constant_bytes));
 
     family(&t, "graphrun_host_cache_bytes", "gauge",
            "Pageable host memory the registration cache holds page-locked now.");

@@ -56,6 +56,9 @@ static void runtime_free(gr_runtime *rt)
         gr_arena_destroy(rt->devices[d].arena);
         gr_budget_destroy(rt->devices[d].budget);
     }
+    for (uint32_t d = 0; d < rt->const_devs_ready; d++)
+        gr__const_dev_destroy(&rt->const_devs[d]);
+    free(rt->const_devs);
     gr_ring_destroy(rt->ring);
     gr_copier_destroy(rt->copier);
     gr__host_cache_free(rt->host_cache);
@@ -81,6 +84,7 @@ void gr__runtime_wake_waiters(gr_runtime *rt)
         gr_budget_wake(rt->devices[d].budget);
         gr_arena_wake(rt->devices[d].arena);
     }
+    gr__const_wake(rt);
     gr_ring_wake_producers(rt->ring);
 }
 
@@ -156,8 +160,11 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
         *n_units = count;
         return GR_OK;
     }
-    lim = gr__unit_limits(g, arena, rt->cfg.workers_per_device, rt->cfg.staging_bytes,
-                          rt->cfg.batch_below_bytes, rt->cfg.pipeline_bytes);
+    /* The job's constants take their room on each device first (job.c checked it is
+     * there). */
+    lim = gr__unit_limits(g, arena - g->const_bytes, rt->cfg.workers_per_device,
+                          rt->cfg.staging_bytes, rt->cfg.batch_below_bytes,
+                          rt->cfg.pipeline_bytes);
     lim.scatter = g->copies_at_ends && rt->backend->batch_copies != NULL &&
                   rt->backend->batch_copies();
     return gr__units_plan(g, t, count, &lim, &rt->env, hold, units, n_units, pending);
@@ -395,8 +402,13 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
                             (unsigned long long)rt->cfg.budget_bytes, rt->backend->name,
                             (unsigned long long)granule);
     rt->devices = gr__calloc(rt->n_devices, sizeof(*rt->devices));
-    if (rt->devices == NULL)
+    rt->const_devs = gr__calloc(rt->n_devices, sizeof(*rt->const_devs));
+    if (rt->devices == NULL || rt->const_devs == NULL)
         return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    for (; rt->const_devs_ready < rt->n_devices; rt->const_devs_ready++)
+        if (gr__const_dev_init(&rt->const_devs[rt->const_devs_ready],
+                               rt->n_devices * rt->cfg.workers_per_device) != GR_OK)
+            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     for (uint32_t d = 0; d < rt->n_devices; d++) {
         gr_device *dev = &rt->devices[d];
         gr_status st;

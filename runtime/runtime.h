@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "runtime/backend.h"
+#include "runtime/constants.h"
 #include "runtime/hostcache.h"
 #include <graphrun.h>
 #include "runtime/job.h"
@@ -34,6 +35,8 @@ struct gr_runtime {
 
     uint32_t n_devices;
     gr_device *devices;
+    gr_const_dev *const_devs; /* [n_devices]: each device's resident constants */
+    uint32_t const_devs_ready; /* how many of them are initialized */
     uint32_t n_workers;
     gr_worker *workers;
     gr_ring *ring;

@@ -38,6 +38,7 @@ typedef struct gr_counters {
     _Atomic uint64_t units_direct, units_staged, units_scattered;
     _Atomic uint64_t units_overlapped; /* launched with the worker's previous one in flight */
     _Atomic uint64_t copies_refused; /* units run again staged (worker.c: unit_restage) */
+    _Atomic uint64_t constants_copied, constant_bytes; /* jobs' constants in (constants.h) */
 } gr_counters;
 
 typedef struct gr_stats_state {

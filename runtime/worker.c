@@ -254,6 +254,7 @@ typedef struct unit_run {
     bool placed;         /* slot->block placed in the arena */
     bool reached_device; /* the backend got the iteration */
     bool refused;        /* the backend refused its copies as laid out (unit_restage) */
+    bool const_used;     /* counted as a user of its job's constants (constants.h) */
     bool launched;       /* launched apart (gr_backend_ops.launch): finish is owed */
     int64_t t0;          /* when its device part began (the iteration statistic) */
 } unit_run;
@@ -320,8 +321,13 @@ static gr_status unit_place(gr_worker *w, unit_run *r, bool wait, bool *would_wa
     if (trace)
         gr__trace_push("budget wait");
     t0 = gr_now_ns();
-    st = wait ? gr_budget_acquire(dev->budget, r->bytes, job->deadline_ns, &job->stop)
-              : gr_budget_try_acquire(dev->budget, r->bytes);
+    st = gr_budget_try_acquire(dev->budget, r->bytes);
+    if (wait && st == GR_ERR_TIMEOUT) {
+        /* Waiting, it lets another job's unused constants go (constants.h). */
+        gr__const_wait_begin(w, job);
+        st = gr_budget_acquire(dev->budget, r->bytes, job->deadline_ns, &job->stop);
+        gr__const_wait_end(w);
+    }
     if (trace)
         gr__trace_pop();
     if (!wait && st == GR_ERR_TIMEOUT) {
@@ -332,9 +338,13 @@ static gr_status unit_place(gr_worker *w, unit_run *r, bool wait, bool *would_wa
     if (st != GR_OK)
         return st;
     r->budget_held = true;
-    st = wait ? gr_arena_alloc(dev->arena, r->bytes, job->deadline_ns, &job->stop,
-                               &r->slot->block)
-              : gr_arena_try_alloc(dev->arena, r->bytes, &r->slot->block);
+    st = gr_arena_try_alloc(dev->arena, r->bytes, &r->slot->block);
+    if (wait && st == GR_ERR_TIMEOUT) {
+        gr__const_wait_begin(w, job);
+        st = gr_arena_alloc(dev->arena, r->bytes, job->deadline_ns, &job->stop,
+                            &r->slot->block);
+        gr__const_wait_end(w);
+    }
     if (!wait && st == GR_ERR_TIMEOUT) {
         gr_budget_release(dev->budget, r->bytes);
         r->budget_held = false;
@@ -350,6 +360,59 @@ static gr_status unit_place(gr_worker *w, unit_run *r, bool wait, bool *would_wa
     r->placed = true;
     /* The waits above can be long; do not start work that is no longer wanted. */
     return must_stop(w, job);
+}
+
+/* Give back what unit_place took (the unit has not reached the backend). */
+static void unit_unplace(gr_worker *w, unit_run *r)
+{
+    if (r->placed)
+        gr_arena_free(w->dev->arena, &r->slot->block);
+    if (r->budget_held)
+        gr_budget_release(w->dev->budget, r->bytes);
+    r->placed = r->budget_held = false;
+}
+
+static void unit_complete(gr_worker *w, unit_run *r);
+
+/* The unit's memory, and its job's constants when the graph has some: the constants made
+ * resident first, then the unit's own memory, then the unit counted as their user, so that
+ * no wait holds anything (constants.h). Evicted while the unit waited for its memory, they
+ * are loaded again. Completes *pending first wherever the worker would have to wait. */
+static gr_status unit_resources(gr_worker *w, unit_run *r, unit_run **pending)
+{
+    gr_job *job = r->task.job;
+    bool consts = job->graph->n_consts > 0;
+
+    for (;;) {
+        bool would_wait = false;
+        gr_status st;
+
+        if (consts) {
+            gr_fault_reach reach = GR_REACH_ITERATION;
+
+            st = gr__const_load(w, job, *pending == NULL, &would_wait, &reach, &r->detail);
+            if (would_wait) {
+                unit_complete(w, *pending);
+                *pending = NULL;
+                continue;
+            }
+            if (reach != GR_REACH_ITERATION && reach != GR_REACH_REFUSED_COPY)
+                out_of_service(w, reach);
+            if (st != GR_OK)
+                return st;
+        }
+        st = unit_place(w, r, *pending == NULL, &would_wait);
+        if (would_wait) {
+            unit_complete(w, *pending);
+            *pending = NULL;
+            st = unit_place(w, r, true, NULL);
+        }
+        if (st != GR_OK || !consts)
+            return st;
+        if ((r->const_used = gr__const_use(w, job, &r->it.constants)))
+            return GR_OK;
+        unit_unplace(w, r);
+    }
 }
 
 /* Hand the unit to the backend: launched apart when the worker may have two in flight,
@@ -422,6 +485,8 @@ static void unit_end(gr_worker *w, unit_run *r)
         gr_arena_free(dev->arena, &r->slot->block);
     if (r->budget_held)
         gr_budget_release(dev->budget, r->bytes);
+    if (r->const_used) /* before the parts end: the job's last end releases the constants */
+        gr__const_unuse(w, job);
     /* Lost before the iteration reached it: another device's workers take the unit. */
     if (r->st == GR_ERR_DEVICE_LOST && !r->reached_device && device_out(w)) {
         for (uint32_t k = 0; k < r->u.tensors; k++)
@@ -489,8 +554,6 @@ static void unit_complete(gr_worker *w, unit_run *r)
 static unit_run *run_task(gr_worker *w, unit_run *r, const gr_task *t, uint32_t slot,
                           unit_run *pending)
 {
-    bool would_wait = false;
-
     if (!unit_begin(w, r, t, slot)) {
         unit_end(w, r);
         return pending;
@@ -499,14 +562,8 @@ static unit_run *run_task(gr_worker *w, unit_run *r, const gr_task *t, uint32_t 
         unit_complete(w, pending);
         pending = NULL;
     }
-    if ((r->st = unit_prepare(w, r)) == GR_OK) {
-        r->st = unit_place(w, r, pending == NULL, &would_wait);
-        if (would_wait) {
-            unit_complete(w, pending);
-            pending = NULL;
-            r->st = unit_place(w, r, true, NULL);
-        }
-    }
+    if ((r->st = unit_prepare(w, r)) == GR_OK)
+        r->st = unit_resources(w, r, &pending);
     if (r->st != GR_OK) {
         /* Given back to the ring (its device lost before it reached it) a unit may wait
          * for room there: not with another one held. */

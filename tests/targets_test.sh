@@ -11,8 +11,10 @@ rm -rf "$work" && mkdir -p "$work"
 tb=($py tools/targets_bench --bin "$work/graphrun")
 
 plan_lists_every_row() {
-  status 0 "${tb[@]}" --dry-run && (($(grep -c '^plan: ' "$out") == 12)) &&
+  status 0 "${tb[@]}" --dry-run && (($(grep -c '^plan: ' "$out") == 18)) &&
     has "^plan: sep64k_own +GR_HOST_POOL=0 graphrun bench --count 12800 --elems 16384" &&
+    has "^plan: own64k +graphrun bench --count 12800 --elems 16384 .*--memory hostalloc$" &&
+    has "^plan: reg16m +graphrun bench --count 100 --elems 4194304 .*--memory registered$" &&
     has "^plan: b3_64 +graphrun bench --count 64 --elems 100000000 --budget 1146MiB" &&
     has "^plan: pageable_again .*--passes 4 --host-cache 8GiB" &&
     has "^plan: scale .*--count 100 .*--passes 16 then .*--count 10000 .*--passes 3" &&
@@ -26,13 +28,16 @@ every_row_judged() { # the stand-in's figures: some targets met, most not; exit 
     has "^pageable_once +[0-9.]+ GB/s each way \(warm, second job: [0-9.]+\)" &&
     has "^scale +[0-9.]+ \(100: 0\.[0-9]+, 10,000: 0\.[0-9]+\): target within 3%: met" &&
     has "^sep64k_own +0\.[0-9]+: target >= 0\.900: NOT met" &&
-    (($(grep -c '^| ' "$out") == 14)) && "$py" - "$work/t.jsonl" <<'PY'
+    has "^own1m +0\.[0-9]+: target >= 0\.920" &&
+    (($(grep -c '^| ' "$out") == 20)) && "$py" - "$work/t.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert rows[0]["header"] and rows[0]["commit"] == "abc1234", rows[0]
 body = rows[1:]
 assert [r["name"] for r in body][:4] == ["b3_16", "b3_64", "sep64k", "sep64k_own"], body
-assert len(body) == 12, body
+assert len(body) == 18, body
+own = next(r for r in body if r["name"] == "own64k")
+assert all(d["memory"] == "hostalloc" for d in own["detail"]), own
 assert all(r["error"] is None and r["device"] == "Fake GPU" for r in body), body
 again = next(r for r in body if r["name"] == "pageable_again")
 assert len(again["detail"]) == 4 and again["measured"] == min(d["ratio"] for d in again["detail"][1:])

@@ -153,6 +153,8 @@ class Stats(ctypes.Structure):
         ("host_cache_register_ns", ctypes.c_uint64),
         ("units_overlapped", ctypes.c_uint64),
         ("copies_refused", ctypes.c_uint64),
+        ("constants_copied", ctypes.c_uint64),
+        ("constant_bytes", ctypes.c_uint64),
     ]
 
 
@@ -185,6 +187,8 @@ class JobOptions(ctypes.Structure):
         ("deadline_ns", ctypes.c_int64),
         ("on_complete", JOB_CALLBACK),
         ("user", ctypes.c_void_p),
+        ("constants", ctypes.POINTER(ctypes.c_void_p)),
+        ("n_constants", ctypes.c_uint32),
     ]
 
 

@@ -788,6 +788,24 @@ static gr_status cuda_run(gr_worker *w, const gr_iteration *it, gr_fault_reach *
     return st;
 }
 
+/* On slot 0's stream, which is idle: the worker has no unit in flight (backend.h). Pageable
+ * sources are fine: the driver stages them. */
+static gr_status cuda_upload(gr_worker *w, void *dst, const void *src, uint64_t bytes,
+                             gr_fault_reach *reach, gr_error_info *err)
+{
+    cuda_worker *cw = w->backend_state;
+    cudaError_t e;
+
+    *reach = GR_REACH_ITERATION;
+    e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cw->stream[0]);
+    if (e != cudaSuccess)
+        return failed_on_stream(w, 0, e, "cudaMemcpyAsync", reach, err);
+    e = cudaStreamSynchronize(cw->stream[0]);
+    if (e != cudaSuccess)
+        return failed_on_stream(w, 0, e, "cudaStreamSynchronize", reach, err);
+    return GR_OK;
+}
+
 /* Batched copies (cudaMemcpyBatchAsync) came with CUDA 12.8; the CUDA 13 runtime linked in
  * runs only on drivers that have them. GR_BATCH_COPIES=0 turns the path off (the batches
  * are staged as before), to compare the two. */
@@ -853,6 +871,7 @@ const gr_backend_ops gr_backend_cuda = {
     .run = cuda_run,
     .launch = cuda_launch,
     .finish = cuda_finish,
+    .upload = cuda_upload,
     .dma_ready = cuda_dma_ready,
     .host_span = cuda_host_span,
     .batch_copies = cuda_batch_copies,

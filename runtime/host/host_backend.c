@@ -305,6 +305,17 @@ static gr_status host_finish(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
     return host_execute(w, it, reach, err);
 }
 
+static gr_status host_upload(gr_worker *w, void *dst, const void *src, uint64_t bytes,
+                             gr_fault_reach *reach, gr_error_info *err)
+{
+    *reach = GR_REACH_ITERATION;
+    if (atomic_load_explicit(&w->dev->lost, memory_order_relaxed))
+        return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
+                            "host device %d was marked lost", w->dev->ordinal);
+    memcpy(dst, src, bytes);
+    return GR_OK;
+}
+
 static const char *host_kernel_missing(const gr_backend_env *env, const gr_kernel *k)
 {
     (void)env;
@@ -330,6 +341,7 @@ const gr_backend_ops gr_backend_host = {
     .run = host_run,
     .launch = host_launch,
     .finish = host_finish,
+    .upload = host_upload,
     .dma_ready = host_dma_ready,
     .host_span = host_span,
     .pinned = NULL, /* memory is memory: gr_host_alloc gives ordinary pages */

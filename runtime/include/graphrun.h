@@ -399,6 +399,10 @@ typedef struct gr_stats {
      * work never fails for it. The planner copies no range over two allocations, so none is
      * expected; the first is also logged, once, at debug. */
     uint64_t copies_refused;
+    /* Appended in 0.3: device `device` again. Jobs' constants (gr_graph_add_const) copied to
+     * the device, and their bytes: once per job and device, and again only after they were
+     * evicted to let another job's work have their memory (constants.h). */
+    uint64_t constants_copied, constant_bytes;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */
@@ -516,6 +520,7 @@ typedef struct gr_graph gr_graph;
 #define GR_MAX_KERNEL_INPUTS 4 /* input buffers per kernel node */
 #define GR_NAME_MAX 31 /* longest buffer or node name */
 #define GR_MAX_DIMS 4  /* dimensions of a tensor's shape (gr_tensor) */
+#define GR_MAX_CONSTS 8 /* constants per graph (gr_graph_add_const) */
 
 /* Every device buffer starts on, and is sized to, a multiple of this many bytes: enough for
  * coalesced and vectorized device access (cudaMalloc itself aligns to 256). */
@@ -587,6 +592,35 @@ gr_status gr_graph_add_dep(gr_graph *g, const char *before, const char *after);
 /* Validate and freeze. After GR_OK the graph is immutable and may be used by any thread.
  * Owner. */
 gr_status gr_graph_finalize(gr_graph *g);
+
+/*
+ * A constant: a buffer of desc->fixed_elems elements of desc->dtype (desc->num and den are
+ * ignored) that every iteration of a job reads and no node writes, such as a weight matrix
+ * or a lookup table. Each job gives its contents (gr_job_options.constants, in the order
+ * the constants were added); the runtime copies them to each device once, holds them there
+ * for the job's life, counted in the budget once (not per iteration), and every iteration
+ * reads that one copy: kernels take it as a small input (gr_kernel_def.small_inputs), whole,
+ * also when the tensors are cut into chunks or batches. `shape` (rank 0..GR_MAX_DIMS, the
+ * product of whose dimensions must be fixed_elems; rank 0: one dimension) is what
+ * gr_graph_const_get reports, for callers that check or view the data by shape. At most
+ * GR_MAX_CONSTS per graph. Owner.
+ */
+gr_status gr_graph_add_const(gr_graph *g, const char *name, const gr_buffer_desc *desc,
+                             uint32_t rank, const uint64_t *shape);
+
+/* The constants of a finalized graph: how many, and constant i's name, element type,
+ * elements, bytes (as its contents are given) and shape. GR_ERR_INVALID_ARGUMENT for NULL, a
+ * graph not finalized or i out of range. Any thread. */
+typedef struct gr_const_info {
+    char name[GR_NAME_MAX + 1];
+    gr_dtype dtype;
+    uint64_t elems;
+    uint64_t bytes;
+    uint32_t rank;
+    uint64_t shape[GR_MAX_DIMS];
+} gr_const_info;
+uint32_t gr_graph_const_count(const gr_graph *g);
+gr_status gr_graph_const_get(const gr_graph *g, uint32_t i, gr_const_info *out);
 
 /* Input and output port counts of a finalized graph. Any thread. */
 uint32_t gr_graph_input_count(const gr_graph *g);
@@ -777,8 +811,10 @@ typedef struct gr_kernel_def {
     gr_dtype out_dtype;
     gr_dtype in_dtype[GR_MAX_KERNEL_INPUTS];
     gr_dtype scalar_dtype[GR_MAX_SCALARS];
-    /* Nonzero: element i of the output depends only on element i of each input, so any part
-     * of a tensor may be computed alone. */
+    /* Nonzero: element i of the output depends only on element i of each input (and on the
+     * whole of each small input), so any part of a tensor may be computed alone. A graph is
+     * cut into parts only where its kernels' small inputs are constants (gr_graph_add_const),
+     * which every part sees whole. */
     int elementwise;
     gr_kernel_cpu_fn cpu; /* NULL: the host backend refuses graphs using the kernel */
     gr_cuda_kind cuda_kind;
@@ -945,13 +981,23 @@ typedef struct gr_job_options {
                               executing finish. */
     gr_job_callback on_complete; /* optional */
     void *user;                  /* passed to on_complete */
+    /* Appended in 0.3: the contents of the graph's constants (gr_graph_add_const), one host
+     * pointer each in the order they were added (gr_graph_const_get says each one's bytes),
+     * n_constants of them: exactly as many as the graph has. Read by the job's workers, once
+     * per device, until the job completes; the memory must stay valid until then. NULL and
+     * 0 for a graph without constants. */
+    const void *const *constants;
+    uint32_t n_constants;
 } gr_job_options;
 
 #define GR_JOB_OPTIONS_MAGIC 0x67724a4fu /* "grJO" */
+#ifdef __cplusplus
+#define GR_JOB_OPTIONS_INIT {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE}
+#else /* designated, so -Wmissing-field-initializers stays quiet about the rest */
 #define GR_JOB_OPTIONS_INIT                                                                 \
-    {                                                                                       \
-        sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL            \
-    }
+    {.struct_size = sizeof(gr_job_options), .magic = GR_JOB_OPTIONS_MAGIC,                  \
+     .deadline_ns = GR_NO_DEADLINE}
+#endif
 
 /*
  * Submit `count` tensors through finalized graph `g`. The tensor array is copied; the host
@@ -960,7 +1006,9 @@ typedef struct gr_job_options {
  * `err` (optional) names the index and reason. Refusals: NULL arguments, count 0, a graph
  * not finalized, a missing or extra port pointer, elems 0, a shape that does not describe
  * the tensor, outputs that overlap each other or another index's input, a tensor whose
- * iteration cannot fit the budget (GR_ERR_OVER_BUDGET), a kernel the backend cannot run
+ * iteration cannot fit the budget (GR_ERR_OVER_BUDGET), constants missing or not fitting the
+ * budget (gr_job_options.constants: GR_ERR_INVALID_ARGUMENT, GR_ERR_OVER_BUDGET), a kernel the
+ * backend cannot run
  * (GR_ERR_UNAVAILABLE), a call from a completion callback (GR_ERR_INVALID_USAGE), shutdown
  * (GR_ERR_SHUTDOWN).
  *

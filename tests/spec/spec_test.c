@@ -257,14 +257,14 @@ static void accepted_forms(void)
 
 static void refuses_unknown_statements(void)
 {
-    REFUSE("bufer x\n", "1:1: unknown statement 'bufer': expected buffer, h2d, kernel, d2h, "
-                        "cuda, param or a dependency chain 'a -> b'");
-    REFUSE(BASE "load\n", "5:1: unknown statement 'load': expected buffer, h2d, kernel, d2h, "
-                          "cuda, param or a dependency chain 'a -> b'");
-    REFUSE("  -> x\n", "1:3: expected a statement (buffer, h2d, kernel, d2h, cuda, param) or a "
-                       "dependency chain, found '->'");
-    REFUSE("buffer x\n2x\n", "2:1: expected a statement (buffer, h2d, kernel, d2h, cuda, param) or "
-                             "a dependency chain, found '2x'");
+    REFUSE("bufer x\n", "1:1: unknown statement 'bufer': expected buffer, const, h2d, kernel, "
+                        "d2h, cuda, param or a dependency chain 'a -> b'");
+    REFUSE(BASE "load\n", "5:1: unknown statement 'load': expected buffer, const, h2d, kernel, "
+                          "d2h, cuda, param or a dependency chain 'a -> b'");
+    REFUSE("  -> x\n", "1:3: expected a statement (buffer, const, h2d, kernel, d2h, cuda, param) "
+                       "or a dependency chain, found '->'");
+    REFUSE("buffer x\n2x\n", "2:1: expected a statement (buffer, const, h2d, kernel, d2h, cuda, "
+                             "param) or a dependency chain, found '2x'");
     REFUSE("buffer x\n  @\n", "2:3: unexpected '@'");
     REFUSE("buffer x # caf\xc3\xa9 is fine in a comment\n\xc3\xa9\n",
            "2:1: unexpected byte 0xc3");
@@ -835,6 +835,40 @@ static void expression_kernels(void)
            "2:23: expected a value (a number, a name or '('), found the end of the expression");
 }
 
+/* `const NAME [TYPE] [D0, D1, ...]`: a constant of the job, read by a kernel's small input;
+ * no dependency is implied for it (the job writes it before every node). */
+static void constants(void)
+{
+    static const char text[] = "buffer x\n"
+                               "buffer y\n"
+                               "const mean [3]\n"
+                               "const sd float32 [1, 3]\n"
+                               "h2d load: in0 -> x\n"
+                               "kernel k: normalize(x, mean, sd) -> y\n"
+                               "d2h store: y -> out0\n";
+    gr_graph *g = parse_ok(text, sizeof(text) - 1);
+    gr_const_info info;
+
+    ASSERT_EQ(gr_graph_const_count(g), 2);
+    ASSERT_STATUS(gr_graph_const_get(g, 1, &info), GR_OK);
+    ASSERT_STR_EQ(info.name, "sd");
+    ASSERT_EQ_U64(info.elems, 3);
+    ASSERT_EQ(info.rank, 2);
+    ASSERT_EQ_U64(info.shape[0], 1);
+    ASSERT_EQ_U64(info.shape[1], 3);
+    ASSERT_EQ_U64(g->nodes[1].preds, 1); /* k after load only */
+    gr_graph_destroy(g);
+    REFUSE("const w\n", "1:8: expected its shape in brackets, such as [4096, 4096], after "
+                        "constant 'w', found end of line");
+    REFUSE("const w [2, 0]\n", "1:13: a fixed buffer holds at least one element");
+    REFUSE("const w [2 3]\n", "1:12: expected ',' or ']' in the shape of constant 'w', found '3'");
+    REFUSE("const w [1, 2, 3, 4, 5]\n", "1:22: constant 'w': at most 4 dimensions");
+    REFUSE("buffer w\nconst w [2]\n", "2:7: buffer 'w' is defined twice (first on line 1)");
+    REFUSE("const w [2]\n" BASE "h2d l2: in1 -> w\n",
+           "6:5: node 'l2' writes constant 'w': constants are read only (each job gives their "
+           "contents)");
+}
+
 static void refuses_cut_off_statements_and_nul_bytes(void)
 {
     REFUSE("buffer x\nkernel k: mul(x, 2", "2:19: expected ',' or ')' after argument '2', found "
@@ -951,5 +985,6 @@ GR_TEST_MAIN(GR_TEST(example_seed_is_the_seed_graph),
              GR_TEST(refuses_invalid_graphs_at_their_declaration),
              GR_TEST(implied_dependencies), GR_TEST(refuses_contradictions),
              GR_TEST(params_and_constant_scalars), GR_TEST(expression_kernels),
+             GR_TEST(constants),
              GR_TEST(refuses_cut_off_statements_and_nul_bytes), GR_TEST(refuses_too_many),
              GR_TEST(refuses_bad_arguments), GR_TEST(load_reports_the_path))
