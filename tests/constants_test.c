@@ -15,7 +15,8 @@
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 
-/* out = x * w[0] + w[1]: elementwise in x, w a small input of two floats, read whole. */
+/* out = x * w[0] + w[1]: elementwise in x, w a small input of two floats, read whole;
+ * each operation rounded to float32 (no fused multiply-add), on the CPU and in CUDA C. */
 static void affine_cpu(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0], *w = a->in[1];
@@ -24,8 +25,17 @@ static void affine_cpu(const gr_kernel_args *a, void *user)
     (void)user;
     ASSERT_GE(a->in_n[1], 2); /* the constant, whole: at least w[0] and w[1] */
     for (uint64_t i = 0; i < a->n; i++)
-        out[i] = x[i] * w[0] + w[1];
+        out[i] = x[i] * w[0] + w[1]; /* -ffp-contract=off: two roundings, as in CUDA */
 }
+
+static const char affine_cuda[] =
+    "#include \"graphrun_kernel.h\"\n"
+    "extern \"C\" __global__ void test_affine(gr_kernel_args a)\n"
+    "{\n"
+    "    const float *w = GR_IN(a, 1, float);\n"
+    "    GR_FOR_EACH(i, a) GR_OUT(a, float)[i] =\n"
+    "        __fadd_rn(__fmul_rn(GR_IN(a, 0, float)[i], w[0]), w[1]);\n"
+    "}\n";
 
 static void register_affine(void)
 {
@@ -43,6 +53,12 @@ static void register_affine(void)
     d.elementwise = 1;
     d.small_inputs = 0x2;
     d.cpu = affine_cpu;
+    /* Its CUDA version where NVRTC is here (the GPU machine): the CPU one serves the host. */
+    if (gr_test_no_gpu() == NULL) {
+        d.cuda_kind = GR_CUDA_SOURCE;
+        d.cuda = affine_cuda;
+        d.cuda_name = "test_affine";
+    }
     if (gr_kernel_register(&d, &err) != GR_OK)
         GR_TEST_FAIL("register: %s", err.message);
 }
@@ -450,8 +466,44 @@ static void cancel_while_waiting(void)
     gr_runtime_destroy(rt);
 }
 
+/* On the GPU: a 64 MiB constant (of which the kernel reads two floats) copied in once for a
+ * job of tensors chunked and batched under a budget of 128 MiB; every output right, the
+ * device's memory within the budget. */
+static void cuda_constant_copied_once(void)
+{
+    enum { W_ELEMS = 16 << 20 };
+    const float w[2] = {1.25f, -0.5f};
+    float *big = calloc(W_ELEMS, sizeof(float));
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+    gr_stats st;
+    set s;
+
+    REQUIRE_GPU();
+    rt = gr_test_runtime(
+        (gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 3, .budget = 128 << 20});
+    g = affine_graph(W_ELEMS);
+    memcpy(big, w, sizeof(w));
+    s = make_set(2000, 7, w, 6 << 20);
+    job = submit(rt, g, &s, big);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    check_set(&s);
+    st = stats_of(rt, 0);
+    ASSERT_EQ_U64(st.constants_copied, 1);
+    ASSERT_EQ_U64(st.constant_bytes, (uint64_t)W_ELEMS * sizeof(float));
+    ASSERT_LE_U64(st.budget_peak, st.budget_bytes);
+    ASSERT_EQ_U64(st.budget_in_use, 0);
+    gr_job_destroy(job);
+    gr_graph_destroy(g);
+    free_set(&s);
+    free(big);
+    gr_runtime_destroy(rt);
+}
+
 GR_TEST_MAIN(GR_TEST(graph_rules), GR_TEST(submission_checks),
              GR_TEST(chunks_and_batches_read_it_whole),
              GR_TEST(normalize_with_constant_statistics),
              GR_TEST(two_jobs_whose_constants_do_not_fit_together),
-             GR_TEST(each_device_copies_it_once), GR_TEST(cancel_while_waiting))
+             GR_TEST(each_device_copies_it_once), GR_TEST(cancel_while_waiting),
+             GR_TEST(cuda_constant_copied_once))
