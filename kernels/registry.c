@@ -128,7 +128,7 @@ static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
             return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                                 "kernel '%s': unknown element type %d of scalar %u", nm,
                                 (int)d->scalar_dtype[i], i);
-    if ((unsigned)d->cuda_kind > GR_CUDA_SOURCE)
+    if ((unsigned)d->cuda_kind > GR_CUDA_STREAM)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "kernel '%s': unknown cuda_kind %d", nm, (int)d->cuda_kind);
     if (d->cuda_kind == GR_CUDA_SOURCE &&

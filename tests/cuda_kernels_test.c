@@ -1,7 +1,8 @@
 /*
  * cuda_kernels_test.c - kernels on a real GPU beyond the seed: every way of bringing a
  * user's CUDA kernel (an entry of this program, a cudaKernel_t, a CUfunction, a launch
- * callback, NVRTC source), whole, chunked and batched, against its CPU version bit for bit;
+ * callback captured or called eagerly, NVRTC source), whole, chunked and batched, against its
+ * CPU version bit for bit; an eager kernel beside built-ins, doing what capture forbids;
  * the built-ins added with them (exact ones bit for bit, CUDA's exp and log within 2 ulp of
  * the C library's, tanh and sigmoid within 4, softmax and the double sum within a relative
  * 1e-6); private contexts; and the device memory that source kernels' modules take. And
@@ -10,6 +11,7 @@
  * ulps for the others; the seed as an expression against the built-in seed. Every case
  * says SKIP without a GPU.
  */
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +129,7 @@ static void user_kernels_private_contexts(void)
     user_kernel_everywhere(rt, "u_source");
     user_kernel_everywhere(rt, "u_launch");
     user_kernel_everywhere(rt, "u_entry");
+    user_kernel_everywhere(rt, "u_stream");
     g = gr_test_kernel_graph("u_function", 1, &s, 1, true);
     ASSERT_STATUS(gr_host_alloc(1024 * 4, (void **)&x), GR_OK);
     t.in[0] = t.out[0] = x;
@@ -144,6 +147,105 @@ static void user_kernels_private_contexts(void)
 }
 
 /* The built-ins beyond the seed, against their CPU versions. */
+/* An eager kernel (GR_CUDA_STREAM) may do what a CUDA graph cannot hold: this one copies
+ * its input to its output and waits for the stream, which under capture fails. */
+static int copy_and_wait(void *stream, const gr_kernel_args *a, void *user)
+{
+    (void)user;
+    if (cudaMemcpyAsync(a->out, a->in[0], a->n * sizeof(float), cudaMemcpyDeviceToDevice,
+                        (cudaStream_t)stream) != cudaSuccess)
+        return 1;
+    return cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess ? 0 : 2;
+}
+
+static void copy_cpu(const gr_kernel_args *a, void *user)
+{
+    (void)user;
+    memcpy(a->out, a->in[0], a->n * sizeof(float));
+}
+
+/* load -> seed (a built-in, launched by graphrun) -> copy_and_wait (eager) -> u_stream
+ * (eager, the user kernel) -> store: the eager path runs the template node by node, every
+ * output right, whole, chunked and batched; the same copy_and_wait as a captured launch
+ * callback (GR_CUDA_LAUNCH) fails the iteration, as capture forbids the wait. */
+static void eager_kernels_beside_builtins(void)
+{
+    const char *x = "x";
+    const float s = 0.75f;
+    gr_kernel_def d = GR_KERNEL_DEF_INIT;
+    gr_error_info err;
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_tensor *t;
+    float **data;
+    enum { N = 400 };
+
+    REQUIRE_GPU();
+    need_user_kernels();
+    d.name = "copy_and_wait";
+    d.n_inputs = 1;
+    d.elementwise = 1;
+    d.cpu = copy_cpu;
+    d.cuda_kind = GR_CUDA_STREAM;
+    d.cuda = (const void *)copy_and_wait;
+    if (gr_kernel_register(&d, &err) != GR_OK)
+        GR_TEST_FAIL("register: %s", err.message);
+    d.name = "copy_and_wait_captured";
+    d.cuda_kind = GR_CUDA_LAUNCH;
+    if (gr_kernel_register(&d, &err) != GR_OK)
+        GR_TEST_FAIL("register: %s", err.message);
+    rt = cuda_runtime(3, 8 * MiB, GR_CONTEXT_PRIMARY);
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "y", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "seed", "seed", &x, 1, "x", NULL, 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "copy", "copy_and_wait", &x, 1, "y", NULL, 0), GR_OK);
+    x = "y";
+    ASSERT_STATUS(gr_graph_add_kernel(g, "user", "u_stream", &x, 1, "x", &s, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load", "seed"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "seed", "copy"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "copy", "user"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "user", "store"), GR_OK);
+    if (gr_graph_finalize(g) != GR_OK)
+        GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
+    t = calloc(N, sizeof(*t));
+    data = calloc(N, sizeof(*data));
+    for (uint64_t i = 0; i < N; i++) {
+        uint64_t elems = i == 0 ? 3 * (1 << 20) + 7 : 1 + (i * 997) % 70000;
+
+        ASSERT_STATUS(gr_host_alloc(elems * 4, (void **)&data[i]), GR_OK);
+        gr_workload_fill(data[i], 0, elems, 43, i);
+        t[i] = (gr_tensor){{data[i]}, {data[i]}, elems, 0, {0}};
+    }
+    if (run(rt, g, t, N, &err) != GR_OK)
+        GR_TEST_FAIL("index %llu node '%s': %s", (unsigned long long)err.index, err.node,
+                     err.message);
+    for (uint64_t i = 0; i < N; i++) {
+        for (uint64_t j = 0; j < t[i].elems; j++) {
+            float want = gr_test_user_ref(gr_seed_ref(gr_workload_value(43, i, j)), s);
+
+            if (memcmp(&data[i][j], &want, 4) != 0)
+                GR_TEST_FAIL("tensor %llu element %llu: GPU %.9g, CPU %.9g",
+                             (unsigned long long)i, (unsigned long long)j, data[i][j], want);
+        }
+    }
+    gr_graph_destroy(g);
+    /* Captured, the wait breaks the capture: the iteration fails, nothing hangs. */
+    x = "x";
+    g = gr_test_kernel_graph("copy_and_wait_captured", 1, NULL, 0, false);
+    t[1].out[0] = data[2];
+    ASSERT_STATUS(run(rt, g, &t[1], 1, &err), GR_ERR_CUDA);
+    ASSERT_STR_CONTAINS(err.message, "callback returned 2");
+    gr_graph_destroy(g);
+    for (uint64_t i = 0; i < N; i++)
+        gr_host_free(data[i]);
+    free(data);
+    free(t);
+    gr_runtime_destroy(rt);
+}
+
 static void new_builtins_match_cpu(void)
 {
     enum { N = (1 << 20) + 3 };
@@ -536,6 +638,7 @@ static void seed_expression_equals_builtin_seed(void)
 }
 
 GR_TEST_MAIN(GR_TEST(user_kernels_every_way), GR_TEST(user_kernels_private_contexts),
+             GR_TEST(eager_kernels_beside_builtins),
              GR_TEST(new_builtins_match_cpu), GR_TEST(reductions_match_cpu),
              GR_TEST(source_modules_stay_within_overhead), GR_TEST(expressions_match_cpu),
              GR_TEST(seed_expression_equals_builtin_seed))

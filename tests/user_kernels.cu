@@ -35,7 +35,8 @@ static void cpu_affine(const gr_kernel_args *a, void *user)
         out[i] = gr_test_user_ref(x[i], a->s[0].f32);
 }
 
-/* GR_CUDA_LAUNCH: its own launch, with a grid of its own choosing. */
+/* GR_CUDA_LAUNCH (captured) and GR_CUDA_STREAM (called for every iteration): its own
+ * launch, with a grid of its own choosing. */
 static int launch_affine(void *stream, const gr_kernel_args *a, void *user)
 {
     uint64_t blocks = (a->n + 255) / 256;
@@ -55,7 +56,7 @@ static const char affine_source[] =
     "}\n";
 
 extern "C" const char *const gr_test_user_kernels[GR_TEST_USER_WAYS] = {
-    "u_entry", "u_kernel", "u_function", "u_launch", "u_source",
+    "u_entry", "u_kernel", "u_function", "u_launch", "u_source", "u_stream",
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -100,6 +101,10 @@ static void register_all(void)
             break;
         case 3:
             d.cuda_kind = GR_CUDA_LAUNCH;
+            d.cuda = (const void *)launch_affine;
+            break;
+        case 5:
+            d.cuda_kind = GR_CUDA_STREAM;
             d.cuda = (const void *)launch_affine;
             break;
         default:

@@ -13,8 +13,9 @@
 extern "C" {
 #endif
 
-/* The kernels' names, one per way (GR_CUDA_ENTRY, _KERNEL, _FUNCTION, _LAUNCH, _SOURCE). */
-#define GR_TEST_USER_WAYS 5
+/* The kernels' names, one per way (GR_CUDA_ENTRY, _KERNEL, _FUNCTION, _LAUNCH, _SOURCE,
+ * _STREAM). */
+#define GR_TEST_USER_WAYS 6
 extern const char *const gr_test_user_kernels[GR_TEST_USER_WAYS];
 
 /* Register them all, once (idempotent, any thread; needs a usable CUDA device for the

@@ -522,6 +522,9 @@ static gr_status resolve_kernel(void *ctx, const gr_kernel *k, gr_cuda_impl *imp
     case GR_CUDA_LAUNCH:
         impl->how = GR_CUDA_NODE_CAPTURE;
         return GR_OK;
+    case GR_CUDA_STREAM:
+        impl->how = GR_CUDA_NODE_STREAM;
+        return GR_OK;
     default:
         return GR_OK;
     }
@@ -695,23 +698,43 @@ static gr_status failed_on_stream(gr_worker *w, uint32_t slot, cudaError_t e,
     return iteration_error(w, e, call, reach, err);
 }
 
+/* An eager iteration failed part way (gr_cuda_run_eager): what it enqueued drains before
+ * the caller frees its block; a sticky error found then goes as far as it reaches. */
+static gr_status eager_failed(gr_worker *w, uint32_t slot, gr_status st,
+                              gr_fault_reach *reach, gr_error_info *err)
+{
+    cuda_worker *cw = w->backend_state;
+    cudaError_t e = cudaStreamSynchronize(cw->stream[slot]);
+
+    if (e != cudaSuccess)
+        return failed_on_stream(w, slot, e, "cudaStreamSynchronize", reach, err);
+    cudaGetLastError();
+    return st;
+}
+
 /* The unit's work on the stream of its slot: its graph updated (or lowered), then a
- * scattered unit's batched copies in, the graph, the copies out, and the slot's event. */
+ * scattered unit's batched copies in, the graph, the copies out, and the slot's event. A
+ * template with an eager kernel (GR_CUDA_STREAM) has no graph: its nodes are enqueued one
+ * by one in the graph's place. */
 static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reach *reach,
                              gr_error_info *err)
 {
     cuda_worker *cw = w->backend_state;
+    cuda_device *cd = w->dev->backend_state;
     cudaStream_t stream = cw->stream[it->slot];
+    gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture, cw->ctx != NULL};
+    bool eager = gr_cuda_graph_is_eager(it->graph);
     const char *call;
     bool trace = w->env->trace;
-    gr_cuda_graph *cg;
-    gr_status st;
+    gr_cuda_graph *cg = NULL;
+    gr_status st = GR_OK;
     cudaError_t e;
 
     *reach = GR_REACH_ITERATION;
     if (trace)
         gr__trace_push("graph update");
-    st = prepare_graph(w, cw, it, &cg, err);
+    if (!eager)
+        st = prepare_graph(w, cw, it, &cg, err);
     if (trace)
         gr__trace_pop();
     if (st != GR_OK) {
@@ -728,7 +751,13 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
         gr__trace_push("launch");
     call = "cudaMemcpyBatchAsync";
     e = batch_copy(cw, stream, it->h2d, it->n_h2d);
-    if (e == cudaSuccess) {
+    if (e == cudaSuccess && eager) {
+        if ((st = gr_cuda_run_eager(it, &target, stream, err)) != GR_OK) {
+            if (trace)
+                gr__trace_pop();
+            return eager_failed(w, it->slot, st, reach, err);
+        }
+    } else if (e == cudaSuccess) {
         call = "cudaGraphLaunch";
         e = gr__fault_hit(GR_FAULT_GRAPH_LAUNCH) ? cudaErrorLaunchOutOfResources
                                                  : cudaGraphLaunch(cg->exec, stream);

@@ -222,6 +222,13 @@ static void note_context_state(gr_cuda_graph *cg, const gr_cuda_target *target)
     }
 }
 
+static dim3 dim3_of(unsigned x)
+{
+    dim3 d = {x, 1, 1};
+
+    return d;
+}
+
 static enum cudaMemcpyKind copy_kind(const gr_node *node)
 {
     return node->kind == GR_NODE_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
@@ -406,5 +413,70 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
     }
     /* Set only once the whole update is taken: the copies of one update move together. */
     cg->copies_moved |= moved;
+    return GR_OK;
+}
+
+bool gr_cuda_graph_is_eager(const gr_graph *g)
+{
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == GR_NODE_KERNEL &&
+            g->nodes[i].kernel->def.cuda_kind == GR_CUDA_STREAM)
+            return true;
+    return false;
+}
+
+gr_status gr_cuda_run_eager(const gr_iteration *it, const gr_cuda_target *target,
+                            cudaStream_t stream, gr_error_info *err)
+{
+    const gr_graph *g = it->graph;
+
+    for (uint32_t k = 0; k < g->n_nodes; k++) {
+        const gr_node *node = &g->nodes[g->order[k]];
+        gr_cuda_node_state s;
+        gr_cuda_impl impl;
+        gr_status st;
+        cudaError_t e;
+        void *args[1];
+        int rc;
+
+        if (node->kind != GR_NODE_KERNEL) {
+            if (it->h2d != NULL) /* the backend does a scattered unit's copies itself */
+                continue;
+            node_state(it, node, target->sm_count, NULL, &s);
+            e = cudaMemcpyAsync(s.dst, s.src, s.bytes, copy_kind(node), stream);
+            if (e != cudaSuccess)
+                return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaMemcpyAsync");
+            continue;
+        }
+        if ((st = target->resolve(target->resolve_ctx, node->kernel, &impl, err)) != GR_OK) {
+            if (err)
+                gr_strlcpy(err->node, node->name, sizeof(err->node));
+            return st;
+        }
+        node_state(it, node, target->sm_count, &impl, &s);
+        switch (impl.how) {
+        case GR_CUDA_NODE_STREAM:
+        case GR_CUDA_NODE_CAPTURE:
+            rc = ((gr_kernel_launch_fn)(uintptr_t)impl.func)((void *)stream, &s.args,
+                                                             node->kernel->def.user);
+            if (rc != 0)
+                return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
+                                    "kernel '%s': its callback returned %d", node->kernel->name,
+                                    rc);
+            break;
+        case GR_CUDA_NODE_FUNCTION:
+            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, node->name,
+                                "kernel '%s' is a CUfunction, which cannot run beside an eager "
+                                "(GR_CUDA_STREAM) kernel",
+                                node->kernel->name);
+        case GR_CUDA_NODE_KERNEL:
+        default:
+            args[0] = &s.args;
+            e = cudaLaunchKernel(impl.func, dim3_of(s.grid), dim3_of(s.block), args, 0, stream);
+            if (e != cudaSuccess)
+                return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaLaunchKernel");
+            break;
+        }
+    }
     return GR_OK;
 }

@@ -30,6 +30,7 @@ typedef enum gr_cuda_node_how {
                                 this CUDA runtime, or a cudaKernel_t */
     GR_CUDA_NODE_FUNCTION,   /* a kernel node of the driver API; func: a CUfunction */
     GR_CUDA_NODE_CAPTURE,    /* a child graph captured from func, a gr_kernel_launch_fn */
+    GR_CUDA_NODE_STREAM,     /* func, a gr_kernel_launch_fn, called eagerly (no graph) */
 } gr_cuda_node_how;
 
 typedef struct gr_cuda_impl {
@@ -128,6 +129,17 @@ typedef struct gr_cuda_refusal {
 gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
                                const gr_cuda_target *target, bool *rebuilt,
                                gr_cuda_refusal *why, gr_error_info *err);
+
+/* Whether `g` has a node that runs eagerly (GR_CUDA_STREAM), so that its iterations are
+ * enqueued node by node (gr_cuda_run_eager) rather than as a CUDA graph. */
+bool gr_cuda_graph_is_eager(const gr_graph *g);
+
+/* Enqueue iteration `it` on `stream` node by node, in the template's order: each copy a
+ * cudaMemcpyAsync (none of a graph lowered without its copies: `it->h2d` set), each kernel
+ * launched or called as it resolves (a launch callback called, not captured). On failure
+ * `err` names the node; work already enqueued stays on the stream (the caller drains it). */
+gr_status gr_cuda_run_eager(const gr_iteration *it, const gr_cuda_target *target,
+                            cudaStream_t stream, gr_error_info *err);
 
 /* Release the graph and its instantiation. Idempotent. */
 void gr_cuda_graph_release(gr_cuda_graph *cg);

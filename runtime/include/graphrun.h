@@ -793,6 +793,14 @@ typedef enum gr_cuda_kind {
      * may #include "graphrun_kernel.h", which defines gr_kernel_args, gr_scalar and
      * GR_FOR_EACH (docs/API.md). */
     GR_CUDA_SOURCE,
+    /* A gr_kernel_launch_fn (cast to const void *) called eagerly, on the worker's thread,
+     * for every iteration: it enqueues its work on the stream it is given (the iteration's,
+     * after the node's inputs are there and before its output is copied out) and returns;
+     * nothing is captured, so the work may be anything stream-ordered, even what a CUDA
+     * graph cannot hold (code that allocates, PyTorch functions, libraries). A graph with
+     * such a node runs without a CUDA graph: its copies and kernels are enqueued one by one
+     * on the stream (its GR_CUDA_FUNCTION kernels cannot run that way and are refused). */
+    GR_CUDA_STREAM,
 } gr_cuda_kind;
 
 /* How many elements a kernel writes to its output. */
