@@ -4,8 +4,9 @@ Why ctypes (not cffi, not a compiled extension): it is in the standard library, 
 package is plain Python that needs no compiler and no third-party package on the user's
 machine, and it releases the GIL around every foreign call, which is what the runtime's
 blocking calls (submit under backpressure, wait, destroy) need. The cost is that the
-structs are written twice, here and in graphrun.h; python/tests/test_abi.py compiles a
-program against the installed header and checks every size and offset against these.
+structs are written twice, here and in graphrun.h; test_struct_layouts_match_the_header
+(python/tests/test_runtime.py) compiles a program against the installed header and checks
+every size and offset against these.
 
 Where the library comes from, first found wins:
   1. $GRAPHRUN_LIBRARY, a path to libgraphrun.so.0 (or any soname-compatible build);

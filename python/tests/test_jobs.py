@@ -102,6 +102,55 @@ def test_shapes_reach_the_kernel(rt, kind, shape):
         "one row and many rows gave the same: the shape did not reach the kernel"
 
 
+class _Iface:
+    """An object that is only an __array_interface__ over a NumPy array's memory."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+class _Sub(np.ndarray):
+    """An ndarray subclass: not a plain ndarray, so the general path reads it."""
+
+
+def test_one_job_mixing_every_path(rt, kind):
+    # Plain arrays (the fast path) between objects the general path reads, a read-only
+    # input, a non-contiguous one copied, and a different shape at every index (five
+    # dimensions too): softmax is row-wise, so a wrong shape for any index shows.
+    g = graphrun.Graph.load(example("softmax.graph"))
+    shapes = [(7,), (3, 4), (2, 3, 4), (1, 2, 3, 4), (2, 1, 2, 3, 2), (3, 4), (5, 2)]
+    base = [rand(int(np.prod(s)), seed=40 + i).reshape(s) * 4 for i, s in enumerate(shapes)]
+    ro = base[3].copy()
+    ro.flags.writeable = False
+    wide = np.zeros((5, 4), np.float32)
+    wide[:, ::2] = base[6]
+    xs = [make(kind, base[0]), _Iface(base[1].copy()), base[2].copy().view(_Sub), ro,
+          make(kind, base[4]), make(kind, base[5]), wide[:, ::2]]
+    out = rt.run(g, [xs], copy=True)
+    for i, (o, b) in enumerate(zip(out, base)):
+        assert tuple(np.shape(to_np(o) if not isinstance(o, _Iface) else o.a)) == shapes[i]
+        got = o.a if isinstance(o, _Iface) else to_np(o)
+        np.testing.assert_allclose(got, _softmax(b), rtol=1e-6, atol=1e-7, err_msg=str(i))
+    assert out[3] is not ro and np.array_equal(ro, base[3]), "a read-only input was written"
+
+
+def test_refusal_names_the_index_in_a_long_job(rt, kind):
+    xs = [make(kind, rand(64, seed=i)) for i in range(300)]
+    x0 = [to_np(x).copy() for x in xs]
+    xs[217] = make(kind, rand(64, seed=217).astype(np.float64))
+    e = _refused(rt, graphrun.seed(), xs, index=217)
+    assert "input 0 of index 217 holds float64" in e.message
+    ys = [make(kind, np.zeros(64, np.float32)) for _ in range(200)]
+    ys[5] = make(kind, np.zeros(65, np.float32))
+    e = _refused(rt, graphrun.seed(), xs[:200], ys, index=5)
+    assert "output 0 of index 5 has 65 elements; it needs 64" in e.message
+    big = np.zeros(64, ">f4")  # not native: the fast path must not take it
+    e = _refused(rt, graphrun.seed(), xs[:3] + [big], index=3)
+    assert ">f4" in e.message
+    assert all(same_bits(x, w) for x, w in zip(xs[:217], x0[:217])), "a refused job wrote"
+
+
 # Every element type, in and out, through `cast` (exact for these small integers).
 TYPES = ["float32", "float16", "bfloat16", "float64", "int32", "uint8"]
 

@@ -377,6 +377,12 @@ def test_struct_layouts_match_the_header():
         assert int(want[f"{cname} size"]) == ctypes.sizeof(py), cname
         for f in py._fields_:
             assert int(want[f"{cname} {f[0]}"]) == getattr(py, f[0]).offset, (cname, f[0])
+    # The gr_tensor array a job hands the library is a NumPy structured array (_plan.py).
+    from graphrun import _plan
+    assert _plan.TENSOR.itemsize == int(want["gr_tensor size"])
+    for field, member in (("in", "in_"), ("out", "out"), ("elems", "elems"), ("rank", "rank"),
+                          ("shape", "shape")):
+        assert _plan.TENSOR.fields[field][1] == int(want[f"gr_tensor {member}"]), field
     magic = [line for line in out.splitlines() if line.startswith("magic")][0].split()[1:]
     assert [int(m) for m in magic] == [c.GR_CONFIG_MAGIC, c.GR_JOB_OPTIONS_MAGIC,
                                        c.GR_STATS_MAGIC, c.GR_KERNEL_DEF_MAGIC]
