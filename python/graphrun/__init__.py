@@ -3,7 +3,7 @@
     import graphrun, torch
     xs = [torch.rand(100_000_000) for _ in range(10)]
     with graphrun.Runtime(budget="2GiB") as rt:
-        rt.run(graphrun.seed(), xs)          # in place, zero copy, under a 2 GiB budget
+        ys = rt.run(graphrun.seed(), xs)     # new tensors, zero copy, under 2 GiB
 
 A thin layer over the C library (libgraphrun.so.0, through ctypes: _lib.py says why).
 docs/PYTHON.md is the reference: the contract of every call.
@@ -654,17 +654,25 @@ class Runtime:
     # -- work
 
     def submit(self, graph, inputs, outputs=None, deadline=None, on_complete=None, *,
-               copy=False):
+               copy=False, inplace=False, out=None):
         """Submits a job: `graph` applied to every tensor of `inputs`; returns its Job at
-        once (the work goes on in the runtime's workers). docs/PYTHON.md has the rules for
-        inputs and outputs; refusals raise before anything runs and write nothing."""
-        return Job._submit(self, graph, inputs, outputs, deadline, on_complete, copy)
+        once (the work goes on in the runtime's workers). Outputs not given (`outputs`, or
+        `out` as NumPy spells it) are new arrays like the inputs; with inplace=True they
+        are written over the inputs where the graph allows it. docs/PYTHON.md has the rules
+        for inputs and outputs; refusals raise before anything runs and write nothing."""
+        if out is not None:
+            if outputs is not None:
+                raise TypeError("give the outputs as outputs or as out, not both")
+            outputs = out
+        return Job._submit(self, graph, inputs, outputs, deadline, on_complete, copy,
+                           bool(inplace))
 
     def run(self, graph, tensors, outputs=None, deadline=None, *, copy=False,
-            progress=False):
+            progress=False, inplace=False, out=None):
         """submit, then wait: returns the outputs (Job.result()); raises the job's first
         failure. Ctrl-C cancels the job and re-raises."""
-        job = self.submit(graph, tensors, outputs, deadline, copy=copy)
+        job = self.submit(graph, tensors, outputs, deadline, copy=copy, inplace=inplace,
+                          out=out)
         job.wait(progress=progress)
         return job.result()
 
@@ -727,8 +735,7 @@ class Job:
     # -- submission
 
     @classmethod
-    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy,
-                in_place=True):
+    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy, inplace):
         h = rt._h()
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphrun.Graph, not {type(graph).__name__}")
@@ -748,7 +755,7 @@ class Job:
                     _refuse(f"outputs: port {p} has {len(seq)} arrays for {count} tensors")
 
         try:
-            plan = _plan.build(graph, ins, outs, count, copy, in_place)
+            plan = _plan.build(graph, ins, outs, count, copy, inplace)
         except _plan.Refused as r:
             _refuse(r.message, r.index)
 
@@ -788,7 +795,7 @@ class Job:
                 # The package's reading of the spec (_spec.py) allowed an alias that the
                 # library does not: the same job with its outputs allocated.
                 return cls._submit(rt, graph, inputs, outputs, deadline, on_complete, copy,
-                                   in_place=False)
+                                   False)
             _raise(st, err)
         job._handle = out.value
         job._finalizer = weakref.finalize(job, lib.gr_job_destroy, out.value)

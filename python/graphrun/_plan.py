@@ -199,12 +199,21 @@ def _kind_of(col, i):
 
 
 def _allocate(port, shape, lead, torch):
-    """A new output for `port` in pinned memory: a tensor when the lead input is a tensor,
-    else a NumPy array, shaped as the lead (a fixed port: (fixed_elems,))."""
+    """A new output for `port`, as NumPy and PyTorch make one: of the lead input's kind (a
+    tensor for a tensor, else a NumPy array) and in memory like the lead's (pinned where
+    the package can tell that the lead is pinned, else ordinary), shaped as the lead (a
+    fixed port: (fixed_elems,))."""
     out_shape = (port.fixed_elems,) if port.fixed_elems else tuple(shape)
     as_torch = torch if (torch is not None and lead is not None and
                          isinstance(lead, torch.Tensor)) else None
-    return _pinned.new(out_shape, port.dtype, as_torch)
+    if lead is not None and _pinned.is_pinned(lead):
+        return _pinned.new(out_shape, port.dtype, as_torch)
+    if as_torch is not None:
+        td = getattr(torch, port.dtype)
+        if lead.dtype is td and tuple(lead.shape) == out_shape:
+            return torch.empty_like(lead, memory_format=torch.contiguous_format)
+        return torch.empty(out_shape, dtype=td)
+    return np.empty(out_shape, _arrays.numpy_dtype(port.dtype))
 
 
 def _new_ptr(a, torch):
@@ -226,6 +235,7 @@ class Plan:
 def build(graph, ins, outs, count, copy, inplace):
     """The Plan of a job: `ins` (and `outs`, or None) per port, lists of the job's own."""
     torch = _arrays._torch()
+    ndarray = np.ndarray
     n_in, n_out = len(graph.inputs), len(graph.outputs)
     cin = [scan(ins[p], graph.inputs[p], p, False, copy, torch) for p in range(n_in)]
     if outs is None:
@@ -284,6 +294,12 @@ def build(graph, ins, outs, count, copy, inplace):
                 defaults_in_place += count
                 continue
         res, ptrs = results[p], out_ptrs[p]
+        fixed = (port.fixed_elems,) if port.fixed_elems else None
+        npd = _arrays.numpy_dtype(port.dtype)  # uint16 bits for bfloat16 without ml_dtypes
+        tensor = td = contiguous = None
+        if torch is not None:
+            tensor, td = torch.Tensor, getattr(torch, port.dtype)
+            contiguous = torch.contiguous_format
         for i in todo:
             want = port.fixed_elems or elems[i]
             taken = None
@@ -313,8 +329,19 @@ def build(graph, ins, outs, count, copy, inplace):
                 lead_obj = _kind_of(cout[lead_of[i]], i)
             else:
                 lead_obj = None
-            a = _allocate(port, shapes[i], lead_obj, torch)
-            ptrs[i] = _new_ptr(a, torch)
+            # The common cases inline, as _allocate would make them: an array that owns
+            # its memory (NumPy's own, so not pinned), a tensor of the port's type that
+            # PyTorch says is not pinned.
+            if type(lead_obj) is ndarray and lead_obj.base is None:
+                a = np.empty(fixed or lead_obj.shape, npd)
+                ptrs[i] = _ptr(a) if a.size else 0
+            elif (type(lead_obj) is tensor and fixed is None and lead_obj.dtype is td and
+                  not lead_obj.is_pinned()):
+                a = torch.empty_like(lead_obj, memory_format=contiguous)
+                ptrs[i] = a.data_ptr() if a.numel() else 0
+            else:
+                a = _allocate(port, shapes[i], lead_obj, torch)
+                ptrs[i] = _new_ptr(a, torch)
             res[i] = a
             allocated.append(a)
 
