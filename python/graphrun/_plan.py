@@ -147,7 +147,7 @@ def scan(objs, port, p, output, copy, torch):
     return col
 
 
-def missing(n, port_count):
+def missing(n):
     """The Column of an output port left to graphrun whole (outputs=None)."""
     col = Column()
     col.objs = [None] * n
@@ -239,7 +239,7 @@ def build(graph, ins, outs, count, copy, inplace):
     n_in, n_out = len(graph.inputs), len(graph.outputs)
     cin = [scan(ins[p], graph.inputs[p], p, False, copy, torch) for p in range(n_in)]
     if outs is None:
-        cout = [missing(count, n_out) for _ in range(n_out)]
+        cout = [missing(count) for _ in range(n_out)]
     else:
         cout = [scan(outs[p], graph.outputs[p], p, True, copy, torch) for p in range(n_out)]
 
