@@ -7,9 +7,10 @@ times on the GPU by ten rounds of x = sqrt(x * 1.01 + 1.01), streamed through th
 with hand-written CUDA streams, which ran out of device memory. Here the same loop twice,
 from the same inputs:
 
-  graphrun  each pass is one call, rt.run(graphrun.seed(), tensors): the tensors are read
-            and written in place, with copies and kernels of different tensors overlapped,
-            under a device-memory budget (--budget);
+  graphrun  each pass is one call, rt.run(graphrun.seed(), tensors, inplace=True): the
+            tensors are read and written in place (as the question's loop does), with
+            copies and kernels of different tensors overlapped, under a device-memory
+            budget (--budget);
   PyTorch   a correct version of the question's pipeline: copies in on one stream, the
             kernels on another, copies out on a third, two device buffers in turn, events
             between them (what the question's code tried to do).
@@ -113,7 +114,7 @@ def main():
         g = graphrun.seed()
         t0 = time.perf_counter()
         for _ in range(a.iterations):
-            rt.run(g, ours)
+            rt.run(g, ours, inplace=True)
         t_gr = time.perf_counter() - t0
         peak = max(d["budget_peak"] for d in rt.stats()["devices"])
     print(f"graphrun ({info.backend}, budget {info.budget_bytes / 2**20:.0f} MiB, "

@@ -3,7 +3,7 @@
     import graphrun, torch
     xs = [torch.rand(100_000_000) for _ in range(10)]
     with graphrun.Runtime(budget="2GiB") as rt:
-        rt.run(graphrun.seed(), xs)          # in place, zero copy, under a 2 GiB budget
+        ys = rt.run(graphrun.seed(), xs)     # new tensors, zero copy, under 2 GiB
 
 A thin layer over the C library (libgraphrun.so.0, through ctypes: _lib.py says why).
 docs/PYTHON.md is the reference: the contract of every call.
@@ -35,7 +35,7 @@ import threading
 import time
 import weakref
 
-from . import _arrays, _spec
+from . import _arrays, _plan, _spec
 from ._lib import lib
 from . import _lib as _c
 from ._arrays import reinterpret
@@ -655,17 +655,25 @@ class Runtime:
     # -- work
 
     def submit(self, graph, inputs, outputs=None, deadline=None, on_complete=None, *,
-               copy=False):
+               copy=False, inplace=False, out=None):
         """Submits a job: `graph` applied to every tensor of `inputs`; returns its Job at
-        once (the work goes on in the runtime's workers). docs/PYTHON.md has the rules for
-        inputs and outputs; refusals raise before anything runs and write nothing."""
-        return Job._submit(self, graph, inputs, outputs, deadline, on_complete, copy)
+        once (the work goes on in the runtime's workers). Outputs not given (`outputs`, or
+        `out` as NumPy spells it) are new arrays like the inputs; with inplace=True they
+        are written over the inputs where the graph allows it. docs/PYTHON.md has the rules
+        for inputs and outputs; refusals raise before anything runs and write nothing."""
+        if out is not None:
+            if outputs is not None:
+                raise TypeError("give the outputs as outputs or as out, not both")
+            outputs = out
+        return Job._submit(self, graph, inputs, outputs, deadline, on_complete, copy,
+                           bool(inplace))
 
     def run(self, graph, tensors, outputs=None, deadline=None, *, copy=False,
-            progress=False):
+            progress=False, inplace=False, out=None):
         """submit, then wait: returns the outputs (Job.result()); raises the job's first
         failure. Ctrl-C cancels the job and re-raises."""
-        job = self.submit(graph, tensors, outputs, deadline, copy=copy)
+        job = self.submit(graph, tensors, outputs, deadline, copy=copy, inplace=inplace,
+                          out=out)
         job.wait(progress=progress)
         return job.result()
 
@@ -695,6 +703,7 @@ atexit.register(_close_all_at_exit)
 Progress = collections.namedtuple("Progress", "total queued in_flight done failed canceled")
 _STATES = ("queued", "running", "done", "failed", "canceled")
 _SLICE = 0.05  # seconds per wait slice: how soon Ctrl-C and a progress bar are served
+_TENSOR_P = ctypes.POINTER(_c.Tensor)
 
 
 def _per_port(value, n_ports, what, graph):
@@ -716,10 +725,6 @@ def _per_port(value, n_ports, what, graph):
     return [items]
 
 
-def _elements_desc(port, elems):
-    return port.fixed_elems if port.fixed_elems else elems
-
-
 class Job:
     """A submitted job (gr_job): every index ends exactly once, done, failed or canceled.
     Iterating over a job yields the indices as they finish (done), then raises the job's
@@ -731,8 +736,7 @@ class Job:
     # -- submission
 
     @classmethod
-    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy,
-                in_place=True):
+    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy, inplace):
         h = rt._h()
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphrun.Graph, not {type(graph).__name__}")
@@ -744,74 +748,17 @@ class Job:
         for p, seq in enumerate(ins):
             if len(seq) != count:
                 _refuse(f"inputs: port 0 has {count} arrays, port {p} has {len(seq)}")
-        if outputs is None:
-            outs = [[None] * count for _ in range(n_out)]
-        else:
+        outs = None
+        if outputs is not None:
             outs = _per_port(outputs, n_out, "outputs", graph)
             for p, seq in enumerate(outs):
                 if len(seq) != count:
                     _refuse(f"outputs: port {p} has {len(seq)} arrays for {count} tensors")
 
-        tensors = (_c.Tensor * max(count, 1))()
-        keep = []          # every Buf of the job: the memory contract
-        results = [[None] * count for _ in range(n_out)]
-        copy_backs = []
-        defaults_in_place = 0
-        for i in range(count):
-            t = tensors[i]
-            bufs = []
-            for p in range(n_in):
-                b = _check(ins[p][i], graph.inputs[p], f"input {p} of index {i}", i, copy,
-                           False)
-                bufs.append(b)
-            lead = next((b for b, port in zip(bufs, graph.inputs) if not port.fixed_elems),
-                        None)
-            given = [None if outs[p][i] is None else
-                     _check(outs[p][i], graph.outputs[p], f"output {p} of index {i}", i,
-                            copy, True) for p in range(n_out)]
-            if lead is None:
-                lead = next((b for b, port in zip(given, graph.outputs)
-                             if b is not None and not port.fixed_elems), None)
-            if lead is None:
-                if any(not port.fixed_elems for port in graph.outputs):
-                    _refuse(f"index {i}: every input port of {graph.name} has a fixed size, "
-                            "so the tensor's size must come from an output: pass outputs",
-                            i)
-                elems, shape = 1, ()
-            else:
-                elems, shape = lead.size, lead.shape
-            for p, (b, port) in enumerate(zip(bufs, graph.inputs)):
-                _check_size(b, port, elems, i)
-            # Memory an output already has: a default output is never put over it too.
-            used = {b.ptr for b in given if b is not None}
-            for p, port in enumerate(graph.outputs):
-                b = given[p]
-                if b is None:
-                    b = _default_output(graph, p, bufs, used, lead, shape, elems, in_place)
-                    if any(b is x for x in bufs[:n_in]):
-                        defaults_in_place += 1
-                    results[p][i] = b.copy_back if b.copy_back is not None else b.owner
-                else:
-                    _check_size(b, port, elems, i)
-                    results[p][i] = b.owner
-                if b.copy_back is not None:
-                    copy_backs.append(b)
-                bufs.append(b)
-            for p, b in enumerate(bufs[:n_in]):
-                t.in_[p] = b.ptr or None
-            for p, b in enumerate(bufs[n_in:]):
-                t.out[p] = b.ptr or None
-            t.elems = elems
-            dims = list(shape)
-            if len(dims) > _c.GR_MAX_DIMS:  # leading dimensions merged: the last three stay
-                merged = 1
-                for d in dims[:len(dims) - 3]:
-                    merged *= d
-                dims = [merged] + dims[len(dims) - 3:]
-            t.rank = len(dims)
-            for k, d in enumerate(dims):
-                t.shape[k] = d
-            keep.append(bufs)
+        try:
+            plan = _plan.build(graph, ins, outs, count, copy, inplace)
+        except _plan.Refused as r:
+            _refuse(r.message, r.index)
 
         job = object.__new__(cls)
         job.runtime = rt
@@ -823,10 +770,11 @@ class Job:
         job._finished = False
         job._status = None
         job._error = None
-        job._keep = keep
-        job._copy_backs = copy_backs
+        job._keep = plan.keep
+        job._copies = plan.copies
+        job._copy_backs = plan.copy_backs
         job._on_complete = on_complete
-        job._results = results
+        job._results = plan.results
         job._flat = n_out == 1
         job._key = next(_keys)
         opts = _c.job_options_init()
@@ -838,17 +786,17 @@ class Job:
             _jobs[job._key] = job
         out = ctypes.c_void_p()
         err = _c.ErrorInfo()
-        st = lib.gr_job_submit(h, graph._handle, tensors, count, ctypes.byref(opts),
-                               ctypes.byref(out), ctypes.byref(err))
+        st = lib.gr_job_submit(h, graph._handle, plan.tensors.ctypes.data_as(_TENSOR_P), count,
+                               ctypes.byref(opts), ctypes.byref(out), ctypes.byref(err))
         if st != 0:
             with _jobs_lock:
                 _jobs.pop(job._key, None)
-            if st == Status.INVALID_ARGUMENT and defaults_in_place and \
+            if st == Status.INVALID_ARGUMENT and plan.defaults_in_place and \
                     b"overlaps output" in err.message:
                 # The package's reading of the spec (_spec.py) allowed an alias that the
                 # library does not: the same job with its outputs allocated.
                 return cls._submit(rt, graph, inputs, outputs, deadline, on_complete, copy,
-                                   in_place=False)
+                                   False)
             _raise(st, err)
         job._handle = out.value
         job._finalizer = weakref.finalize(job, lib.gr_job_destroy, out.value)
@@ -872,17 +820,16 @@ class Job:
                 except BaseException:
                     log.exception("graphrun: job %d: copying an output back failed",
                                   self.id)
-            if self.runtime._host_cache and self._keep:
+            if self.runtime._host_cache:
                 # The package's own contiguous copies die with the job: the registration
                 # cache must not keep their pages (gr_host_forget's promise).
-                for bufs in self._keep:
-                    for b in bufs:
-                        if b.copy_back is not None and b.nbytes:
-                            st = lib.gr_host_forget(self.runtime._handle, b.ptr, b.nbytes)
-                            if st != 0:
-                                log.warning("graphrun: job %d: forgetting a copy's memory: "
-                                            "%s", self.id, _status(st).name)
-            self._keep = None
+                for b in self._copies:
+                    if b.nbytes:
+                        st = lib.gr_host_forget(self.runtime._handle, b.ptr, b.nbytes)
+                        if st != 0:
+                            log.warning("graphrun: job %d: forgetting a copy's memory: %s",
+                                        self.id, _status(st).name)
+            self._keep = self._copies = None
             if self._on_complete is not None:
                 try:
                     self._on_complete(self)
@@ -1102,52 +1049,3 @@ class _Bar:
         else:
             sys.stderr.write("\n")
             sys.stderr.flush()
-
-
-def _check(obj, port, what, index, copy, output):
-    """The Buf for one array of a port: its type, layout and (outputs) writability checked;
-    a non-contiguous one copied with copy=True."""
-    try:
-        b = _arrays.as_buf(obj, what)
-    except _arrays._Refusal as r:
-        _refuse(f"{what} {r}", index)
-    if b.dtype != port.dtype:
-        hint = ""
-        if port.dtype == "bfloat16" and b.dtype == "uint16":
-            hint = " (for bfloat16 bit patterns use graphrun.reinterpret(a, 'bfloat16'))"
-        _refuse(f"{what} holds {b.dtype} but the graph's port holds {port.dtype}{hint}",
-                index)
-    if output and not b.writable:
-        _refuse(f"{what} is read-only", index)
-    if not b.contiguous:
-        if not copy:
-            _refuse(f"{what} is not C-contiguous (shape {b.shape}): pass a contiguous array "
-                    "(numpy.ascontiguousarray, tensor.contiguous()) or copy=True to let "
-                    "graphrun copy it", index)
-        b = _arrays.contiguous_copy(b)
-    return b
-
-
-def _check_size(b, port, elems, index):
-    want = _elements_desc(port, elems)
-    if b.size != want:
-        why = ("the port's fixed size" if port.fixed_elems
-               else "the tensor's (its first input's)")
-        _refuse(f"{b.what} has {b.size} elements; it needs {want}, {why}", index)
-
-
-def _default_output(graph, p, bufs, used, lead, shape, elems, in_place=True):
-    """Output port p written in place over an input the graph allows, or a new array."""
-    port = graph.outputs[p]
-    for q in sorted(graph.in_place[p]) if in_place else ():
-        b = bufs[q]
-        if b.writable and b.ptr not in used and b.size == _elements_desc(port, elems):
-            used.add(b.ptr)
-            return b
-    torch = _arrays._torch()
-    as_torch = (lead is not None and torch is not None and
-                isinstance(lead.array, torch.Tensor))
-    out_shape = (port.fixed_elems,) if port.fixed_elems else shape
-    dtype = getattr(torch, port.dtype) if as_torch else port.dtype
-    a = pinned_empty(out_shape, dtype)
-    return _arrays.as_buf(a, f"output {p}")

@@ -1,8 +1,9 @@
 """Host arrays as the runtime sees them: a pointer, a byte count, an element type, a shape.
 
-Every array a job is given becomes a `Buf` here, without a copy: NumPy arrays (ml_dtypes'
-bfloat16 among them) directly, PyTorch CPU tensors through their data pointer (which also
-covers torch.bfloat16, which NumPy cannot hold), anything else through
+The general path of a job's arrays (_plan.py takes plain NumPy arrays and CPU tensors of
+the port's type by a faster one): an array becomes a `Buf` here, without a copy: NumPy
+arrays (ml_dtypes' bfloat16 among them) directly, PyTorch CPU tensors through their data
+pointer (which also covers torch.bfloat16, which NumPy cannot hold), anything else through
 __array_interface__, DLPack or the buffer protocol, each read as a NumPy view whose data
 pointer is checked to be the object's own. A Buf keeps the objects it was made from, so
 that a job holding its Bufs holds the memory the runtime reads and writes.

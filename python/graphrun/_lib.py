@@ -4,14 +4,18 @@ Why ctypes (not cffi, not a compiled extension): it is in the standard library, 
 package is plain Python that needs no compiler and no third-party package on the user's
 machine, and it releases the GIL around every foreign call, which is what the runtime's
 blocking calls (submit under backpressure, wait, destroy) need. The cost is that the
-structs are written twice, here and in graphrun.h; python/tests/test_abi.py compiles a
-program against the installed header and checks every size and offset against these.
+structs are written twice, here and in graphrun.h; test_struct_layouts_match_the_header
+(python/tests/test_runtime.py) compiles a program against the installed header and checks
+every size and offset against these.
 
 Where the library comes from, first found wins:
-  1. $GRAPHRUN_LIBRARY, a path to libgraphrun.so.0 (or any soname-compatible build);
-  2. beside an installed package: tools/install PREFIX puts this package in
+  1. $GRAPHRUN_LIBRARY, a path to libgraphrun.so.0 (or any soname-compatible build): an
+     explicit choice overrides every other;
+  2. inside the package, graphrun/libgraphrun.so.0: the wheel tools/wheel builds carries
+     it there;
+  3. beside an installed package: tools/install PREFIX puts this package in
      PREFIX/lib/python3/site-packages and the library in PREFIX/lib;
-  3. the dynamic loader's search (LD_LIBRARY_PATH, ldconfig's cache): libgraphrun.so.0.
+  4. the dynamic loader's search (LD_LIBRARY_PATH, ldconfig's cache): libgraphrun.so.0.
 """
 import ctypes
 import os
@@ -323,9 +327,12 @@ def _candidates():
     if env:
         return [("$GRAPHRUN_LIBRARY", env)]
     here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    inside = os.path.join(here, SONAME)
+    if os.path.exists(inside):
+        out.append(("the package (a wheel's)", inside))
     # PREFIX/lib/python3/site-packages/graphrun -> PREFIX/lib
     beside = os.path.normpath(os.path.join(here, "..", "..", "..", SONAME))
-    out = []
     if os.path.exists(beside):
         out.append(("the install prefix", beside))
     out.append(("the dynamic loader's search path", SONAME))
@@ -350,8 +357,9 @@ def load():
         return lib
     raise ImportError(
         "graphrun: cannot load the C library " + SONAME + "; tried: " + "; ".join(tried) +
-        ". Install it with tools/install PREFIX (and use PREFIX/lib/python3/site-packages), "
-        "or set GRAPHRUN_LIBRARY to the library's path")
+        ". Install the wheel that carries it (tools/wheel, then pip install "
+        "graphrun-*.whl), or install it with tools/install PREFIX (and use "
+        "PREFIX/lib/python3/site-packages), or set GRAPHRUN_LIBRARY to the library's path")
 
 
 lib = load()

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import graphrun
+from graphrun import _pinned
 from helpers import rand, same_bits, seed_ref, torch
 
 
@@ -17,7 +18,7 @@ def test_cuda_failure_is_cuda_error(cuda):
     try:
         xs = [rand(10_000, seed=i) for i in range(3)]
         x0 = [x.copy() for x in xs]
-        job = rt.submit(graphrun.seed(), xs)
+        job = rt.submit(graphrun.seed(), xs, inplace=True)  # the failed index: untouched
         assert job.wait(60)
         e = job.error()
         assert isinstance(e, graphrun.CudaError) and e.status == graphrun.Status.CUDA, e
@@ -51,7 +52,7 @@ except graphrun.Unavailable as e:
     print(json.dumps({"skip": e.message})); sys.exit(0)
 rt = graphrun.Runtime(budget="64MiB", backend="cuda")
 x = np.ones(1000, np.float32)
-job = rt.submit(g, [x])
+job = rt.submit(g, [x], inplace=True)
 job.wait(120)
 e = job.error()
 try:
@@ -83,9 +84,10 @@ def test_pinned_memory_through_the_gpu(cuda):
     xs = [graphrun.pinned(rand(1_000_000, seed=i)) for i in range(8)]
     want = [seed_ref(x) for x in xs]
     with graphrun.Runtime(budget="16MiB", backend="cuda") as rt:
-        rt.run(graphrun.seed(), xs)  # larger than the budget together: streamed
+        ys = rt.run(graphrun.seed(), xs)  # larger than the budget together: streamed
         s = rt.stats()
-    assert all(same_bits(x, w) for x, w in zip(xs, want))
+    assert all(same_bits(y, w) for y, w in zip(ys, want))
+    assert all(_pinned.is_pinned(y) for y in ys), "pinned in, pinned out"
     assert s["devices"][0]["budget_peak"] <= 16 << 20
     assert s["staging_pageable"] == 0
 
@@ -96,8 +98,8 @@ def test_every_device(cuda):
     want = [seed_ref(x) for x in xs]
     with graphrun.Runtime(budget="64MiB", backend="cuda", devices=list(range(n))) as rt:
         assert rt.info().devices == tuple(range(n))
-        rt.run(graphrun.seed(), xs)
-    assert all(same_bits(x, w) for x, w in zip(xs, want))
+        ys = rt.run(graphrun.seed(), xs)
+    assert all(same_bits(y, w) for y, w in zip(ys, want))
 
 
 @pytest.mark.parametrize("nbytes,count", [(16 << 10, 4000), (64 << 10, 8000), (1 << 20, 2000),
@@ -112,8 +114,12 @@ def test_torch_pin_memory_tensors(cuda, nbytes, count):
     want = [seed_ref(x.numpy()) for x in xs]
     views = [x.numpy() for x in xs[: count // 2]] + xs[count // 2:]  # NumPy arrays over them
     with graphrun.Runtime(budget="256MiB", backend="cuda") as rt:
-        rt.run(graphrun.seed(), views)
+        ys = rt.run(graphrun.seed(), views)  # new outputs: pinned, as the inputs are
+        pinned_out = [_pinned.is_pinned(y) for y in ys]
+        rt.run(graphrun.seed(), views, inplace=True)
         s = rt.stats()
+    assert all(same_bits(y, w) for y, w in zip(ys, want))
+    assert all(pinned_out), f"{pinned_out.count(False)} outputs not pinned"
     wrong = [i for i, (x, w) in enumerate(zip(xs, want)) if not same_bits(x.numpy(), w)]
     assert wrong == [], f"{len(wrong)} tensors wrong, first {wrong[:5]}"
     assert s["devices"][0]["copies_refused"] == 0

@@ -8,12 +8,56 @@ from helpers import (example, is_kind, make, ml_dtypes, rand, same_bits, seed_re
                      torch, data_ptr)
 
 
+def test_seed_new_outputs_by_default(rt, kind):
+    # As NumPy and PyTorch do: new arrays of the inputs' kind and shape, the inputs left
+    # as they were (a graph that could write over them included).
+    sizes = [1, 7, 1000, 4097, 100_003, 3_000_000]  # the last is larger than 64 MiB / 3
+    xs = [make(kind, rand(n, seed=n)) for n in sizes]
+    x0 = [to_np(x).copy() for x in xs]
+    out = rt.run(graphrun.seed(), xs)
+    assert len(out) == len(xs)
+    for i, (o, x) in enumerate(zip(out, xs)):
+        assert o is not x and is_kind(kind, o) and tuple(o.shape) == tuple(x.shape), i
+        assert same_bits(o, seed_ref(x0[i])), f"index {i} differs from NumPy's float32 seed"
+        assert same_bits(x, x0[i]), f"index {i}: the input was written"
+
+
+def test_expr_graph_leaves_the_reference_data(rt, kind):
+    # The issue's case: expr(x, "...") -> y, ys = rt.run(g, xs); xs are the reference.
+    g = graphrun.Graph.parse('buffer x\nbuffer y\nh2d l: in0 -> x\n'
+                             'kernel e: expr(x, "x * 2 + 1") -> y\nd2h s: y -> out0\n'
+                             'l -> e -> s\n')
+    assert g.in_place == (frozenset({0}),)  # the graph would let y go over x
+    xs = [make(kind, rand(1000, seed=i)) for i in range(4)]
+    x0 = [to_np(x).copy() for x in xs]
+    ys = rt.run(g, xs)
+    for x, y, r in zip(xs, ys, x0):
+        assert same_bits(x, r), "the inputs were overwritten"
+        assert same_bits(y, r * np.float32(2) + np.float32(1))
+
+
+def test_out_keyword_and_inplace_where_the_graph_allows(rt, kind):
+    xs = [make(kind, rand(500, seed=i)) for i in range(3)]
+    x0 = [to_np(x).copy() for x in xs]
+    ys = [make(kind, np.zeros(500, np.float32)) for _ in range(3)]
+    out = rt.run(graphrun.seed(), xs, out=ys)  # NumPy's spelling of outputs=
+    assert all(o is y and same_bits(y, seed_ref(r)) for o, y, r in zip(out, ys, x0))
+    assert all(same_bits(x, r) for x, r in zip(xs, x0))
+    with pytest.raises(TypeError, match="not both"):
+        rt.submit(graphrun.seed(), xs, ys, out=ys)
+    # inplace=True asks, the graph decides: sum's fixed output cannot go over its input.
+    g = graphrun.Graph.load(example("sum.graph"))
+    out = rt.run(g, xs, inplace=True)
+    assert all(o is not x and tuple(o.shape) == (1,) for o, x in zip(out, xs))
+    assert all(same_bits(x, r) for x, r in zip(xs, x0))
+
+
 def test_seed_in_place_zero_copy(rt, kind):
     sizes = [1, 7, 1000, 4097, 100_003, 3_000_000]  # the last is larger than 64 MiB / 3
     xs = [make(kind, rand(n, seed=n)) for n in sizes]
     want = [seed_ref(to_np(x)) for x in xs]
     ptrs = [data_ptr(x) for x in xs]
-    out = rt.run(graphrun.seed(), xs)
+    out = rt.run(graphrun.seed(), xs, inplace=True)
     assert len(out) == len(xs)
     for i, (o, x, w) in enumerate(zip(out, xs, want)):
         assert o is x, f"index {i}: not in place"
@@ -23,8 +67,12 @@ def test_seed_in_place_zero_copy(rt, kind):
 
 def test_seed_two_dimensional_keeps_shape(rt, kind):
     x = make(kind, rand(12 * 34, seed=3).reshape(12, 34))
-    want = seed_ref(to_np(x))
+    x0 = to_np(x).copy()
+    want = seed_ref(x0)
     (y,) = rt.run(graphrun.seed(), [x])
+    assert y is not x and tuple(y.shape) == (12, 34) and same_bits(x, x0)
+    assert same_bits(y, want)
+    (y,) = rt.run(graphrun.seed(), [x], inplace=True)
     assert y is x and tuple(y.shape) == (12, 34)
     assert same_bits(y, want)
 
@@ -36,6 +84,13 @@ def test_per_port_form_and_two_outputs(rt, kind):
     a0 = [to_np(x).copy() for x in a]
     b0 = [to_np(x).copy() for x in b]
     out0, out1 = rt.run(dag, [a, b])
+    for i in range(3):
+        d = np.float32(2.0) * a0[i] + np.float32(-1.0) * b0[i]
+        assert same_bits(out0[i], seed_ref(d)), i
+        assert same_bits(out1[i], a0[i] * np.float32(3)), i
+        assert is_kind(kind, out0[i]) and is_kind(kind, out1[i])
+        assert same_bits(a[i], a0[i]) and same_bits(b[i], b0[i]), "an input was written"
+    out0, out1 = rt.run(dag, [a, b], inplace=True)
     for i in range(3):
         d = np.float32(2.0) * a0[i] + np.float32(-1.0) * b0[i]
         assert same_bits(out0[i], seed_ref(d)), i
@@ -100,6 +155,55 @@ def test_shapes_reach_the_kernel(rt, kind, shape):
     flat = rt.run(g, [make(kind, x0.reshape(-1))])[0]
     assert not np.allclose(to_np(flat).reshape(shape), to_np(y)), \
         "one row and many rows gave the same: the shape did not reach the kernel"
+
+
+class _Iface:
+    """An object that is only an __array_interface__ over a NumPy array's memory."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+class _Sub(np.ndarray):
+    """An ndarray subclass: not a plain ndarray, so the general path reads it."""
+
+
+def test_one_job_mixing_every_path(rt, kind):
+    # Plain arrays (the fast path) between objects the general path reads, a read-only
+    # input, a non-contiguous one copied, and a different shape at every index (five
+    # dimensions too): softmax is row-wise, so a wrong shape for any index shows.
+    g = graphrun.Graph.load(example("softmax.graph"))
+    shapes = [(7,), (3, 4), (2, 3, 4), (1, 2, 3, 4), (2, 1, 2, 3, 2), (3, 4), (5, 2)]
+    base = [rand(int(np.prod(s)), seed=40 + i).reshape(s) * 4 for i, s in enumerate(shapes)]
+    ro = base[3].copy()
+    ro.flags.writeable = False
+    wide = np.zeros((5, 4), np.float32)
+    wide[:, ::2] = base[6]
+    xs = [make(kind, base[0]), _Iface(base[1].copy()), base[2].copy().view(_Sub), ro,
+          make(kind, base[4]), make(kind, base[5]), wide[:, ::2]]
+    out = rt.run(g, [xs], copy=True)
+    for i, (o, b) in enumerate(zip(out, base)):
+        assert tuple(np.shape(to_np(o) if not isinstance(o, _Iface) else o.a)) == shapes[i]
+        got = o.a if isinstance(o, _Iface) else to_np(o)
+        np.testing.assert_allclose(got, _softmax(b), rtol=1e-6, atol=1e-7, err_msg=str(i))
+    assert out[3] is not ro and np.array_equal(ro, base[3]), "a read-only input was written"
+
+
+def test_refusal_names_the_index_in_a_long_job(rt, kind):
+    xs = [make(kind, rand(64, seed=i)) for i in range(300)]
+    x0 = [to_np(x).copy() for x in xs]
+    xs[217] = make(kind, rand(64, seed=217).astype(np.float64))
+    e = _refused(rt, graphrun.seed(), xs, index=217)
+    assert "input 0 of index 217 holds float64" in e.message
+    ys = [make(kind, np.zeros(64, np.float32)) for _ in range(200)]
+    ys[5] = make(kind, np.zeros(65, np.float32))
+    e = _refused(rt, graphrun.seed(), xs[:200], ys, index=5)
+    assert "output 0 of index 5 has 65 elements; it needs 64" in e.message
+    big = np.zeros(64, ">f4")  # not native: the fast path must not take it
+    e = _refused(rt, graphrun.seed(), xs[:3] + [big], index=3)
+    assert ">f4" in e.message
+    assert all(same_bits(x, w) for x, w in zip(xs[:217], x0[:217])), "a refused job wrote"
 
 
 # Every element type, in and out, through `cast` (exact for these small integers).
@@ -228,7 +332,10 @@ def test_bfloat16_bits_need_reinterpret(rt):
     e = _refused(rt, g, [bits], index=0)
     assert "uint16" in e.message and "reinterpret" in e.message
     (y,) = rt.run(g, [graphrun.reinterpret(bits, "bfloat16")])
-    assert y is bits and np.all(bits == 0x4000)  # 2.0
+    assert y is not bits and np.all(y.view(np.uint16) == 0x4000)  # 2.0
+    assert np.all(bits == 0x3F80)
+    (y,) = rt.run(g, [graphrun.reinterpret(bits, "bfloat16")], inplace=True)
+    assert y is bits and np.all(bits == 0x4000)
     with pytest.raises(graphrun.InvalidArgument, match="cannot be read as bfloat16"):
         rt.submit(g, [graphrun.reinterpret(np.zeros(4, np.float32), "bfloat16")])
 
@@ -241,6 +348,8 @@ def test_non_contiguous_refused_or_copied(rt, kind):
     assert "copy=True" in e.message
     assert same_bits(base, b0)
     (y,) = rt.run(graphrun.seed(), [view], copy=True)
+    assert y is not view and same_bits(y, seed_ref(b0[::2])) and same_bits(base, b0)
+    (y,) = rt.run(graphrun.seed(), [view], copy=True, inplace=True)
     assert y is view
     assert same_bits(to_np(base)[::2], seed_ref(b0[::2]))
     assert same_bits(to_np(base)[1::2], b0[1::2]), "copy=True wrote between the elements"
@@ -322,8 +431,8 @@ def test_over_budget_names_the_index(new_runtime, backend, kind):
     # The seed graph is splittable: the same tensor runs in chunks.
     x = make(kind, rand(n * 3, seed=3))
     want = seed_ref(to_np(x))
-    rt.run(graphrun.seed(), [x])
-    assert same_bits(x, want)
+    (y,) = rt.run(graphrun.seed(), [x])
+    assert same_bits(y, want)
 
 
 def test_objects_other_than_arrays(rt):
@@ -346,7 +455,9 @@ def test_objects_other_than_arrays(rt):
         a = rand(321, seed=11)
         a0 = a.copy()
         want = seed_ref(a)
-        (y,) = rt.run(graphrun.seed(), [wrap(a)])
+        (y,) = rt.run(graphrun.seed(), [wrap(a)])  # a new NumPy array
+        assert type(y) is np.ndarray and same_bits(y, want) and same_bits(a, a0)
+        (y,) = rt.run(graphrun.seed(), [wrap(a)], inplace=True)
         # NumPy before 2 reads every DLPack capsule as read-only: then the output is new.
         if wrap is Iface or np.from_dlpack(Dl(a)).flags.writeable:
             assert isinstance(y, wrap)
@@ -358,7 +469,9 @@ def test_objects_other_than_arrays(rt):
     want = seed_ref(np.frombuffer(bytes(buf), np.float32))
     e = _refused(rt, graphrun.seed(), [buf], index=0)  # bytes are uint8
     assert "uint8" in e.message
-    rt.run(graphrun.seed(), [memoryview(buf).cast("f")])  # the buffer protocol, as float
+    (y,) = rt.run(graphrun.seed(), [memoryview(buf).cast("f")])  # the buffer protocol
+    assert same_bits(y, want)
+    rt.run(graphrun.seed(), [memoryview(buf).cast("f")], inplace=True)
     assert same_bits(np.frombuffer(buf, np.float32), want)
     ro = memoryview(rand(16).tobytes()).cast("f")  # bytes: read-only, so the output is new
     (y,) = rt.run(graphrun.seed(), [ro])

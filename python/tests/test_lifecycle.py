@@ -15,7 +15,7 @@ import pytest
 
 import graphrun
 from graphrun import _pinned
-from helpers import make, rand, same_bits, seed_ref, to_np, torch
+from helpers import is_kind, make, rand, same_bits, seed_ref, to_np, torch
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_cancel_running_finishes_queued_end(gated):
     rt, g, gate = gated
     xs = [rand(100, seed=i) for i in range(6)]
     x0 = [x.copy() for x in xs]
-    job = rt.submit(g, xs)
+    job = rt.submit(g, xs, inplace=True)  # in place: a canceled index leaves its input
     gate.wait_entered(1)
     assert job.status(0) == ("running", graphrun.Status.OK)
     assert job.status(1)[0] == "queued"
@@ -59,7 +59,7 @@ def test_deadline_fails_what_has_not_started(gated):
     rt, g, gate = gated
     xs = [rand(50, seed=i) for i in range(4)]
     x0 = [x.copy() for x in xs]
-    job = rt.submit(g, xs, deadline=0.2)
+    job = rt.submit(g, xs, deadline=0.2, inplace=True)
     gate.wait_entered(1)
     time.sleep(0.4)
     gate.open()
@@ -82,8 +82,8 @@ def test_deadline_on_any_backend(new_runtime, backend):
         rt.run(graphrun.seed(), xs, deadline=-1)  # passed before it was submitted
     x = rand(1000, seed=7)
     want = seed_ref(x)
-    rt.run(graphrun.seed(), [x], deadline=60)
-    assert same_bits(x, want)
+    (y,) = rt.run(graphrun.seed(), [x], deadline=60)
+    assert same_bits(y, want)
 
 
 def test_wait_timeout_and_result_timeout(gated):
@@ -148,7 +148,7 @@ def test_context_manager_waits_on_normal_exit(backend):
     with graphrun.Runtime(budget="64MiB", backend=backend) as rt:
         job = rt.submit(graphrun.seed(), xs)
     assert job.done() and job.error() is None
-    assert all(same_bits(x, w) for x, w in zip(xs, want))
+    assert all(same_bits(y, w) for y, w in zip(job.result(), want))
     with pytest.raises(graphrun.InvalidUsage):
         rt.info()
 
@@ -200,7 +200,7 @@ def test_on_complete_may_submit_and_may_raise(rt, caplog):
         assert job.wait(10)
         assert done.wait(10)
     y, want, job2 = follow[0]
-    assert job2.wait(10) and same_bits(y, want)
+    assert job2.wait(10) and same_bits(job2.result()[0], want)
     assert any("on_complete raised" in r.getMessage() for r in caplog.records)
     assert job.error() is None  # the callback's exception is not the job's
 
@@ -285,7 +285,7 @@ def test_cancel_a_long_job(new_runtime, backend):
     rt = new_runtime(backend=backend, budget="64MiB", workers=2)
     n = 1_000_000 if backend == "host" else 4_000_000
     xs = [np.full(n, i, np.float32) for i in range(64)]
-    job = rt.submit(graphrun.seed(), xs)
+    job = rt.submit(graphrun.seed(), xs, inplace=True)
     job.cancel()
     assert job.wait(60)
     p = job.progress()
@@ -426,7 +426,7 @@ def test_arrays_live_until_the_job_completes(gated):
         refs.append(weakref.ref(given))
         want = [plus_one(x) for x in xs]
         job = rt.submit(g, [[xs[0], xs[1], xs[2]]],
-                        [[None, given, None]])  # in place, given, in place
+                        [[None, given, None]], inplace=True)  # in place, given, in place
         return job, want
 
     job, want = submit()
@@ -451,10 +451,18 @@ def test_arrays_live_until_the_job_completes(gated):
     assert all(r() is None for r in refs), "arrays outlived their job"
 
 
-def test_allocated_outputs_live_in_pinned_memory_until_freed(rt, kind):
-    before = dict(_pinned.live)
+def test_new_outputs_in_memory_like_the_inputs(rt, kind):
+    # Ordinary in, ordinary out; pinned in, pinned out (freed with the last view).
+    gc.collect()
     g = graphrun.Graph.load(__import__("helpers").example("sum.graph"))
+    before = dict(_pinned.live)
     out = rt.run(g, [make(kind, rand(100, seed=i)) for i in range(5)])
+    assert all(is_kind(kind, o) for o in out)
+    assert _pinned.live == before, "pinned memory for ordinary inputs"
+    xs = [graphrun.pinned(rand(100, seed=i)) for i in range(5)]
+    before = dict(_pinned.live)
+    out = rt.run(g, xs)
+    assert all(type(o) is np.ndarray and _pinned.is_pinned(o) for o in out)
     assert _pinned.live["blocks"] == before["blocks"] + 5
     views = [o[:1] for o in out]
     del out
@@ -474,7 +482,7 @@ def test_torch_tensors_live_until_the_job_completes(gated):
     def submit():
         xs = [torch.rand(500) for _ in range(2)]
         refs.extend(weakref.ref(x) for x in xs)
-        return rt.submit(g, xs), [plus_one(x.numpy()) for x in xs]
+        return rt.submit(g, xs, inplace=True), [plus_one(x.numpy()) for x in xs]
 
     job, want = submit()
     gate.wait_entered(1)

@@ -121,7 +121,7 @@ def test_host_cache_registers_pageable_arrays_used_again(new_runtime, backend):
     # page with a registered one is left pageable: on the H200 3 of 4 got registered).
     xs = [rand(10_000_000, seed=i) for i in range(4)]
     ref = [seed_ref(x) for x in xs]
-    rt.run(graphrun.seed(), xs)
+    rt.run(graphrun.seed(), xs, inplace=True)  # the same memory in and out, each job
     if backend == "cuda":
         for _ in range(1000):  # registered between jobs, in the background
             if rt.stats()["host_cache_registrations"] == 4:
@@ -130,7 +130,7 @@ def test_host_cache_registers_pageable_arrays_used_again(new_runtime, backend):
     before = rt.stats()
     for i, x in enumerate(xs):  # the same memory, fresh inputs
         x[:] = rand(10_000_000, seed=i)
-    rt.run(graphrun.seed(), xs)
+    rt.run(graphrun.seed(), xs, inplace=True)
     for x, r in zip(xs, ref):
         assert np.array_equal(x.view(np.uint32), r.view(np.uint32))
     s = rt.stats()
@@ -178,7 +178,7 @@ def test_out_of_memory_statuses():
     try:
         xs = [rand(100, seed=i) for i in range(3)]
         x0 = [x.copy() for x in xs]
-        job = rt.submit(graphrun.seed(), xs)
+        job = rt.submit(graphrun.seed(), xs, inplace=True)  # the failed index: untouched
         job.wait(10)
         e = job.error()
         assert isinstance(e, graphrun.OutOfMemory) and e.index == 1, e
@@ -222,7 +222,7 @@ def test_many_runtimes_at_once():
     for rt in rts:
         rt.close()
     assert all(j.done() and j.error() is None for j in jobs)
-    assert all(same_bits(x, w) for row, wr in zip(xs, want) for x, w in zip(row, wr))
+    assert all(same_bits(y, w) for j, wr in zip(jobs, want) for y, w in zip(j.result(), wr))
 
 
 # ---------------------------------------------------------------------------------------
@@ -265,8 +265,7 @@ def test_graph_closed_while_a_job_uses_it(rt):
     job = rt.submit(g, xs)
     g.close()
     g.close()
-    assert job.result(30) is not None
-    assert all(same_bits(x, w) for x, w in zip(xs, want))
+    assert all(same_bits(y, w) for y, w in zip(job.result(30), want))
 
 
 def test_kernels_listed():
@@ -281,6 +280,7 @@ def test_kernels_listed():
 # Pinned memory.
 
 def test_pinned_empty_and_freed_with_the_last_view():
+    gc.collect()  # garbage of earlier tests would be freed during this one
     before = dict(_pinned.live)
     a = graphrun.pinned_empty((3, 5), "float64")
     assert a.shape == (3, 5) and a.dtype == np.float64 and a.flags.c_contiguous
@@ -310,13 +310,16 @@ def test_pinned_copies(rt):
     p = graphrun.pinned(x)
     assert p is not x and same_bits(p, x) and p.ctypes.data % 4096 == 0
     want = seed_ref(x)
-    rt.run(graphrun.seed(), [p])
+    (y,) = rt.run(graphrun.seed(), [p])  # pinned in, pinned out
+    assert _pinned.is_pinned(y) and same_bits(y, want) and same_bits(p, x)
+    rt.run(graphrun.seed(), [p], inplace=True)
     assert same_bits(p, want) and not same_bits(x, want)
 
 
 def test_pinned_for_torch():
     if torch is None:
         pytest.skip("PyTorch is not installed")
+    gc.collect()
     before = dict(_pinned.live)
     t = graphrun.pinned_empty((2, 3), torch.float32)
     assert isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.shape == (2, 3)
@@ -377,6 +380,12 @@ def test_struct_layouts_match_the_header():
         assert int(want[f"{cname} size"]) == ctypes.sizeof(py), cname
         for f in py._fields_:
             assert int(want[f"{cname} {f[0]}"]) == getattr(py, f[0]).offset, (cname, f[0])
+    # The gr_tensor array a job hands the library is a NumPy structured array (_plan.py).
+    from graphrun import _plan
+    assert _plan.TENSOR.itemsize == int(want["gr_tensor size"])
+    for field, member in (("in", "in_"), ("out", "out"), ("elems", "elems"), ("rank", "rank"),
+                          ("shape", "shape")):
+        assert _plan.TENSOR.fields[field][1] == int(want[f"gr_tensor {member}"]), field
     magic = [line for line in out.splitlines() if line.startswith("magic")][0].split()[1:]
     assert [int(m) for m in magic] == [c.GR_CONFIG_MAGIC, c.GR_JOB_OPTIONS_MAGIC,
                                        c.GR_STATS_MAGIC, c.GR_KERNEL_DEF_MAGIC]

@@ -1,0 +1,401 @@
+"""A job's arrays as the runtime takes them: the gr_tensor array, the outputs, and what the
+job must hold until it is complete.
+
+Jobs of many small tensors are common (12,800 tensors of 64 KiB is a row of the
+benchmarks), so the work per tensor is kept to a few attribute reads: each port's arrays
+are scanned in one loop that takes plain NumPy arrays and CPU tensors of the port's type,
+C-contiguous, straight to their data pointers, and leaves anything else (other objects,
+other types, non-contiguous arrays, reinterpret wrappers, read-only outputs) to the general
+path (_arrays.as_buf and check below), which reads, checks and refuses exactly as it always
+has. The gr_tensor array is a NumPy structured array of gr_tensor's layout, filled a column
+at a time. The job holds the port lists themselves (its own copies of the caller's
+sequences), the outputs it allocated and the Bufs of the general path: no object per
+tensor is made for the memory contract.
+"""
+import ctypes
+
+import numpy as np
+
+from . import _arrays, _pinned
+from . import _lib as _c
+
+
+def _tensor_dtype():
+    t = _c.Tensor
+    return np.dtype({
+        "names": ["in", "out", "elems", "rank", "shape"],
+        "formats": [(np.uint64, _c.GR_MAX_PORTS), (np.uint64, _c.GR_MAX_PORTS), np.uint64,
+                    np.uint32, (np.uint64, _c.GR_MAX_DIMS)],
+        "offsets": [t.in_.offset, t.out.offset, t.elems.offset, t.rank.offset,
+                    t.shape.offset],
+        "itemsize": ctypes.sizeof(t)})
+
+
+TENSOR = _tensor_dtype()
+
+
+class Refused(Exception):
+    """A refusal of the job: the message, and the index it names."""
+
+    def __init__(self, message, index=None):
+        super().__init__(message)
+        self.message, self.index = message, index
+
+
+class Column:
+    """One port's arrays, scanned: per index the object as the user gave it, its data
+    pointer, element count, shape and writability; `bufs` holds the general path's Bufs by
+    index, `missing` the indices of an output port left to graphrun (None)."""
+
+    __slots__ = ("objs", "ptrs", "sizes", "shapes", "writable", "bufs", "missing")
+
+
+def _ptr(a, from_buffer=ctypes.c_char.from_buffer, addressof=ctypes.addressof):
+    """The data pointer of a C-contiguous, non-empty ndarray: through the buffer protocol,
+    about three times faster than a.ctypes.data, where the array is writable."""
+    if a.flags.writeable:
+        try:
+            return addressof(from_buffer(a))
+        except (TypeError, ValueError, BufferError):
+            pass
+    return a.ctypes.data
+
+
+def check(obj, port, what, index, copy, output):
+    """The Buf for one array of a port by the general path: its type, layout and (outputs)
+    writability checked; a non-contiguous one copied with copy=True."""
+    try:
+        b = _arrays.as_buf(obj, what)
+    except _arrays._Refusal as r:
+        raise Refused(f"{what} {r}", index) from None
+    if b.dtype != port.dtype:
+        hint = ""
+        if port.dtype == "bfloat16" and b.dtype == "uint16":
+            hint = " (for bfloat16 bit patterns use graphrun.reinterpret(a, 'bfloat16'))"
+        raise Refused(f"{what} holds {b.dtype} but the graph's port holds {port.dtype}{hint}",
+                      index)
+    if output and not b.writable:
+        raise Refused(f"{what} is read-only", index)
+    if not b.contiguous:
+        if not copy:
+            raise Refused(f"{what} is not C-contiguous (shape {b.shape}): pass a contiguous "
+                          "array (numpy.ascontiguousarray, tensor.contiguous()) or copy=True "
+                          "to let graphrun copy it", index)
+        b = _arrays.contiguous_copy(b)
+    return b
+
+
+def scan(objs, port, p, output, copy, torch):
+    """The Column of one port's arrays (a list of the job's own)."""
+    n = len(objs)
+    col = Column()
+    col.objs = objs
+    ptrs = col.ptrs = [0] * n
+    sizes = col.sizes = [0] * n
+    shapes = col.shapes = [()] * n
+    writable = col.writable = [True] * n
+    col.bufs = {}
+    col.missing = []
+    name = port.dtype
+    npd = _arrays.numpy_dtype(name)
+    if name == "bfloat16" and _arrays._ml_dtypes is None:
+        npd = None  # uint16 arrays are bit patterns only through reinterpret
+    ndarray = np.ndarray
+    from_buffer, addressof = ctypes.c_char.from_buffer, ctypes.addressof
+    tensor = td = strided = None
+    if torch is not None:
+        tensor, td, strided = torch.Tensor, getattr(torch, name), torch.strided
+    slow = []
+    for i, a in enumerate(objs):
+        t = type(a)
+        if t is ndarray:
+            d = a.dtype
+            if (d is npd or d == npd) and npd is not None:
+                f = a.flags
+                w = f.writeable
+                if f.c_contiguous and (w or not output):
+                    s = a.size
+                    sizes[i] = s
+                    shapes[i] = a.shape
+                    if not w:
+                        writable[i] = False
+                        if s:
+                            ptrs[i] = a.ctypes.data
+                    elif s:
+                        try:  # _ptr, inline: this loop runs once per tensor
+                            ptrs[i] = addressof(from_buffer(a))
+                        except (TypeError, ValueError, BufferError):
+                            ptrs[i] = a.ctypes.data
+                    continue
+        elif t is tensor:
+            if a.dtype is td and a.is_cpu and a.layout is strided and a.is_contiguous():
+                s = a.numel()
+                sizes[i] = s
+                shapes[i] = a.shape
+                if s:
+                    ptrs[i] = a.data_ptr()
+                continue
+        elif a is None and output:
+            col.missing.append(i)
+            continue
+        slow.append(i)
+    kind = "output" if output else "input"
+    for i in slow:
+        b = check(objs[i], port, f"{kind} {p} of index {i}", i, copy, output)
+        col.bufs[i] = b
+        ptrs[i], sizes[i], shapes[i], writable[i] = b.ptr, b.size, b.shape, b.writable
+    return col
+
+
+def missing(n):
+    """The Column of an output port left to graphrun whole (outputs=None)."""
+    col = Column()
+    col.objs = [None] * n
+    col.ptrs = [0] * n
+    col.sizes = [0] * n
+    col.shapes = [()] * n
+    col.writable = [True] * n
+    col.bufs = {}
+    col.missing = list(range(n))
+    return col
+
+
+def _sizes_agree(col, port, elems, what):
+    """Refuses the first index whose array has not the port's element count: the fixed
+    size, else the tensor's (`elems`, per index)."""
+    n = len(col.sizes)
+    if len(col.missing) == n:
+        return
+    want = port.fixed_elems or elems
+    if not col.missing:
+        if isinstance(want, int) and col.sizes.count(want) == n:
+            return
+        if not isinstance(want, int) and col.sizes == want:
+            return
+    miss = set(col.missing)
+    for i in range(n):
+        w = want if isinstance(want, int) else want[i]
+        if i in miss or col.sizes[i] == w:
+            continue
+        why = ("the port's fixed size" if port.fixed_elems
+               else "the tensor's (its first input's)")
+        raise Refused(f"{what} of index {i} has {col.sizes[i]} elements; it needs {w}, {why}",
+                      i)
+
+
+def _owner(col, i):
+    """What the caller gets back for index i of a column: the very object passed (the
+    array inside a reinterpret wrapper; the user's array for a copy=True copy)."""
+    b = col.bufs.get(i)
+    if b is None:
+        return col.objs[i]
+    return b.copy_back if b.copy_back is not None else b.owner
+
+
+def _kind_of(col, i):
+    """The array itself behind index i (the Buf's array on the general path)."""
+    b = col.bufs.get(i)
+    return col.objs[i] if b is None else b.array
+
+
+def _allocate(port, shape, lead, torch):
+    """A new output for `port`, as NumPy and PyTorch make one: of the lead input's kind (a
+    tensor for a tensor, else a NumPy array) and in memory like the lead's (pinned where
+    the package can tell that the lead is pinned, else ordinary), shaped as the lead (a
+    fixed port: (fixed_elems,))."""
+    out_shape = (port.fixed_elems,) if port.fixed_elems else tuple(shape)
+    as_torch = torch if (torch is not None and lead is not None and
+                         isinstance(lead, torch.Tensor)) else None
+    if lead is not None and _pinned.is_pinned(lead):
+        return _pinned.new(out_shape, port.dtype, as_torch)
+    if as_torch is not None:
+        td = getattr(torch, port.dtype)
+        if lead.dtype is td and tuple(lead.shape) == out_shape:
+            return torch.empty_like(lead, memory_format=torch.contiguous_format)
+        return torch.empty(out_shape, dtype=td)
+    return np.empty(out_shape, _arrays.numpy_dtype(port.dtype))
+
+
+def _new_ptr(a, torch):
+    if torch is not None and isinstance(a, torch.Tensor):
+        return a.data_ptr() if a.numel() else 0
+    return _ptr(a) if a.size else 0
+
+
+class Plan:
+    """What _submit needs: `tensors` (the gr_tensor array), `results` (per output port,
+    what result() gives per index), `keep` (what the job holds until complete),
+    `copy_backs` (Bufs written back into the caller's arrays on completion), `copies`
+    (every Buf that is the package's own copy of an array) and `defaults_in_place` (default
+    outputs put over an input)."""
+
+    __slots__ = ("tensors", "results", "keep", "copy_backs", "copies", "defaults_in_place")
+
+
+def build(graph, ins, outs, count, copy, inplace):
+    """The Plan of a job: `ins` (and `outs`, or None) per port, lists of the job's own."""
+    torch = _arrays._torch()
+    ndarray = np.ndarray
+    n_in, n_out = len(graph.inputs), len(graph.outputs)
+    cin = [scan(ins[p], graph.inputs[p], p, False, copy, torch) for p in range(n_in)]
+    if outs is None:
+        cout = [missing(count) for _ in range(n_out)]
+    else:
+        cout = [scan(outs[p], graph.outputs[p], p, True, copy, torch) for p in range(n_out)]
+
+    # The tensor's element count and shape: its first input of a size of its own, or
+    # (every input fixed) its first such given output.
+    lead = next((p for p, port in enumerate(graph.inputs) if not port.fixed_elems), None)
+    if lead is not None:
+        elems, shapes, leads = cin[lead].sizes, cin[lead].shapes, cin[lead]
+        lead_of = None
+    else:
+        elems, shapes = [1] * count, [()] * count
+        free = [p for p, port in enumerate(graph.outputs) if not port.fixed_elems]
+        lead_of = [None] * count
+        for i in range(count):
+            q = next((p for p in free if cout[p].objs[i] is not None), None)
+            if q is None and free:
+                raise Refused(f"index {i}: every input port of {graph.name} has a fixed "
+                              "size, so the tensor's size must come from an output: pass "
+                              "outputs", i)
+            if q is not None:
+                lead_of[i] = q
+                elems[i], shapes[i] = cout[q].sizes[i], cout[q].shapes[i]
+        leads = None
+    for p, port in enumerate(graph.inputs):
+        _sizes_agree(cin[p], port, elems, f"input {p}")
+    for p, port in enumerate(graph.outputs):
+        _sizes_agree(cout[p], port, elems, f"output {p}")
+
+    results = [list(cout[p].objs) for p in range(n_out)]
+    out_ptrs = [cout[p].ptrs for p in range(n_out)]
+    copy_backs = []
+    for p in range(n_out):
+        for i, b in cout[p].bufs.items():
+            results[p][i] = _owner(cout[p], i)
+            if b.copy_back is not None:
+                copy_backs.append(b)
+    allocated = []
+    defaults_in_place = 0
+    for p, port in enumerate(graph.outputs):
+        todo = cout[p].missing
+        if not todo:
+            continue
+        cands = sorted(graph.in_place[p]) if inplace else ()
+        if n_out == 1 and cands and len(todo) == count:
+            # The common case at once: every output over the same input port.
+            c = cin[cands[0]]
+            if not c.bufs and False not in c.writable and \
+                    (c.sizes.count(port.fixed_elems) == count if port.fixed_elems
+                     else c.sizes == elems):
+                out_ptrs[p] = list(c.ptrs)
+                results[p] = list(c.objs)
+                defaults_in_place += count
+                continue
+        res, ptrs = results[p], out_ptrs[p]
+        fixed = (port.fixed_elems,) if port.fixed_elems else None
+        npd = _arrays.numpy_dtype(port.dtype)  # uint16 bits for bfloat16 without ml_dtypes
+        tensor = td = contiguous = None
+        if torch is not None:
+            tensor, td = torch.Tensor, getattr(torch, port.dtype)
+            contiguous = torch.contiguous_format
+        for i in todo:
+            want = port.fixed_elems or elems[i]
+            taken = None
+            for q in cands:
+                c = cin[q]
+                if not c.writable[i] or c.sizes[i] != want:
+                    continue
+                ptr = c.ptrs[i]
+                # Memory another output of this tensor already has is never taken twice.
+                if n_out > 1 and any(out_ptrs[o][i] == ptr for o in range(n_out)
+                                     if o != p and (cout[o].objs[i] is not None or o < p)):
+                    continue
+                taken = q
+                break
+            if taken is not None:
+                c = cin[taken]
+                ptrs[i] = c.ptrs[i]
+                res[i] = _owner(c, i)
+                b = c.bufs.get(i)
+                if b is not None and b.copy_back is not None:
+                    copy_backs.append(b)
+                defaults_in_place += 1
+                continue
+            if leads is not None:
+                lead_obj = _kind_of(leads, i)
+            elif lead_of[i] is not None:
+                lead_obj = _kind_of(cout[lead_of[i]], i)
+            else:
+                lead_obj = None
+            # The common cases inline, as _allocate would make them: an array that owns
+            # its memory (NumPy's own, so not pinned), a tensor of the port's type that
+            # PyTorch says is not pinned.
+            if type(lead_obj) is ndarray and lead_obj.base is None:
+                a = np.empty(fixed or lead_obj.shape, npd)
+                ptrs[i] = _ptr(a) if a.size else 0
+            elif (type(lead_obj) is tensor and fixed is None and lead_obj.dtype is td and
+                  not lead_obj.is_pinned()):
+                a = torch.empty_like(lead_obj, memory_format=contiguous)
+                ptrs[i] = a.data_ptr() if a.numel() else 0
+            else:
+                a = _allocate(port, shapes[i], lead_obj, torch)
+                ptrs[i] = _new_ptr(a, torch)
+            res[i] = a
+            allocated.append(a)
+
+    tensors = np.zeros(max(count, 1), TENSOR)
+    for p in range(n_in):
+        tensors["in"][:count, p] = cin[p].ptrs
+    for p in range(n_out):
+        tensors["out"][:count, p] = out_ptrs[p]
+    tensors["elems"][:count] = elems
+    _fill_shapes(tensors, shapes, count)
+
+    plan = Plan()
+    plan.tensors = tensors
+    plan.results = results
+    # The memory contract: every object of the job, held until it is complete.
+    plan.keep = (ins, outs, allocated, [c.bufs for c in cin], [c.bufs for c in cout])
+    plan.copy_backs = copy_backs
+    plan.copies = [b for c in cin + cout for b in c.bufs.values() if b.copy_back is not None]
+    plan.defaults_in_place = defaults_in_place
+    return plan
+
+
+def _dims(shape):
+    """gr_tensor's rank and shape for an array's shape: more than GR_MAX_DIMS dimensions
+    are merged into the first, keeping the last three."""
+    dims = [int(d) for d in shape]
+    if len(dims) > _c.GR_MAX_DIMS:
+        merged = 1
+        for d in dims[:len(dims) - 3]:
+            merged *= d
+        dims = [merged] + dims[len(dims) - 3:]
+    return len(dims), dims
+
+
+def _fill_shapes(tensors, shapes, count):
+    if not count:
+        return
+    first = shapes[0]
+    if shapes.count(first) == count:  # one shape for the whole job: a broadcast
+        rank, dims = _dims(first)
+        tensors["rank"][:count] = rank
+        if rank:
+            tensors["shape"][:count, :rank] = dims
+        return
+    seen = {}
+    rows = np.zeros((count, _c.GR_MAX_DIMS), np.uint64)
+    ranks = np.zeros(count, np.uint32)
+    for i, s in enumerate(shapes):
+        key = tuple(s)
+        r = seen.get(key)
+        if r is None:
+            rank, dims = _dims(key)
+            r = seen[key] = (rank, dims + [0] * (_c.GR_MAX_DIMS - rank))
+        ranks[i] = r[0]
+        rows[i] = r[1]
+    tensors["rank"][:count] = ranks
+    tensors["shape"][:count] = rows
