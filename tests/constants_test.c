@@ -467,8 +467,9 @@ static void cancel_while_waiting(void)
 }
 
 /* On the GPU: a 64 MiB constant (of which the kernel reads two floats) copied in once for a
- * job of tensors chunked and batched under a budget of 128 MiB; every output right, the
- * device's memory within the budget. */
+ * job of 300 tensors of up to 16 MiB under a budget of 96 MiB, so that the largest are cut
+ * into chunks (a worker's share of the 32 MiB beside the constant) and small ones batched;
+ * every output right, the device's memory within the budget. */
 static void cuda_constant_copied_once(void)
 {
     enum { W_ELEMS = 16 << 20 };
@@ -482,10 +483,10 @@ static void cuda_constant_copied_once(void)
 
     REQUIRE_GPU();
     rt = gr_test_runtime(
-        (gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 3, .budget = 128 << 20});
+        (gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 3, .budget = 96 << 20});
     g = affine_graph(W_ELEMS);
     memcpy(big, w, sizeof(w));
-    s = make_set(2000, 7, w, 6 << 20);
+    s = make_set(300, 7, w, 4 << 20);
     job = submit(rt, g, &s, big);
     ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
     check_set(&s);
