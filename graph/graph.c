@@ -623,11 +623,20 @@ static gr_status check_sizes(gr_graph *g, uint32_t i)
             return too_small(g, n, n->reads[r]);
     }
     /* A copy into a fixed buffer moves its fixed size; a kernel writing one element fits
-     * any buffer (every buffer holds at least one); anything else writes the tensor. */
+     * any buffer (every buffer holds at least one), one writing its buffer's size needs a
+     * fixed one; anything else writes the tensor. */
     if (n->write != GR_NO_BUFFER) {
         const gr_buffer_def *b = &g->buffers[n->write];
         bool any_size = k == NULL ? b->fixed != 0 : k->out_size == GR_OUT_ONE;
 
+        if (k != NULL && k->out_size == GR_OUT_BUFFER) {
+            if (b->fixed == 0)
+                return fail_at(g, -1, n->write, GR_ERR_INVALID_ARGUMENT,
+                               "node '%s' writes as many elements as its output buffer holds "
+                               "(kernel '%s'), so buffer '%s' must have a fixed size",
+                               n->name, n->kernel->name, b->name);
+            any_size = true;
+        }
         if (!any_size && !holds_tensor(b))
             return too_small(g, n, n->write);
     }
@@ -977,6 +986,9 @@ void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_a
     switch (node->kernel->def.out_size) {
     case GR_OUT_ONE:
         out->n = 1;
+        break;
+    case GR_OUT_BUFFER:
+        out->n = it->graph->buffers[node->write].fixed;
         break;
     case GR_OUT_ELEMS:
     default:

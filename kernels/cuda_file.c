@@ -143,6 +143,9 @@ static gr_status parse_decl(const char *path, size_t line, const char *text, con
             d->out_size = GR_OUT_ELEMS;
         } else if (KEY("out") && (size_t)(p - eq - 1) == 3 && strncmp(eq + 1, "one", 3) == 0) {
             d->out_size = GR_OUT_ONE;
+        } else if (KEY("out") && (size_t)(p - eq - 1) == 6 &&
+                   strncmp(eq + 1, "buffer", 6) == 0) {
+            d->out_size = GR_OUT_BUFFER;
         } else {
             return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                                 "%s:%zu:%zu: unknown or bad '%.*s' (expected inputs=0..%d, "

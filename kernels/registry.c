@@ -137,7 +137,7 @@ static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
                             "kernel '%s': cuda_name must name the source's extern \"C\" "
                             "__global__ function, a C identifier of at most %d characters",
                             nm, GR_KERNEL_ENTRY_MAX);
-    if ((unsigned)d->out_size > GR_OUT_ONE)
+    if ((unsigned)d->out_size > GR_OUT_BUFFER)
         return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                             "kernel '%s': unknown out_size %d", nm, (int)d->out_size);
     if (d->small_inputs >> d->n_inputs)

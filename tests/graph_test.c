@@ -288,6 +288,62 @@ static void kernel_listing(void)
     ASSERT_STATUS(gr_kernel_info_get(0, NULL), GR_ERR_INVALID_ARGUMENT);
 }
 
+/* A kernel that writes as many elements as its output buffer holds (GR_OUT_BUFFER): its
+ * buffer must be fixed, and its n is that size, whatever the tensor. */
+static void output_of_its_own_size(void)
+{
+    gr_kernel_def d = GR_KERNEL_DEF_INIT;
+    gr_buffer_desc fixed = GR_BUFFER_DESC_INIT;
+    unsigned char block[4096];
+    float in[100];
+    gr_tensor t = {{in}, {in}, 100, 0, {0}};
+    gr_iteration it;
+    gr_kernel_args a;
+    gr_error_info err;
+    gr_graph *g;
+
+    d.name = "first_three";
+    d.n_inputs = 1;
+    d.out_size = GR_OUT_BUFFER;
+    d.cpu = (gr_kernel_cpu_fn)(uintptr_t)1; /* never called here */
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_OK);
+    d.name = "first_three_ew";
+    d.elementwise = 1;
+    ASSERT_STATUS(gr_kernel_register(&d, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "an elementwise kernel writes one element per element");
+
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "y", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "k", "first_three", X, 1, "y", NULL, 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "y", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
+    expect_refused(g, "so buffer 'y' must have a fixed size");
+
+    fixed.fixed_elems = 3;
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer_desc(g, "y", &fixed), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "k", "first_three", X, 1, "y", NULL, 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "y", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    memset(&it, 0, sizeof(it));
+    it.graph = g;
+    it.tensor = &t;
+    it.base = block;
+    ASSERT_STATUS(gr_graph_layout(g, t.elems, it.offsets, &(uint64_t){0}), GR_OK);
+    gr_graph_node_args(&it, &g->nodes[1], &a);
+    ASSERT_EQ_U64(a.n, 3);
+    ASSERT_EQ_U64(a.in_n[0], 100);
+    gr_graph_destroy(g);
+}
+
 GR_TEST_MAIN(GR_TEST(seed_graph_and_footprint), GR_TEST(builder_refusals), GR_TEST(limits),
+             GR_TEST(output_of_its_own_size),
              GR_TEST(finalize_refusals), GR_TEST(frozen_after_finalize),
              GR_TEST(dag_layout_and_in_place_rules), GR_TEST(kernel_listing))

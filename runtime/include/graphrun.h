@@ -807,6 +807,9 @@ typedef enum gr_cuda_kind {
 typedef enum gr_out_size {
     GR_OUT_ELEMS = 0, /* as many as the tensor has: n = the tensor's elements */
     GR_OUT_ONE,       /* one: a reduction of the whole tensor (n = 1) */
+    /* As many as its output buffer holds, which must be a fixed buffer: n = its fixed_elems
+     * (a spectrum, per-row statistics: a result of a size of its own). */
+    GR_OUT_BUFFER,
 } gr_out_size;
 
 typedef struct gr_kernel_def {
@@ -1000,7 +1003,8 @@ typedef struct gr_job_options {
 
 #define GR_JOB_OPTIONS_MAGIC 0x67724a4fu /* "grJO" */
 #ifdef __cplusplus
-#define GR_JOB_OPTIONS_INIT {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE}
+#define GR_JOB_OPTIONS_INIT                                                                 \
+    {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL, NULL, 0}
 #else /* designated, so -Wmissing-field-initializers stays quiet about the rest */
 #define GR_JOB_OPTIONS_INIT                                                                 \
     {.struct_size = sizeof(gr_job_options), .magic = GR_JOB_OPTIONS_MAGIC,                  \
