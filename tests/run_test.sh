@@ -884,6 +884,12 @@ assert m["files"][1]["inputs"][0]["size"] == 300, m["files"][1]' "$out" \
   for i in 0 2 5; do np check-seed "$T/bi_out/t$i.npy" "$d/t$i.npy" || return 1; done
   [[ $(ls "$T/bi_out") == $'t0.npy\nt2.npy\nt5.npy' ]]
 }
+check_reports_each_size_of_its_own() { # the least budget, not the input's size
+  np make "$T/ck57.npy" 1000000 83 && run 2 check --graph "$examples/softmax.graph" \
+    --input "$T/ck57.npy" --budget 4MiB && has "$out" "least 7.63 MiB" &&
+    run 0 check --graph "$examples/seed.graph" --input "$T/ck57.npy" --budget 4MiB &&
+    has "$out" "3.81 MiB in, 3.81 MiB out; backend host; budget 4.00 MiB, least 256 B"
+}
 check_reports_the_host_memory() { # what a run needs at once; refused as run refuses it
   np make "$T/ck57.npy" 1000000 83 &&
     run 0 check --graph "$examples/seed.graph" --input "$T/ck57.npy" --budget 4MiB --json &&
@@ -1197,6 +1203,7 @@ case_ flags_that_do_not_apply flags_that_do_not_apply
 case_ check_is_a_dry_run check_is_a_dry_run
 case_ check_says_which_flags_it_takes check_says_which_flags_it_takes
 case_ bad_inputs_all_named_in_one_pass bad_inputs_all_named_in_one_pass
+case_ check_reports_each_size_of_its_own check_reports_each_size_of_its_own
 case_ check_reports_the_host_memory check_reports_the_host_memory
 case_ reported_time_is_the_whole_run reported_time_is_the_whole_run
 case_ help_says_the_defaults help_says_the_defaults

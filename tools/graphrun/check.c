@@ -179,7 +179,7 @@ static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *
 {
     uint32_t ni = a->n_inputs, lead = gr_io_lead_port(&plan->opt);
     uint64_t host_least = 0, host_sum = 0;
-    char b0[32], b1[32], b2[32];
+    char b0[32], b1[32], b2[32], b3[32];
     json_t *doc = NULL, *tensors = NULL;
 
     gr_window_need(plan, NULL, &host_least, &host_sum);
@@ -276,7 +276,7 @@ static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *
            plan->count == 1 ? "" : "s", gr_cli_bytes(plan->bytes_in, b0, sizeof(b0)),
            gr_cli_bytes(plan->bytes_out, b1, sizeof(b1)), gr_backend_name(info->backend),
            gr_cli_bytes(budget, b2, sizeof(b2)), a->rt.budget ? "" : " (the default)",
-           gr_cli_bytes(info->least_budget, b0, sizeof(b0)),
+           gr_cli_bytes(info->least_budget, b3, sizeof(b3)),
            info->splittable ? "" : " (the graph cannot be cut)");
     if (refused == NULL)
         printf("; %llu unit%s of work\n", (unsigned long long)info->units,
