@@ -907,6 +907,21 @@ assert d["host_memory_least_bytes"] == 2 * 4001792, d' "$out" &&
     absent "$T/ck57_out.npy" && run 2 check --graph "$examples/seed.graph" \
       --input "$T/ck57.npy" --host-memory 1K && has "$err" "invalid value '1K' for --host-memory"
 }
+check_refuses_a_kernel_run_refuses() { # no CPU version on the host backend: refused by both
+  if ! ldconfig -p | grep -q libnvrtc.so.13 && [[ ! -e ${CUDA_PATH:-/usr/local/cuda}/lib64/libnvrtc.so.13 ]]; then
+    echo "    (no NVRTC on this machine: the spec does not load, for check as for run)"
+    run 2 check --graph "$examples/user_kernel.graph" --input "$T/u.npy" && has "$err" "NVRTC"
+    return
+  fi
+  run 2 check --graph "$examples/user_kernel.graph" --input "$T/u.npy" --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "refused" and d["exit"] == 2, d
+assert "node '"'"'sq'"'"': kernel '"'"'scaled_square'"'"' has no CPU implementation, which the host backend needs" in d["error"], d' \
+    "$out" && run 2 run --graph "$examples/user_kernel.graph" --input "$T/u.npy" \
+      --output "$T/uk2.npy" && has "$err" "kernel 'scaled_square' has no CPU implementation" &&
+    absent "$T/uk2.npy"
+}
 reported_time_is_the_whole_run() { # from the command's start: reading stdin counts too
   (sleep 1.5; cat "$T/a.npy") | "$bin" run --graph "$examples/seed.graph" --input - \
     --output "$T/rt_out.npy" --json --force >"$out" 2>"$err" && "$py" -c '
@@ -1205,6 +1220,7 @@ case_ check_says_which_flags_it_takes check_says_which_flags_it_takes
 case_ bad_inputs_all_named_in_one_pass bad_inputs_all_named_in_one_pass
 case_ check_reports_each_size_of_its_own check_reports_each_size_of_its_own
 case_ check_reports_the_host_memory check_reports_the_host_memory
+case_ check_refuses_a_kernel_run_refuses check_refuses_a_kernel_run_refuses
 case_ reported_time_is_the_whole_run reported_time_is_the_whole_run
 case_ help_says_the_defaults help_says_the_defaults
 case_ progress_line_only_where_it_belongs progress_line_only_where_it_belongs

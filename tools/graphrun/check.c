@@ -2,11 +2,11 @@
  * check.c - `graphrun check`: a dry run of `graphrun run`. It reads the graph and every
  * input's header (stdin whole, into memory) exactly as run does, through the same code
  * (runopts.h, io.h, inputs.h, opts.h), and asks the runtime's own planner how the job would
- * be cut (gr_graph_plan_units), and whether the host memory holds the largest tensor (window.h), but loads no tensor, starts
- * no runtime and creates no file:
- * what it refuses, run refuses with the same message and status, and what it accepts, run
- * accepts (short of what only running can find: memory, a device lost, a file changed
- * meanwhile).
+ * be cut (gr_graph_plan_units, which also refuses a kernel the backend cannot run), and
+ * whether the host memory holds the largest tensor (window.h), but loads no tensor, starts
+ * no runtime and creates no file: what it refuses, run refuses with the same message and
+ * status, and what it accepts, run accepts (short of what only running can find: memory, a
+ * device lost, a file changed meanwhile).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -373,8 +373,12 @@ int gr_cmd_check(int argc, char **argv)
                a->host_memory ? NULL : how, why);
         rc = GR_EXIT_USAGE;
     } else {
-        snprintf(why, sizeof(why), "%s: %s", gr_status_str(st), err.message);
-        rc = refuse(a, st == GR_ERR_INVALID_ARGUMENT ? GR_EXIT_USAGE : GR_EXIT_RUNTIME, why);
+        /* A kernel the backend cannot run (GR_ERR_UNAVAILABLE naming its node: the backend
+         * itself was probed above) is run's refusal too. */
+        bool users = st == GR_ERR_INVALID_ARGUMENT || (st == GR_ERR_UNAVAILABLE && err.node[0]);
+
+        snprintf(why, sizeof(why), "refused: %s: %s", gr_status_str(st), err.message);
+        rc = refuse(a, users ? GR_EXIT_USAGE : GR_EXIT_RUNTIME, why);
     }
 out:
     free(elems);
