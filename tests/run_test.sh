@@ -931,6 +931,16 @@ assert d["seconds"] >= 1.0 and d["setup_seconds"] >= 1.0, d
 assert abs(d["seconds"] - d["setup_seconds"] - d["stream_seconds"]) < 1e-3, d' "$out" &&
     np check-seed "$T/rt_out.npy" "$T/a.npy"
 }
+info_ceilings_without_cuda_warns() { # the host backend has no link to measure: said so
+  if "$bin" info --json 2>/dev/null | grep -q '"cuda_available":true'; then
+    echo "    (CUDA is here: --ceilings measures)"
+    return
+  fi
+  run 0 info --ceilings && has "$err" "warning: --ceilings does not apply: it measures CUDA's copies, and CUDA is not available here" &&
+    run 0 info --ceilings --json && "$py" -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["ceilings_not_measured"]' "$out"
+}
 help_says_the_defaults() { # the budget's and the host memory's
   run 0 run --help && has "$out" "Budget: --budget (per device), else room for three iterations of the largest" &&
     has "$out" "--host-memory SIZE  host memory for the tensors being read, run and written" &&
@@ -1222,6 +1232,7 @@ case_ check_reports_each_size_of_its_own check_reports_each_size_of_its_own
 case_ check_reports_the_host_memory check_reports_the_host_memory
 case_ check_refuses_a_kernel_run_refuses check_refuses_a_kernel_run_refuses
 case_ reported_time_is_the_whole_run reported_time_is_the_whole_run
+case_ info_ceilings_without_cuda_warns info_ceilings_without_cuda_warns
 case_ help_says_the_defaults help_says_the_defaults
 case_ progress_line_only_where_it_belongs progress_line_only_where_it_belongs
 exit $failed
