@@ -954,6 +954,22 @@ help_says_the_defaults() { # the budget's and the host memory's
     run 2 check --graph "$examples/seed.graph" --input "$T/a.npy" --sync=end &&
     has "$err" "--sync=end is a flag of graphrun run" && absent "$T/hs.npy"
 }
+bench_io_checks_its_outputs() { # the disk measured, the run against it, every output checked
+  rm -rf "$T/bio" && mkdir -p "$T/bio" &&
+    run 0 bench --io "$T/bio" --count 4 --elems 262144 --host-memory 4MiB --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verified"] == 4 and d["wrong"] == 0 and d["run_exit"] == 0, d
+assert d["disk_read_gbs"] > 0 and d["disk_write_gbs"] > 0 and d["disk_both_gbs"] > 0, d
+assert d["ratio"] > 0 and d["peak_rss_bytes"] > 0 and d["run"]["status"] == "ok", d
+assert d["run"]["host_memory_bytes"] == 4 << 20, d["run"]' "$out" &&
+    [[ -z $(ls -A "$T/bio") ]] || { echo "    left:"; ls -A "$T/bio"; return 1; }
+  # A run that gets a tensor wrong (here: fails it) fails the benchmark.
+  GR_FAULT=arena:2 run 1 bench --io "$T/bio" --count 4 --elems 262144 --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verified"] == 3 and d["wrong"] == 1 and d["run_exit"] == 1, d' "$out"
+}
 progress_line_only_where_it_belongs() { # on a terminal or asked for; never with --json
   local lines="$T/pg_lines"
   # The line is redrawn in place ('\r'): one line per drawing, to read it.
@@ -1235,4 +1251,5 @@ case_ reported_time_is_the_whole_run reported_time_is_the_whole_run
 case_ info_ceilings_without_cuda_warns info_ceilings_without_cuda_warns
 case_ help_says_the_defaults help_says_the_defaults
 case_ progress_line_only_where_it_belongs progress_line_only_where_it_belongs
+case_ bench_io_checks_its_outputs bench_io_checks_its_outputs
 exit $failed
