@@ -310,7 +310,14 @@ failure_stops_the_run_or_not() { # GR_FAULT=arena:3: the third tensor to start, 
 }
 all_or_nothing_while_streaming() {
   local pid rc
-  rm_out "$T/aon_out" && slow_run "$T/aon_out" --all-or-nothing && sleep 0.5
+  local i
+  # Interrupted once a tensor's output is in its temporary file (no manifest before the end
+  # to wait for): that file must go too.
+  rm_out "$T/aon_out" && slow_run "$T/aon_out" --all-or-nothing
+  for ((i = 0; i < 400; i++)); do
+    ls -A "$T/aon_out" 2>/dev/null | grep -q 'graphrun-tmp' && break
+    sleep 0.05
+  done
   kill -INT "$pid"
   wait "$pid"
   rc=$?
