@@ -5,8 +5,9 @@
  * It is right because it is the runtime's own code on the runtime's own inputs: the config
  * is checked and completed as gr_runtime_create does (gr__config_check), the backend chosen
  * as it is (gr__backend_choose), the arena is the budget rounded down to that backend's
- * granule (open_devices in runtime.c), the over-budget refusal is gr_job_submit's, and the
- * units come from gr__unit_limits and gr__units_plan as gr__runtime_plan_units calls them.
+ * granule (open_devices in runtime.c), the over-budget refusal is gr_job_submit's, so is
+ * the refusal of a kernel the backend cannot run (its kernel_missing, asked with the
+ * config and device count the runtime would have), and the units come from gr__unit_limits and gr__units_plan as gr__runtime_plan_units calls them.
  * The tensors' memory is what it cannot see: they are taken to be separate allocations (no
  * two back to back), all DMA-ready or none, as the caller says.
  */
@@ -54,6 +55,20 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
     if ((st = gr__backend_choose(&full, &ops, &n_devices, note, sizeof(note), &fell_back,
                                  err)) != GR_OK)
         return st;
+    {
+        gr_backend_env env = {.cfg = &full, .n_devices = n_devices};
+
+        for (uint32_t k = 0; k < g->n_nodes; k++) {
+            const gr_node *n = &g->nodes[k];
+            const char *missing;
+
+            if (n->kind == GR_NODE_KERNEL &&
+                (missing = ops->kernel_missing(&env, n->kernel)) != NULL)
+                return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, n->name,
+                                    "node '%s': kernel '%s' %s, which the %s backend needs",
+                                    n->name, n->kernel->name, missing, ops->name);
+        }
+    }
     memset(out, 0, sizeof(*out));
     out->backend = ops->kind;
     out->splittable = g->splittable;

@@ -157,5 +157,47 @@ static void refusals(void)
     gr_graph_destroy(g);
 }
 
+/* A CUDA-only kernel: what a user registers without a CPU version. Never launched here. */
+static void cuda_only_entry(void)
+{
+}
+
+/* A kernel the backend cannot run: refused as gr_job_submit refuses it (the CLI's check
+ * promises to refuse what run refuses). */
+static void kernel_the_backend_cannot_run(void)
+{
+    static const char spec[] = "buffer x\nh2d load: in0 -> x\nkernel k: cuda_only(x) -> x\n"
+                               "d2h store: x -> out0\n";
+    static const uint64_t elems[] = {1000};
+    gr_kernel_def def = GR_KERNEL_DEF_INIT;
+    gr_config cfg = host_config(1 << 20);
+    gr_units_plan_info info;
+    gr_error_info err, real;
+    gr_runtime *rt = NULL;
+    gr_job *job = NULL;
+    gr_tensor t = {{NULL}, {NULL}, 0, 0, {0}};
+    float x[1000] = {0};
+    gr_graph *g;
+
+    def.name = "cuda_only";
+    def.n_inputs = 1;
+    def.elementwise = 1;
+    def.cuda_kind = GR_CUDA_ENTRY;
+    def.cuda = (const void *)cuda_only_entry;
+    ASSERT_EQ(gr_kernel_register(&def, &err), GR_OK);
+    ASSERT_EQ(gr_graph_parse(spec, sizeof(spec) - 1, "cuda_only", &g, &err), GR_OK);
+    ASSERT_EQ(gr_graph_plan_units(g, &cfg, elems, 1, 0, NULL, &info, &err), GR_ERR_UNAVAILABLE);
+    ASSERT_STR_CONTAINS(err.message, "kernel 'cuda_only' has no CPU implementation");
+    ASSERT_STR_EQ(err.node, "k");
+    t.in[0] = x;
+    t.out[0] = x;
+    t.elems = 1000;
+    ASSERT_EQ(gr_runtime_create(&cfg, &rt, &real), GR_OK);
+    ASSERT_EQ(gr_job_submit(rt, g, &t, 1, NULL, &job, &real), GR_ERR_UNAVAILABLE);
+    ASSERT_STR_EQ(err.message, real.message);
+    gr_runtime_destroy(rt);
+    gr_graph_destroy(g);
+}
+
 GR_TEST_MAIN(GR_TEST(units_are_the_runtimes), GR_TEST(least_budget_of_a_graph_that_cannot_be_cut),
-             GR_TEST(refusals))
+             GR_TEST(refusals), GR_TEST(kernel_the_backend_cannot_run))

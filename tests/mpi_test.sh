@@ -246,9 +246,9 @@ rank_killed_after_writing_leaves_only_its_temporaries() {
 
 hung_rank_times_out() {
   t0=$SECONDS
-  GR_TEST_RANK_FAULT=1:loading:hang mpi nonzero 2 run --mpi --mpi-timeout 2 \
+  GR_TEST_RANK_FAULT=1:planning:hang mpi nonzero 2 run --mpi --mpi-timeout 2 \
     --graph "$examples/seed.graph" --input "$T/in7" --output "$T/hang_out" &&
-    has "$err" "the other ranks did not all reach the step 'loading inputs' within 2 s" &&
+    has "$err" "the other ranks did not all reach the step 'planning inputs' within 2 s" &&
     elapsed_below 60 && nothing_in "$T/hang_out"
 }
 

@@ -410,6 +410,35 @@ for i in range(24):
   has "$out" "first error: index 4: " && has "$out" "File too large" &&
     has "$err" "first: tensor 4: " && ! grep -q 'canceled' "$out" "$err" ||
     { sed 's/^/    | /' "$out" "$err"; return 1; }
+  # --json says the same: the failure is the output's (not "invalid argument"), and the
+  # errors count exactly the failed tensors, by what failed.
+  rm -rf "$T/fe_out" "$T/fe_out.manifest.json" &&
+    (ulimit -f 6144 && trap '' XFSZ && run 1 run --graph "$examples/seed_unfused.graph" \
+      --input "$T/fe_in" --output "$T/fe_out" --workers 1 --json) && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["failed"] == 1 and d["not_run"] > 0, d
+assert d["errors"] == {"output not written": 1}, d["errors"]
+e = d["first_error"]
+assert e["status"] == "output not written" and e["index"] == 4, e
+assert "File too large" in e["message"], e' "$out"
+}
+full_disk_is_said_as_such() { # ENOSPC on the second output: its tensor failed, saying so
+  rm -rf "$T/fd_out" "$T/fd_out.manifest.json" &&
+    GR_TEST_IO_FAULT=enospc:2 run 1 run --graph "$examples/seed.graph" --input "$T/in_dir" \
+      --output "$T/fd_out" --keep-going --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["done"] == 4 and d["failed"] == 1 and d["not_run"] == 0, d
+assert sum(d["errors"].values()) == d["failed"], d
+assert d["errors"] == {"output not written": 1}, d["errors"]
+e = d["first_error"]
+assert e["status"] == "output not written", e
+assert "cannot write: No space left on device" in e["message"], e
+m = json.load(open(sys.argv[2]))
+f = [x for x in m["files"] if x["status"] == "failed"]
+assert len(f) == 1 and f[0]["error"]["status"] == "output not written", f
+' "$out" "$T/fd_out.manifest.json" && counts "$T/fd_out.manifest.json" >/dev/null
 }
 all_or_nothing_keeps_the_old_way() { # nothing written unless every tensor is done
   local rc pid
@@ -819,6 +848,143 @@ assert d["status"] == "refused" and d["exit"] == 2 and "nope.graph" in d["error"
     run 0 check -h && has "$out" "usage: graphrun check"
 }
 
+# Issue 33's "also found" list: each case failed on the driver before streaming.
+bad_inputs_all_named_in_one_pass() { # refused, every one named; --keep-going runs the rest
+  local d="$T/bi" i
+  rm -rf "$d" "$T/bi_out" "$T/bi_out.manifest.json" && mkdir -p "$d" || return 1
+  for i in 0 1 2 3 4 5; do np make "$d/t$i.npy" "$((100 + i))" "$((200 + i))" || return 1; done
+  head -c 300 "$d/t1.npy" >"$d/t1.tmp" && mv "$d/t1.tmp" "$d/t1.npy" &&
+    printf '\x93NUMPY\x01\x00\x10\x00{garbage}      \n' >"$d/t3.npy" &&
+    np make "$d/t4.npy" 50 204 --dtype f8 || return 1
+  run 2 run --graph "$examples/seed.graph" --input "$d" --output "$T/bi_out" --json &&
+    has "$err" "$d/t1.npy: the header says shape (101,) (404 bytes of float32 data after a 128-byte header) but the file has 300 bytes: truncated" &&
+    has "$err" "$d/t3.npy: malformed .npy header" &&
+    has "$err" "$d/t4.npy holds float64 but the graph's in0 is float32" &&
+    has "$err" "3 inputs cannot be read (listed above): nothing run" &&
+    [[ -z $(ls -A "$T/bi_out" 2>/dev/null) && ! -e $T/bi_out.manifest.json ]] && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "refused" and d["exit"] == 2 and "3 inputs cannot be read" in d["error"], d' \
+      "$out" || return 1
+  run 2 check --graph "$examples/seed.graph" --input "$d" && has "$err" "t1.npy" &&
+    has "$err" "t3.npy" && has "$err" "t4.npy" && has "$err" "3 inputs cannot be read" &&
+    run 1 run --graph "$examples/seed.graph" --input "$d" --output "$T/bi_out" --keep-going \
+      --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["done"] == 3 and d["failed"] == 3 and d["errors"] == {"bad input": 3}, d
+assert [f["index"] for f in d["failures"]] == [1, 3, 4], d["failures"]
+m = json.load(open(sys.argv[2]))
+st = [(f["name"], f["status"], f.get("error", {}).get("status")) for f in m["files"]]
+assert st == [("t0.npy", "done", None), ("t1.npy", "failed", "bad input"),
+              ("t2.npy", "done", None), ("t3.npy", "failed", "bad input"),
+              ("t4.npy", "failed", "bad input"), ("t5.npy", "done", None)], st
+assert m["files"][1]["inputs"][0]["size"] == 300, m["files"][1]' "$out" \
+      "$T/bi_out.manifest.json" || return 1
+  for i in 0 2 5; do np check-seed "$T/bi_out/t$i.npy" "$d/t$i.npy" || return 1; done
+  [[ $(ls "$T/bi_out") == $'t0.npy\nt2.npy\nt5.npy' ]]
+}
+check_reports_each_size_of_its_own() { # the least budget, not the input's size
+  np make "$T/ck57.npy" 1000000 83 && run 2 check --graph "$examples/softmax.graph" \
+    --input "$T/ck57.npy" --budget 4MiB && has "$out" "least 7.63 MiB" &&
+    run 0 check --graph "$examples/seed.graph" --input "$T/ck57.npy" --budget 4MiB &&
+    has "$out" "3.81 MiB in, 3.81 MiB out; backend host; budget 4.00 MiB, least 256 B"
+}
+check_reports_the_host_memory() { # what a run needs at once; refused as run refuses it
+  np make "$T/ck57.npy" 1000000 83 &&
+    run 0 check --graph "$examples/seed.graph" --input "$T/ck57.npy" --budget 4MiB --json &&
+    "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+# One input and one output of 4,000,000 bytes after a 128-byte header, in 4 KiB blocks.
+assert d["host_memory_least_bytes"] == 2 * 4001792, d' "$out" &&
+    run 0 check --graph "$examples/seed.graph" --input "$T/ck57.npy" --budget 4MiB &&
+    has "$out" "host memory: 7.63 MiB at once for the largest tensor, 7.63 MiB in all; the run streams within" &&
+    run 2 check --graph "$examples/seed.graph" --input "$T/ck57.npy" --host-memory 4MiB &&
+    has "$err" "tensor 0 ($T/ck57.npy) needs 7.63 MiB of host memory at once (its inputs and outputs, in whole blocks), more than --host-memory 4.00 MiB: give --host-memory 7.63 MiB or more" &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/ck57.npy" --output "$T/ck57_out.npy" \
+      --host-memory 4MiB && has "$err" "more than --host-memory 4.00 MiB: give --host-memory 7.63 MiB or more" &&
+    absent "$T/ck57_out.npy" && run 2 check --graph "$examples/seed.graph" \
+      --input "$T/ck57.npy" --host-memory 1K && has "$err" "invalid value '1K' for --host-memory"
+}
+check_refuses_a_kernel_run_refuses() { # no CPU version on the host backend: refused by both
+  if ! ldconfig -p | grep -q libnvrtc.so.13 && [[ ! -e ${CUDA_PATH:-/usr/local/cuda}/lib64/libnvrtc.so.13 ]]; then
+    echo "    (no NVRTC on this machine: the spec does not load, for check as for run)"
+    run 2 check --graph "$examples/user_kernel.graph" --input "$T/u.npy" && has "$err" "NVRTC"
+    return
+  fi
+  run 2 check --graph "$examples/user_kernel.graph" --input "$T/u.npy" --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "refused" and d["exit"] == 2, d
+assert "node '"'"'sq'"'"': kernel '"'"'scaled_square'"'"' has no CPU implementation, which the host backend needs" in d["error"], d' \
+    "$out" && run 2 run --graph "$examples/user_kernel.graph" --input "$T/u.npy" \
+      --output "$T/uk2.npy" && has "$err" "kernel 'scaled_square' has no CPU implementation" &&
+    absent "$T/uk2.npy"
+}
+reported_time_is_the_whole_run() { # from the command's start: reading stdin counts too
+  (sleep 1.5; cat "$T/a.npy") | "$bin" run --graph "$examples/seed.graph" --input - \
+    --output "$T/rt_out.npy" --json --force >"$out" 2>"$err" && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["seconds"] >= 1.0 and d["setup_seconds"] >= 1.0, d
+assert abs(d["seconds"] - d["setup_seconds"] - d["stream_seconds"]) < 1e-3, d' "$out" &&
+    np check-seed "$T/rt_out.npy" "$T/a.npy"
+}
+info_ceilings_without_cuda_warns() { # the host backend has no link to measure: said so
+  if "$bin" info --json 2>/dev/null | grep -q '"cuda_available":true'; then
+    echo "    (CUDA is here: --ceilings measures)"
+    return
+  fi
+  run 0 info --ceilings && has "$err" "warning: --ceilings does not apply: it measures CUDA's copies, and CUDA is not available here" &&
+    run 0 info --ceilings --json && "$py" -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["ceilings_not_measured"]' "$out"
+}
+help_says_the_defaults() { # the budget's and the host memory's
+  run 0 run --help && has "$out" "Budget: --budget (per device), else room for three iterations of the largest" &&
+    has "$out" "host memory for the tensors being read, run and written: a" &&
+    has "$out" "machine's memory, at most 4GiB, and at most a quarter of" &&
+    has "$out" "--sync WHEN      each (the default)" && run 0 check --help &&
+    has "$out" "--host-memory SIZE" && run 2 run --graph "$examples/seed.graph" \
+      --input "$T/a.npy" --output "$T/hs.npy" --sync sometimes &&
+    has "$err" "invalid value 'sometimes' for --sync (each, end or none)" &&
+    run 2 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/hs.npy" \
+      --io mmap && has "$err" "invalid value 'mmap' for --io (auto, io_uring or pread)" &&
+    run 2 check --graph "$examples/seed.graph" --input "$T/a.npy" --sync=end &&
+    has "$err" "--sync=end is a flag of graphrun run" && absent "$T/hs.npy"
+}
+bench_io_checks_its_outputs() { # the disk measured, the run against it, every output checked
+  rm -rf "$T/bio" && mkdir -p "$T/bio" &&
+    run 0 bench --io "$T/bio" --count 4 --elems 262144 --host-memory 4MiB --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verified"] == 4 and d["wrong"] == 0 and d["run_exit"] == 0, d
+assert d["disk_read_gbs"] > 0 and d["disk_write_gbs"] > 0 and d["disk_both_gbs"] > 0, d
+assert d["ratio"] > 0 and d["peak_rss_bytes"] > 0 and d["run"]["status"] == "ok", d
+assert d["run"]["host_memory_bytes"] == 4 << 20, d["run"]' "$out" &&
+    [[ -z $(ls -A "$T/bio") ]] || { echo "    left:"; ls -A "$T/bio"; return 1; }
+  # A run that gets a tensor wrong (here: fails it) fails the benchmark.
+  GR_FAULT=arena:2 run 1 bench --io "$T/bio" --count 4 --elems 262144 --json && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verified"] == 3 and d["wrong"] == 1 and d["run_exit"] == 1, d' "$out"
+}
+progress_line_only_where_it_belongs() { # on a terminal or asked for; never with --json
+  local lines="$T/pg_lines"
+  # The line is redrawn in place ('\r'): one line per drawing, to read it.
+  rm -rf "$T/pg_out" "$T/pg_out.manifest.json" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/pg_out" \
+      --progress always && tr '\r' '\n' <"$err" >"$lines" &&
+    has "$lines" "5/5 tensors | disk read " && has "$lines" "| link " &&
+    has "$lines" "| host " && has "$lines" " ETA " &&
+    rm -rf "$T/pg_out" "$T/pg_out.manifest.json" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/pg_out" &&
+    ! grep -q "tensors" "$err" && rm -rf "$T/pg_out" "$T/pg_out.manifest.json" &&
+    run 0 run --graph "$examples/seed.graph" --input "$T/in_dir" --output "$T/pg_out" --json &&
+    [[ ! -s $err ]] || { tr '\r' '\n' <"$err" | sed 's/^/    | /'; return 1; }
+}
+
 outputs_compared_as_files() { # not as strings: ./d.npy is d.npy, sub/../e.npy is e.npy
   local d="$T/dup" left
   rm -rf "$d" && mkdir -p "$d/sub" && printf '%s\n' "$T/in_dir"/t{1,2,3,4}.npy >"$d/in.txt" &&
@@ -1046,6 +1212,7 @@ case_ interrupted_run_keeps_what_is_done_and_resumes interrupted_run_keeps_what_
 case_ failing_tensor_stops_the_run failing_tensor_stops_the_run
 case_ keep_going_past_a_failing_tensor keep_going_past_a_failing_tensor
 case_ first_error_is_the_failure_not_a_cancel first_error_is_the_failure_not_a_cancel
+case_ full_disk_is_said_as_such full_disk_is_said_as_such
 case_ all_or_nothing_keeps_the_old_way all_or_nothing_keeps_the_old_way
 case_ sigkill_leaves_no_partial_output sigkill_leaves_no_partial_output
 case_ resume_refuses_a_changed_graph resume_refuses_a_changed_graph
@@ -1076,4 +1243,13 @@ case_ stdout_leaves_nothing_in_tmpdir stdout_leaves_nothing_in_tmpdir
 case_ flags_that_do_not_apply flags_that_do_not_apply
 case_ check_is_a_dry_run check_is_a_dry_run
 case_ check_says_which_flags_it_takes check_says_which_flags_it_takes
+case_ bad_inputs_all_named_in_one_pass bad_inputs_all_named_in_one_pass
+case_ check_reports_each_size_of_its_own check_reports_each_size_of_its_own
+case_ check_reports_the_host_memory check_reports_the_host_memory
+case_ check_refuses_a_kernel_run_refuses check_refuses_a_kernel_run_refuses
+case_ reported_time_is_the_whole_run reported_time_is_the_whole_run
+case_ info_ceilings_without_cuda_warns info_ceilings_without_cuda_warns
+case_ help_says_the_defaults help_says_the_defaults
+case_ progress_line_only_where_it_belongs progress_line_only_where_it_belongs
+case_ bench_io_checks_its_outputs bench_io_checks_its_outputs
 exit $failed

@@ -657,7 +657,9 @@ gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes)
  * On GR_OK, *out holds the totals and cut[i] (when cut is not NULL: count entries) how tensor
  * i would run. GR_ERR_OVER_BUDGET when gr_job_submit would refuse the job (a tensor whose
  * iteration does not fit and cannot be cut: err names the index), with *out's backend,
- * arena_bytes, splittable and least_budget filled, cut untouched. GR_ERR_INVALID_ARGUMENT for
+ * arena_bytes, splittable and least_budget filled, cut untouched. GR_ERR_UNAVAILABLE, as
+ * gr_job_submit refuses it, for a kernel the backend cannot run (err names the node).
+ * GR_ERR_INVALID_ARGUMENT for
  * NULL, a graph not finalized, a config gr_runtime_create refuses, a tensor of 0 elements or
  * one too large; the probe's status when the backend is not there; GR_ERR_OUT_OF_MEMORY.
  * Creates nothing and allocates no device memory. Any thread.

@@ -20,7 +20,8 @@
  * device alone and on all of them, in the same run; the report adds the throughput on N
  * devices over 1, the tensors each device did, and each run's floor from the ceiling of the
  * devices it used (for all of them, the at-once ceiling).
- * Exit status 0 only when every output of every run is right.
+ * Exit status 0 only when every output of every run is right. With --io DIR, the disk and
+ * `graphrun run` instead (iobench.c).
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -74,6 +75,9 @@ static void usage(FILE *f)
             "                   pageable tensors used again, e.g. 8GiB (default 0: off)\n"
             "  --json           print JSON (one object per run) instead of text\n"
             "  --help           this text\n"
+            "\n"
+            "With --io DIR: `graphrun run` against the disk under DIR instead, both measured\n"
+            "in the same run, every output checked (graphrun bench --io DIR --help).\n"
             "\n"
             "Devices: device 0 unless --devices (or GR_DEVICES) lists others; with two or more\n"
             "(e.g. --devices 0,1), the workload runs on the first alone, then on all of them,\n"
@@ -604,6 +608,9 @@ int gr_cmd_bench(int argc, char **argv)
     int rc = GR_EXIT_FAILED, opt, v;
     uint32_t seen = 0;
 
+    for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++)
+        if (strcmp(argv[k], "--io") == 0 || strncmp(argv[k], "--io=", 5) == 0)
+            return gr_cmd_bench_io(argc, argv);
     if (!gr_seed_opts_init(&o, "bench", DEFAULT_COUNT))
         return GR_EXIT_USAGE;
     o.rt.cfg.backend = GR_BACKEND_CUDA;

@@ -2,10 +2,11 @@
  * check.c - `graphrun check`: a dry run of `graphrun run`. It reads the graph and every
  * input's header (stdin whole, into memory) exactly as run does, through the same code
  * (runopts.h, io.h, inputs.h, opts.h), and asks the runtime's own planner how the job would
- * be cut (gr_graph_plan_units), but loads no tensor, starts no runtime and creates no file:
- * what it refuses, run refuses with the same message and status, and what it accepts, run
- * accepts (short of what only running can find: memory, a device lost, a file changed
- * meanwhile).
+ * be cut (gr_graph_plan_units, which also refuses a kernel the backend cannot run), and
+ * whether the host memory holds the largest tensor (window.h), but loads no tensor, starts
+ * no runtime and creates no file: what it refuses, run refuses with the same message and
+ * status, and what it accepts, run accepts (short of what only running can find: memory, a
+ * device lost, a file changed meanwhile).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/opts.h"
 #include "tools/graphrun/runopts.h"
+#include "tools/graphrun/window.h"
 
 static void usage(FILE *f)
 {
@@ -26,9 +28,11 @@ static void usage(FILE *f)
             "\n"
             "Check a `graphrun run` without running it: the graph, every input (its header,\n"
             "type and shape), the outputs when given, and the flags, as run would, with the\n"
-            "same refusals; then print each tensor's device footprint, the least budget the\n"
-            "job needs, and how the runtime would cut each tensor: whole, in N chunks, or\n"
-            "batched K to a unit. Nothing is loaded or run, and no file is created.\n"
+            "same refusals (every input that cannot be read named, in one pass); then print\n"
+            "each tensor's device footprint, the least budget the job needs, how the runtime\n"
+            "would cut each tensor (whole, in N chunks, or batched K to a unit), and the host\n"
+            "memory the run needs at once against --host-memory. Nothing is loaded or run,\n"
+            "and no file is created.\n"
             "\n"
             "  --graph FILE     the graph spec\n"
             "  --kernels FILE   CUDA C kernels to register first (repeatable), as for run\n"
@@ -40,11 +44,11 @@ static void usage(FILE *f)
             "  --raw            a directory's files are raw tensors, as for run\n"
             "  --force          existing outputs may be replaced, as for run\n"
             "  --json           print the check as JSON on stdout (refusals too)\n"
-            "  --help           this text\n" GR_RUNTIME_OPTIONS_HELP
+            "  --help           this text\n" GR_RUN_HOST_MEMORY_HELP GR_RUNTIME_OPTIONS_HELP
             "\n"
             "Run's flags that say how a run goes, not what it is, are not taken: --resume,\n"
-            "--keep-going, --all-or-nothing, --manifest, --progress, --mpi and --mpi-timeout\n"
-            "(drop them to check a run's command line).\n"
+            "--keep-going, --all-or-nothing, --manifest, --progress, --mpi and --mpi-timeout,\n"
+            "and --sync, --io and --no-direct (drop them to check a run's command line).\n"
             "\n"
             "The budget is --budget, else run's default (three iterations of the largest\n"
             "tensor). Exit status: 0 run would take the job, 2 it would refuse it (a bad\n"
@@ -58,8 +62,10 @@ typedef gr_run_opts check_args;
 /* Whether `arg` is one of run's flags that check does not take (see usage). */
 static bool run_only(const char *arg)
 {
-    static const char *const flags[] = {"resume", "keep-going", "all-or-nothing", "manifest",
-                                        "progress", "mpi", "mpi-timeout"};
+    static const char *const flags[] = {"resume",   "keep-going", "all-or-nothing",
+                                        "manifest", "progress",   "mpi",
+                                        "mpi-timeout", "sync",    "io",
+                                        "no-direct"};
     size_t n;
 
     if (strncmp(arg, "--", 2) != 0)
@@ -106,18 +112,59 @@ static int parse_args(int argc, char **argv, check_args *a)
     return gr_run_opts_finish("check", argc, argv, a, false); /* -1: go on */
 }
 
-/* A refusal: its line on stderr, and with --json its document on stdout. */
-static int refuse(const check_args *a, int rc, const char *why)
+/* A refusal: its line on stderr, and with --json its document on stdout (with every bad
+ * input when `plan` has them). */
+static int refuse_plan(const check_args *a, int rc, const char *why, const gr_io_plan *plan)
 {
     fprintf(stderr, "graphrun check: %s\n", why);
     if (a->json) {
         json_t *doc = json_pack("{s:s, s:i, s:s}", "status", "refused", "exit", rc, "error", why);
 
+        if (plan && plan->n_bad) {
+            json_t *bad = json_array();
+
+            for (uint64_t i = 0; i < plan->count; i++) {
+                const char *in = plan->in[i * plan->opt.n_inputs].path;
+
+                if (plan->bad[i] == NULL)
+                    continue;
+                json_array_append_new(
+                    bad, json_pack("{s:I,s:s,s:s}", "index", (json_int_t)plan->index[i],
+                                   "input", gr_inputs_is_stdin(&plan->src, in) ? "-" : in,
+                                   "error", plan->bad[i]));
+            }
+            json_object_set_new(doc, "bad_inputs", bad);
+        }
         json_dumpf(doc, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(doc);
     }
     return rc;
+}
+
+static int refuse(const check_args *a, int rc, const char *why)
+{
+    return refuse_plan(a, rc, why, NULL);
+}
+
+/* Every bad input (io.h), one line each on stderr, and the refusal: run refuses the same
+ * (and with --keep-going runs the others). */
+static int refuse_bad(const check_args *a, const gr_io_plan *plan)
+{
+    char why[1024];
+
+    for (uint64_t i = 0; plan->n_bad > 1 && i < plan->count; i++)
+        if (plan->bad[i])
+            fprintf(stderr, "graphrun check: %s\n", plan->bad[i]);
+    for (uint64_t i = 0; plan->n_bad == 1 && i < plan->count; i++)
+        if (plan->bad[i])
+            snprintf(why, sizeof(why), "%s", plan->bad[i]);
+    if (plan->n_bad > 1)
+        snprintf(why, sizeof(why),
+                 "%llu inputs cannot be read (listed above): run refuses them; with "
+                 "--keep-going it runs the others and records these as failed",
+                 (unsigned long long)plan->n_bad);
+    return refuse_plan(a, GR_EXIT_USAGE, why, plan);
 }
 
 static const char *cut_name(const gr_unit_cut *c)
@@ -128,12 +175,14 @@ static const char *cut_name(const gr_unit_cut *c)
 /* The report of an accepted (or over-budget) plan. */
 static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *footprint,
                    const gr_unit_cut *cut, const gr_units_plan_info *info, uint64_t budget,
-                   const char *refused)
+                   uint64_t host_memory, const char *host_how, const char *refused)
 {
     uint32_t ni = a->n_inputs, lead = gr_io_lead_port(&plan->opt);
-    char b0[32], b1[32], b2[32];
+    uint64_t host_least = 0, host_sum = 0;
+    char b0[32], b1[32], b2[32], b3[32];
     json_t *doc = NULL, *tensors = NULL;
 
+    gr_window_need(plan, NULL, &host_least, &host_sum);
     if (a->json) {
         doc = json_object();
         tensors = json_array();
@@ -207,6 +256,8 @@ static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *
         json_object_set_new(doc, "least_budget_bytes",
                             json_integer((json_int_t)info->least_budget));
         json_object_set_new(doc, "splittable", json_boolean(info->splittable));
+        json_object_set_new(doc, "host_memory_bytes", json_integer((json_int_t)host_memory));
+        json_object_set_new(doc, "host_memory_least_bytes", json_integer((json_int_t)host_least));
         if (refused == NULL)
             json_object_set_new(doc, "units", json_integer((json_int_t)info->units));
         json_object_set_new(doc, "files", tensors);
@@ -216,12 +267,16 @@ static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *
         json_decref(doc);
         return;
     }
+    printf("host memory: %s at once for the largest tensor, %s in all; the run streams "
+           "within %s (%s)\n",
+           gr_cli_bytes(host_least, b0, sizeof(b0)), gr_cli_bytes(host_sum, b1, sizeof(b1)),
+           gr_cli_bytes(host_memory, b2, sizeof(b2)), host_how ? host_how : "--host-memory");
     printf("%s: %llu tensor%s, %s in, %s out; backend %s; budget %s%s, least %s%s",
            refused ? "refused" : "ok", (unsigned long long)plan->count,
            plan->count == 1 ? "" : "s", gr_cli_bytes(plan->bytes_in, b0, sizeof(b0)),
            gr_cli_bytes(plan->bytes_out, b1, sizeof(b1)), gr_backend_name(info->backend),
            gr_cli_bytes(budget, b2, sizeof(b2)), a->rt.budget ? "" : " (the default)",
-           gr_cli_bytes(info->least_budget, b0, sizeof(b0)),
+           gr_cli_bytes(info->least_budget, b3, sizeof(b3)),
            info->splittable ? "" : " (the graph cannot be cut)");
     if (refused == NULL)
         printf("; %llu unit%s of work\n", (unsigned long long)info->units,
@@ -239,11 +294,11 @@ int gr_cmd_check(int argc, char **argv)
     gr_error_info err;
     gr_backend chosen;
     gr_graph *g = NULL;
-    uint64_t *elems = NULL, *footprint = NULL, largest = 0, budget;
+    uint64_t *elems = NULL, *footprint = NULL, largest = 0, budget, host_memory;
     gr_unit_cut *cut = NULL;
     gr_config cfg;
     gr_status st;
-    char why[1024];
+    char why[1024], how[160];
     int rc;
 
     if (a == NULL) {
@@ -267,6 +322,16 @@ int gr_cmd_check(int argc, char **argv)
         goto out;
     }
     gr_inputs_warn_skipped(&plan.src, "check");
+    if (plan.n_bad > 0) {
+        rc = refuse_bad(a, &plan);
+        goto out;
+    }
+    host_memory = a->host_memory ? a->host_memory : gr_window_default(how, sizeof(how));
+    if (gr_window_check(&plan, NULL, host_memory, a->host_memory ? NULL : how, why,
+                        sizeof(why)) != GR_OK) {
+        rc = refuse(a, GR_EXIT_USAGE, why);
+        goto out;
+    }
     elems = calloc(plan.count + 1, sizeof(*elems));
     footprint = calloc(plan.count + 1, sizeof(*footprint));
     cut = calloc(plan.count + 1, sizeof(*cut));
@@ -297,17 +362,23 @@ int gr_cmd_check(int argc, char **argv)
     st = gr_graph_plan_units(g, &cfg, elems, plan.count, a->rt.memory != GR_MEM_PAGEABLE, cut,
                              &info, &err);
     if (st == GR_OK) {
-        report(a, &plan, footprint, cut, &info, budget, NULL);
+        report(a, &plan, footprint, cut, &info, budget, host_memory,
+               a->host_memory ? NULL : how, NULL);
         rc = GR_EXIT_OK;
     } else if (st == GR_ERR_OVER_BUDGET) {
         snprintf(why, sizeof(why), "refused: %s: %s (the least budget is %llu bytes)",
                  gr_status_str(st), err.message, (unsigned long long)info.least_budget);
         fprintf(stderr, "graphrun check: %s\n", why);
-        report(a, &plan, footprint, cut, &info, budget, why);
+        report(a, &plan, footprint, cut, &info, budget, host_memory,
+               a->host_memory ? NULL : how, why);
         rc = GR_EXIT_USAGE;
     } else {
-        snprintf(why, sizeof(why), "%s: %s", gr_status_str(st), err.message);
-        rc = refuse(a, st == GR_ERR_INVALID_ARGUMENT ? GR_EXIT_USAGE : GR_EXIT_RUNTIME, why);
+        /* A kernel the backend cannot run (GR_ERR_UNAVAILABLE naming its node: the backend
+         * itself was probed above) is run's refusal too. */
+        bool users = st == GR_ERR_INVALID_ARGUMENT || (st == GR_ERR_UNAVAILABLE && err.node[0]);
+
+        snprintf(why, sizeof(why), "refused: %s: %s", gr_status_str(st), err.message);
+        rc = refuse(a, users ? GR_EXIT_USAGE : GR_EXIT_RUNTIME, why);
     }
 out:
     free(elems);

@@ -7,6 +7,7 @@
 
 int gr_cmd_demo(int argc, char **argv);
 int gr_cmd_bench(int argc, char **argv);
+int gr_cmd_bench_io(int argc, char **argv); /* bench --io DIR (iobench.c) */
 int gr_cmd_run(int argc, char **argv);
 int gr_cmd_check(int argc, char **argv);
 int gr_cmd_info(int argc, char **argv);

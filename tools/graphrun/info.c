@@ -24,7 +24,8 @@ static void usage(FILE *f)
                "every CUDA device, and the built-in kernels.\n"
                "\n"
                "  --ceilings   also measure each device's pinned copy ceilings (H2D, D2H, both\n"
-               "               at once; 256 MiB copies; takes a few seconds)\n"
+               "               at once; 256 MiB copies; takes a few seconds); without a CUDA\n"
+               "               device, a warning (the host backend has no link to measure)\n"
                "  --json       print one JSON object instead of text\n"
                "  --help       this text\n"
                "\n"
@@ -170,6 +171,15 @@ int gr_cmd_info(int argc, char **argv)
         json_array_append_new(devices, dev);
     }
     json_object_set_new(root, "cuda_devices", devices);
+    if (ceilings && (cuda_st != GR_OK || n_cuda == 0)) {
+        /* Auto chooses the host backend here, and --ceilings does not apply to it: warned
+         * about, as every flag is when auto chose the backend it does not apply to. */
+        const char *why = cuda_st != GR_OK ? cuda_err.message : "no CUDA device";
+
+        fprintf(stderr, "graphrun info: warning: --ceilings does not apply: it measures CUDA's "
+                        "copies, and CUDA is not available here (%s)\n", why);
+        json_object_set_new(root, "ceilings_not_measured", json_string(why));
+    }
     if (!json)
         printf("kernels:\n");
     for (uint32_t i = 0; i < gr_kernel_count(); i++) {

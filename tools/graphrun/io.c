@@ -2,16 +2,16 @@
  * io.c - tensors in files, read and written for `graphrun run` (see io.h).
  *
  * Outputs are never torn: every output is first written in full to a temporary file beside
- * its final name (same directory, so the rename cannot cross file systems), fsynced, and
- * renamed into place. Per tensor (gr_io_write_tensor) that happens as soon as the tensor is
- * done; all or nothing (gr_io_write, gr_io_publish), only when every output is written, the
- * renames with SIGINT and SIGTERM held back for that short phase, and a failure or a stop
- * before then removes every temporary file. Either way no run leaves a partial output under
- * an output's name, and existing files are only replaced by complete ones (and only with
- * --force, or --resume for the outputs of the run it resumes). A process killed while it
- * writes (SIGKILL: nothing can clean up) leaves at most its temporary files, named
- * ".NAME.graphrun-tmp.XXXXXX", which the next run over the same outputs removes
- * (gr_io_clean_leftovers).
+ * its final name (same directory, so the rename cannot cross file systems), synced as the
+ * run asks (stream.h), and renamed into place. Per tensor (gr_io_output_place) that happens
+ * as soon as the tensor is done; all or nothing (gr_io_publish), only when every output is
+ * written, the renames with SIGINT and SIGTERM held back for that short phase, and a
+ * failure or a stop before then removes every temporary file. Either way no run leaves a
+ * partial output under an output's name, and existing files are only replaced by complete
+ * ones (and only with --force, or --resume for the outputs of the run it resumes). A
+ * process killed while it writes (SIGKILL: nothing can clean up) leaves at most its
+ * temporary files, named ".NAME.graphrun-tmp.XXXXXX", which the next run over the same
+ * outputs removes (gr_io_clean_leftovers).
  */
 #define _GNU_SOURCE /* strdup, strndup, the dirent types */
 #include "tools/graphrun/io.h"
@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include "tools/graphrun/cli.h"
-#include "tools/graphrun/hostbuf.h"
 #include "tools/graphrun/inputs.h"
 #include "tools/graphrun/io_util.h"
 
@@ -122,6 +121,8 @@ static gr_status describe(const gr_io_plan *plan, uint32_t port, gr_dtype raw,
 
     snprintf(name, sizeof(name), "the graph's in%u", port);
     memset(f, 0, sizeof(*f));
+    if ((f->path = strdup(path)) == NULL)
+        return gr_io_fail(why, len, "out of memory");
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return gr_io_fail(why, len, "%s: cannot open: %s", label, strerror(errno));
@@ -129,7 +130,6 @@ static gr_status describe(const gr_io_plan *plan, uint32_t port, gr_dtype raw,
         close(fd);
         return gr_io_fail(why, len, "%s: not a regular file", label);
     }
-    f->path = strdup(path);
     f->npy = from_stdin ? plan->src.stdin_npy : gr_io_ends_with(path, ".npy");
     if (f->npy && opt->raw_flag != NULL) {
         close(fd);
@@ -367,43 +367,61 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
     plan->in = calloc(plan->count * ni + 1, sizeof(*plan->in));
     plan->out = calloc(plan->count * no + 1, sizeof(*plan->out));
     plan->tmp = calloc(plan->count * no + 1, sizeof(*plan->tmp));
-    if (!plan->index || !plan->in || !plan->out || !plan->tmp) {
+    plan->bad = calloc(plan->count + 1, sizeof(*plan->bad));
+    if (!plan->index || !plan->in || !plan->out || !plan->tmp || !plan->bad) {
         st = gr_io_fail(why, why_len, "out of memory planning %llu tensors",
                         (unsigned long long)plan->count);
         goto out;
     }
     for (uint64_t i = 0; i < plan->count; i++) {
         uint64_t g = i * shards + opt->shard; /* its index among the total */
+        char bad[1024] = "", more[1024];
 
         plan->index[i] = g;
         for (uint32_t p = 0; p < ni; p++) {
             const char *path = plan->src.in[g * ni + p];
             gr_io_file *f = &plan->in[i * ni + p];
 
-            st = describe(plan, p, raw[p], path, f, why, why_len);
-            if (st != GR_OK)
-                goto out;
+            /* The first of a tensor's reasons is kept. */
+            if (describe(plan, p, raw[p], path, f, bad[0] ? more : bad, sizeof(bad)) != GR_OK) {
+                if (f->path == NULL) {
+                    st = gr_io_fail(why, why_len, "out of memory");
+                    goto out;
+                }
+                continue;
+            }
+            if (bad[0])
+                continue;
             if (opt->in_fixed[p] != 0 && f->elems != opt->in_fixed[p]) {
-                st = gr_io_fail(why, why_len,
-                                "input %u %s has %llu elements, but the graph's input port %u "
-                                "takes exactly %llu per tensor (a fixed buffer)",
-                                p, f->path, (unsigned long long)f->elems, p,
-                                (unsigned long long)opt->in_fixed[p]);
-                goto out;
+                gr_io_fail(bad, sizeof(bad),
+                           "input %u %s has %llu elements, but the graph's input port %u "
+                           "takes exactly %llu per tensor (a fixed buffer)",
+                           p, f->path, (unsigned long long)f->elems, p,
+                           (unsigned long long)opt->in_fixed[p]);
+                continue;
             }
             if (opt->in_fixed[p] == 0 && p != lead && f->elems != plan->in[i * ni + lead].elems) {
                 const gr_io_file *l = &plan->in[i * ni + lead];
                 char a[256], b[256];
                 shape_str(&l->shape, a, sizeof(a));
                 shape_str(&f->shape, b, sizeof(b));
-                st = gr_io_fail(why, why_len,
-                                "shape mismatch: input %u %s has shape %s (%llu elements) but "
-                                "input %u %s has shape %s (%llu elements)",
-                                lead, l->path, a, (unsigned long long)l->elems, p, f->path, b,
-                                (unsigned long long)f->elems);
+                gr_io_fail(bad, sizeof(bad),
+                           "shape mismatch: input %u %s has shape %s (%llu elements) but "
+                           "input %u %s has shape %s (%llu elements)",
+                           lead, l->path, a, (unsigned long long)l->elems, p, f->path, b,
+                           (unsigned long long)f->elems);
+            }
+        }
+        if (bad[0]) {
+            if ((plan->bad[i] = strdup(bad)) == NULL) {
+                st = gr_io_fail(why, why_len, "out of memory");
                 goto out;
             }
-            plan->bytes_in += f->elems * gr_dtype_size(opt->in_dtype[p]);
+            plan->n_bad++;
+        } else {
+            for (uint32_t p = 0; p < ni; p++)
+                plan->bytes_in +=
+                    plan->in[i * ni + p].elems * gr_dtype_size(opt->in_dtype[p]);
         }
         for (uint32_t p = 0; p < no; p++) {
             char *path = strdup(plan->src.out[g * no + p]);
@@ -415,7 +433,9 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
             }
             if ((st = check_output(opt, path, why, why_len)) != GR_OK)
                 goto out;
-            plan->bytes_out += gr_io_out_elems(plan, i, p) * gr_dtype_size(opt->out_dtype[p]);
+            if (plan->bad[i] == NULL)
+                plan->bytes_out +=
+                    gr_io_out_elems(plan, i, p) * gr_dtype_size(opt->out_dtype[p]);
         }
     }
     st = check_distinct(plan, why, why_len);
@@ -498,11 +518,6 @@ static gr_status make_tmp(const char *out, char **tmp_out, char *why, size_t why
     return GR_OK;
 }
 
-static gr_status create_tmp(gr_io_plan *plan, uint64_t k, char *why, size_t why_len)
-{
-    return make_tmp(plan->out[k], &plan->tmp[k], why, why_len);
-}
-
 /* Paths ordered by their directory parts. */
 static int dir_cmp(const void *a, const void *b)
 {
@@ -574,15 +589,17 @@ gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len)
     return st;
 }
 
-/* The tensor's shape from its file's: its leading dimensions folded into one past
- * GR_MAX_DIMS, so the last ones (the rows kernels work along) stay as they are. */
-static void set_shape(gr_tensor *t, const gr_io_shape *s)
+void gr_io_tensor_shape(const gr_io_plan *plan, uint64_t i, gr_tensor *t)
 {
+    const gr_io_shape *s = &plan->in[i * plan->opt.n_inputs + gr_io_lead_port(&plan->opt)].shape;
     uint32_t fold = s->ndim > GR_MAX_DIMS ? s->ndim - GR_MAX_DIMS + 1 : 1;
 
+    t->elems = plan->in[i * plan->opt.n_inputs + gr_io_lead_port(&plan->opt)].elems;
     t->rank = 0;
     if (s->ndim == 0)
         return;
+    /* The leading dimensions folded into one, so the last ones (the rows kernels work
+     * along) stay as they are. */
     t->shape[0] = 1;
     for (uint32_t d = 0; d < fold; d++)
         t->shape[0] *= s->dims[d];
@@ -591,142 +608,20 @@ static void set_shape(gr_tensor *t, const gr_io_shape *s)
     t->rank = s->ndim - fold + 1;
 }
 
-static gr_status read_all(int fd, void *dst, uint64_t bytes, uint64_t offset)
-{
-    char *p = dst;
-
-    while (bytes > 0) {
-        ssize_t got = pread(fd, p, bytes > (1u << 30) ? (1u << 30) : bytes, (off_t)offset);
-
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return GR_ERR_INVALID_ARGUMENT;
-        p += got;
-        bytes -= (uint64_t)got;
-        offset += (uint64_t)got;
-    }
-    return GR_OK;
-}
-
-gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)
-{
-    uint32_t ni = plan->opt.n_inputs, no = plan->opt.n_outputs;
-
-    plan->in_data = calloc(plan->count * ni + 1, sizeof(*plan->in_data));
-    plan->out_data = calloc(plan->count * no + 1, sizeof(*plan->out_data));
-    plan->tensors = calloc(plan->count + 1, sizeof(gr_tensor));
-    if (!plan->in_data || !plan->out_data || !plan->tensors)
-        return gr_io_fail(why, why_len, "out of memory");
-    for (uint64_t i = 0; i < plan->count; i++) {
-        const gr_io_file *lead = &plan->in[i * ni + gr_io_lead_port(&plan->opt)];
-        uint64_t elems = lead->elems;
-
-        if (stop && *stop)
-            return GR_ERR_CANCELED;
-        if (plan->skip && plan->skip[i])
-            continue;
-        for (uint32_t p = 0; p < ni; p++) {
-            const gr_io_file *f = &plan->in[i * ni + p];
-            uint32_t size = gr_dtype_size(plan->opt.in_dtype[p]);
-            void *d = gr_hostbuf_alloc(plan->opt.memory, f->elems * size);
-            int fd;
-
-            if (d == NULL) {
-                gr_status st = gr_io_fail(why, why_len, "out of %s host memory loading %s",
-                                          gr_mem_kind_name(plan->opt.memory), f->path);
-                return st == GR_ERR_INVALID_ARGUMENT ? GR_ERR_OUT_OF_MEMORY : st;
-            }
-            plan->in_data[i * ni + p] = d;
-            fd = open(f->path, O_RDONLY | O_CLOEXEC);
-            if (fd < 0 || read_all(fd, d, f->elems * size, f->data_offset) != GR_OK) {
-                int e = errno;
-                if (fd >= 0)
-                    close(fd);
-                return gr_io_fail(why, why_len, "%s: cannot read: %s", f->path,
-                                  fd < 0 ? strerror(e) : "short read (file changed?)");
-            }
-            close(fd);
-            if (f->swap)
-                gr_npy_swap(d, f->elems, size);
-            plan->tensors[i].in[p] = d;
-        }
-        for (uint32_t p = 0; p < no; p++) {
-            void *d = gr_hostbuf_alloc(plan->opt.memory, gr_io_out_elems(plan, i, p) *
-                                                             gr_dtype_size(plan->opt.out_dtype[p]));
-
-            if (d == NULL) {
-                gr_io_fail(why, why_len, "out of %s host memory for output %s",
-                           gr_mem_kind_name(plan->opt.memory), plan->out[i * no + p]);
-                return GR_ERR_OUT_OF_MEMORY;
-            }
-            plan->out_data[i * no + p] = d;
-            plan->tensors[i].out[p] = d;
-        }
-        plan->tensors[i].elems = elems;
-        set_shape(&plan->tensors[i], &lead->shape);
-    }
-    return GR_OK;
-}
-
-static gr_status write_all(int fd, const void *src, uint64_t bytes)
-{
-    const char *p = src;
-
-    while (bytes > 0) {
-        ssize_t put = write(fd, p, bytes > (1u << 30) ? (1u << 30) : bytes);
-
-        if (put < 0 && errno == EINTR)
-            continue;
-        if (put <= 0)
-            return GR_ERR_INVALID_ARGUMENT;
-        p += put;
-        bytes -= (uint64_t)put;
-    }
-    return GR_OK;
-}
-
-/* Write output k (of index i) into `fd` (fsynced when `sync`). */
-static gr_status write_into(gr_io_plan *plan, uint64_t k, uint64_t i, int fd, bool sync,
-                            char *why, size_t len)
+size_t gr_io_out_header(const gr_io_plan *plan, uint64_t i, uint32_t port, char *buf,
+                        size_t size)
 {
     const gr_io_file *lead = &plan->in[i * plan->opt.n_inputs + gr_io_lead_port(&plan->opt)];
-    uint32_t port = (uint32_t)(k % plan->opt.n_outputs);
     uint64_t elems = gr_io_out_elems(plan, i, port);
-    gr_dtype type = plan->opt.out_dtype[port];
     gr_io_shape fixed = {1, {elems}};
     const gr_io_shape *shape = plan->opt.out_fixed[port] ? &fixed : &lead->shape;
-    const char *out = plan->out[k];
-    char header[4096];
-    size_t hlen = 0;
+    size_t n;
 
-    if (gr_io_ends_with(out, ".npy")) {
-        hlen = gr_npy_format_header(type, shape->dims, shape->ndim, header, sizeof(header));
-        if (hlen == 0)
-            return gr_io_fail(why, len, "output %s: shape too large for a .npy header", out);
-    }
-    if ((hlen && write_all(fd, header, hlen) != GR_OK) ||
-        write_all(fd, plan->out_data[k], elems * gr_dtype_size(type)) != GR_OK ||
-        (sync && fsync(fd) != 0))
-        return gr_io_fail(why, len, "output %s: cannot write: %s", out, strerror(errno));
-    return GR_OK;
-}
-
-/* Write output k (of index i) into its temporary file. */
-static gr_status write_output(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
-{
-    int fd = open(plan->tmp[k], O_WRONLY | O_TRUNC | O_CLOEXEC);
-    gr_status st;
-
-    if (fd < 0)
-        return gr_io_fail(why, len, "output %s: cannot write: %s", plan->out[k], strerror(errno));
-    if ((st = write_into(plan, k, i, fd, true, why, len)) != GR_OK) {
-        close(fd);
-        return st;
-    }
-    if (close(fd) != 0)
-        return gr_io_fail(why, len, "output %s: cannot write: %s", plan->out[k], strerror(errno));
-    return GR_OK;
+    if (plan->opt.n_outputs > 0 &&
+        !gr_io_ends_with(plan->out[i * plan->opt.n_outputs + port], ".npy"))
+        return 0;
+    n = gr_npy_format_header(plan->opt.out_dtype[port], shape->dims, shape->ndim, buf, size);
+    return n == 0 ? (size_t)-1 : n;
 }
 
 static bool is_stdout(const gr_io_plan *plan, uint64_t k)
@@ -734,87 +629,85 @@ static bool is_stdout(const gr_io_plan *plan, uint64_t k)
     return plan->src.stdout_file && strcmp(plan->out[k], plan->src.stdout_file) == 0;
 }
 
-/* The `-` output k (of index i): into a file of stdout's directory, unlinked as soon as it
- * is made, so that a process killed at any moment (SIGKILL) leaves no tensor in $TMPDIR;
- * kept open for gr_inputs_emit_stdout. */
-static gr_status write_stdout(gr_io_plan *plan, uint64_t k, uint64_t i, char *why, size_t len)
+gr_status gr_io_output_create(gr_io_plan *plan, uint64_t k, int *fd, char *why,
+                              size_t why_len)
 {
     gr_inputs *src = &plan->src;
-    char *tmp = gr_io_tmp_template(src->stdout_file);
-    gr_status st;
-    int fd;
+    char *tmp;
 
-    if (tmp == NULL)
-        return gr_io_fail(why, len, "out of memory");
-    fd = mkstemp(tmp);
-    if (fd >= 0)
-        unlink(tmp);
-    free(tmp);
-    if (fd < 0)
-        return gr_io_fail(why, len, "--output -: cannot create a file in %s: %s", src->stdout_dir,
-                    strerror(errno));
-    if ((st = write_into(plan, k, i, fd, false, why, len)) != GR_OK) {
-        close(fd);
+    *fd = -1;
+    if (!is_stdout(plan, k)) {
+        gr_status st = make_tmp(plan->out[k], &plan->tmp[k], why, why_len);
+
+        if (st != GR_OK)
+            return st;
+        if ((*fd = open(plan->tmp[k], O_RDWR | O_CLOEXEC)) < 0) {
+            st = gr_io_fail(why, why_len, "output %s: cannot write: %s", plan->out[k],
+                            strerror(errno));
+            unlink(plan->tmp[k]);
+            free(plan->tmp[k]);
+            plan->tmp[k] = NULL;
+        }
         return st;
     }
-    if (src->stdout_written)
-        close(src->stdout_fd);
-    src->stdout_fd = fd;
-    src->stdout_written = true;
+    if ((tmp = gr_io_tmp_template(src->stdout_file)) == NULL)
+        return gr_io_fail(why, why_len, "out of memory");
+    *fd = mkostemp(tmp, O_CLOEXEC);
+    if (*fd >= 0)
+        unlink(tmp);
+    free(tmp);
+    if (*fd < 0)
+        return gr_io_fail(why, why_len, "--output -: cannot create a file in %s: %s",
+                          src->stdout_dir, strerror(errno));
     return GR_OK;
 }
 
-gr_status gr_io_write(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)
+gr_status gr_io_output_place(gr_io_plan *plan, uint64_t k, int fd, bool keep, char *why,
+                             size_t why_len)
 {
-    uint32_t no = plan->opt.n_outputs;
-    gr_status st;
+    gr_inputs *src = &plan->src;
+    gr_status st = GR_OK;
 
-    for (uint64_t k = 0; k < plan->count * no; k++) {
-        if (stop && *stop) {
-            gr_io_abort(plan);
-            return GR_ERR_CANCELED;
-        }
-        if (is_stdout(plan, k)) {
-            if ((st = write_stdout(plan, k, k / no, why, why_len)) != GR_OK) {
-                gr_io_abort(plan);
-                return st;
-            }
-            continue;
-        }
-        if ((plan->tmp[k] == NULL && (st = create_tmp(plan, k, why, why_len)) != GR_OK) ||
-            (st = write_output(plan, k, k / no, why, why_len)) != GR_OK) {
-            gr_io_abort(plan);
-            return st;
-        }
-    }
-    return GR_OK;
-}
+    if (is_stdout(plan, k)) {
+        /* Read back through any buffer by gr_inputs_emit_stdout: no O_DIRECT. */
+        int flags = fcntl(fd, F_GETFL);
 
-gr_status gr_io_write_tensor(gr_io_plan *plan, uint64_t i, char *why, size_t why_len)
-{
-    uint32_t no = plan->opt.n_outputs;
-    gr_status st;
-
-    for (uint64_t k = i * no; k < (i + 1) * no; k++) {
-        if (is_stdout(plan, k)) {
-            if ((st = write_stdout(plan, k, i, why, why_len)) != GR_OK)
-                return st;
-            continue;
-        }
-        if ((st = create_tmp(plan, k, why, why_len)) != GR_OK)
-            return st;
-        if ((st = write_output(plan, k, i, why, why_len)) == GR_OK &&
-            rename(plan->tmp[k], plan->out[k]) != 0)
-            st = gr_io_fail(why, why_len, "output %s: cannot rename into place: %s", plan->out[k],
+        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) {
+            st = gr_io_fail(why, why_len, "--output -: cannot keep the tensor: %s",
                             strerror(errno));
-        if (st != GR_OK)
-            unlink(plan->tmp[k]);
+            close(fd);
+            return st;
+        }
+        if (src->stdout_written)
+            close(src->stdout_fd);
+        src->stdout_fd = fd;
+        src->stdout_written = true;
+        return GR_OK;
+    }
+    if (close(fd) != 0)
+        st = gr_io_fail(why, why_len, "output %s: cannot write: %s", plan->out[k],
+                        strerror(errno));
+    else if (!keep && rename(plan->tmp[k], plan->out[k]) != 0)
+        st = gr_io_fail(why, why_len, "output %s: cannot rename into place: %s",
+                        plan->out[k], strerror(errno));
+    if (st != GR_OK)
+        unlink(plan->tmp[k]);
+    if (st != GR_OK || !keep) {
         free(plan->tmp[k]);
         plan->tmp[k] = NULL;
-        if (st != GR_OK)
-            return st;
     }
-    return GR_OK;
+    return st;
+}
+
+void gr_io_output_discard(gr_io_plan *plan, uint64_t k, int fd)
+{
+    if (fd >= 0)
+        close(fd);
+    if (plan->tmp[k] != NULL) {
+        unlink(plan->tmp[k]);
+        free(plan->tmp[k]);
+        plan->tmp[k] = NULL;
+    }
 }
 
 /* Whether `name` is ".NAME.graphrun-tmp.XXXXXX"; *base gets NAME's length. */
@@ -938,11 +831,28 @@ void gr_io_unstage(gr_io_plan *plan)
         }
 }
 
-gr_status gr_io_commit(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len)
+gr_status gr_io_sync_dirs(const gr_io_plan *plan, bool data, char *why, size_t why_len)
 {
-    gr_status st = gr_io_write(plan, stop, why, why_len);
+    uint64_t n;
+    const char **dirs = one_per_dir(plan, &n);
+    gr_status st = GR_OK;
 
-    return st != GR_OK ? st : gr_io_publish(plan, why, why_len);
+    if (dirs == NULL)
+        return gr_io_fail(why, why_len, "out of memory");
+    for (uint64_t k = 0; k < n && st == GR_OK; k++) {
+        size_t len = dir_part(dirs[k]);
+        char *dir = len == 0 ? strdup(".") : len == 1 ? strdup("/") : strndup(dirs[k], len - 1);
+        int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+
+        if (fd < 0 || (data && syncfs(fd) != 0) || fsync(fd) != 0)
+            st = gr_io_fail(why, why_len, "output directory %s: cannot sync: %s",
+                            dir ? dir : "(out of memory)", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        free(dir);
+    }
+    free(dirs);
+    return st;
 }
 
 gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len)
@@ -956,7 +866,7 @@ gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len)
     sigaddset(&hold, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &hold, &previous);
     for (uint64_t k = 0; k < plan->count * no; k++) {
-        if (plan->tmp[k] == NULL) /* stdout's, written already (write_stdout) */
+        if (plan->tmp[k] == NULL) /* stdout's: kept open, not renamed */
             continue;
         if (rename(plan->tmp[k], plan->out[k]) != 0) {
             st = gr_io_fail(why, why_len,
@@ -994,17 +904,13 @@ void gr_io_plan_free(gr_io_plan *plan)
         free(plan->in[i].path);
     for (uint64_t i = 0; plan->out && i < plan->count * no; i++)
         free(plan->out[i]);
-    for (uint64_t i = 0; plan->in_data && i < plan->count * ni; i++)
-        gr_hostbuf_free(plan->in_data[i]);
-    for (uint64_t i = 0; plan->out_data && i < plan->count * no; i++)
-        gr_hostbuf_free(plan->out_data[i]);
+    for (uint64_t i = 0; plan->bad && i < plan->count; i++)
+        free(plan->bad[i]);
     gr_inputs_free(&plan->src);
     free(plan->index);
     free(plan->in);
     free(plan->out);
     free(plan->tmp);
-    free(plan->in_data);
-    free(plan->out_data);
-    free(plan->tensors);
+    free(plan->bad);
     memset(plan, 0, sizeof(*plan));
 }

@@ -11,14 +11,18 @@
  *
  * A run goes: plan (check every path, header, shape and output before anything runs),
  * stage (create the output directories, and prove that a file can be created beside every
- * output: an unwritable output fails here), load (read the inputs into host memory), run the
- * job, and write the outputs one of two ways:
- *   - per tensor (the default): gr_io_write_tensor as soon as a tensor is done, each output
- *     to a temporary file beside it and renamed into place at once;
- *   - all or nothing (--all-or-nothing): commit (write every output to a temporary file
- *     beside it, then rename them all into place) or abort (remove the temporary files).
- *     Commit is write then publish; a run of several processes (--mpi) agrees between the
- *     two.
+ * output: an unwritable output fails here), then stream (stream.h): each tensor's inputs
+ * read, the tensor run, and each output written into a temporary file of its own beside it
+ * (gr_io_output_create) and then either
+ *   - per tensor (the default): renamed into place at once (gr_io_output_place);
+ *   - all or nothing (--all-or-nothing): kept until every tensor is done, then renamed into
+ *     place together (gr_io_publish) or removed (gr_io_abort). A run of several processes
+ *     (--mpi) agrees between the two.
+ * A tensor whose input files cannot be read as the port needs (missing, not a regular file,
+ * a bad or truncated .npy, another element type, a shape that does not match) is a bad
+ * input: the plan records why (plan->bad) and goes on with the others, so that every bad
+ * input is found in one pass; the caller refuses the run, or (--keep-going) records them as
+ * failed and runs the rest.
  * Temporary files are named ".NAME.graphrun-tmp.XXXXXX" beside output NAME (a NAME too
  * long for that: gr_io_tmp_template), never NAME itself, so a process killed at any moment
  * (SIGKILL included) leaves no partial file under an output's name; gr_io_clean_leftovers
@@ -67,6 +71,10 @@ typedef struct gr_io_options {
     uint64_t in_fixed[GR_MAX_PORTS], out_fixed[GR_MAX_PORTS];
     /* The ports' element types (gr_graph_port_get); zeroed: float32. */
     gr_dtype in_dtype[GR_MAX_PORTS], out_dtype[GR_MAX_PORTS];
+    /* The graph's output ports: out_fixed and out_dtype describe them all, also for a check
+     * given no --output (n_outputs 0), whose host memory counts the outputs a run would
+     * write (as .npy files). */
+    uint32_t graph_outputs;
     /* Existing outputs that may be replaced without `force`: these paths, sorted by strcmp
      * (--resume: the outputs the earlier run's manifest lists). NULL: none. */
     const char *const *replaceable;
@@ -96,19 +104,16 @@ typedef struct gr_io_plan {
     gr_io_file *in;      /* count * n_inputs, index-major */
     char **out;          /* count * n_outputs final paths */
     char **tmp;          /* their temporary files, once staged */
-    void **in_data;      /* count * n_inputs, each in its port's type */
-    void **out_data;     /* count * n_outputs */
-    gr_tensor *tensors;  /* count, ready for gr_job_submit once loaded (with the shape of
-                            their first tensor-sized input, its leading dimensions folded
-                            together past GR_MAX_DIMS) */
-    uint64_t bytes_in, bytes_out;
-    bool *skip;          /* count, or NULL: tensors gr_io_load leaves alone (--resume: done
-                            by an earlier run); the caller's to set and free */
+    uint64_t bytes_in, bytes_out; /* of the good tensors */
+    char **bad;          /* count: why tensor i's inputs cannot be read (malloc'd), or NULL
+                            for a good tensor (see above) */
+    uint64_t n_bad;      /* tensors with a reason in bad[] */
     bool made_dir[GR_MAX_PORTS]; /* output directories gr_io_stage created */
 } gr_io_plan;
 
 /* Check everything and decide every path. On failure returns GR_ERR_INVALID_ARGUMENT (bad
- * input or output) with why[] naming the file and the problem; nothing is created. */
+ * input or output) with why[] naming the file and the problem; nothing is created. Bad
+ * inputs (see above) are not a failure: they are in plan->bad. */
 gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *why,
                             size_t why_len);
 
@@ -116,33 +121,43 @@ gr_status gr_io_plan_create(const gr_io_options *opt, gr_io_plan *plan, char *wh
  * output (creating one and removing it at once). */
 gr_status gr_io_stage(gr_io_plan *plan, char *why, size_t why_len);
 
-/* Read every input into host memory and allocate the outputs, except those of the tensors
- * plan->skip marks. `stop` (optional) is polled between files: a nonzero value ends the load
- * with GR_ERR_CANCELED. */
-gr_status gr_io_load(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len);
+/* Output k (of tensor k / n_outputs) into a temporary file of its own, opened for writing
+ * into *fd: beside the output (plan->tmp[k]), or for `-` in stdout's directory, unlinked at
+ * once so that a process killed at any moment (SIGKILL) leaves no tensor in $TMPDIR.
+ * GR_ERR_INVALID_ARGUMENT with why[] when it cannot be created. */
+gr_status gr_io_output_create(gr_io_plan *plan, uint64_t k, int *fd, char *why,
+                              size_t why_len);
 
-/* Write every output into its temporary file, then rename them all into place (with
- * SIGINT and SIGTERM held back while renaming, so the set lands whole). On failure (or a
- * stop while writing) removes them all and writes nothing. gr_io_write then
- * gr_io_publish. */
-gr_status gr_io_commit(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len);
+/* Output k is written whole into fd (and synced as the caller chose): close it and, unless
+ * `keep` (all or nothing: gr_io_publish does it later), rename it into place at once, so
+ * that the output appears whole or not at all. `-`'s file is kept open for
+ * gr_inputs_emit_stdout instead. On failure the temporary file is removed and
+ * GR_ERR_INVALID_ARGUMENT returned with why[]. Serialized per plan. */
+gr_status gr_io_output_place(gr_io_plan *plan, uint64_t k, int fd, bool keep, char *why,
+                             size_t why_len);
 
-/* Write every output into a temporary file of its own beside it (and fsync it). On failure
- * (or a stop) removes them all: GR_ERR_CANCELED for a stop, else GR_ERR_INVALID_ARGUMENT
- * with why[]. */
-gr_status gr_io_write(gr_io_plan *plan, volatile const int *stop, char *why, size_t why_len);
+/* Output k could not be written: close fd and remove its temporary file. */
+void gr_io_output_discard(gr_io_plan *plan, uint64_t k, int fd);
+
+/* The .npy header of output `port` of tensor i (as np.save writes it) into buf[size]: its
+ * length, 0 for a raw output (a name not ending in .npy), (size_t)-1 when it does not fit.
+ * Without output paths (a check), the output is taken to be a .npy file. */
+size_t gr_io_out_header(const gr_io_plan *plan, uint64_t i, uint32_t port, char *buf,
+                        size_t size);
+
+/* Tensor i's size and shape (its first tensor-sized input's, the leading dimensions folded
+ * together past GR_MAX_DIMS) into *t. */
+void gr_io_tensor_shape(const gr_io_plan *plan, uint64_t i, gr_tensor *t);
+
+/* fsync every directory that holds outputs (renames made durable); with `data`, first
+ * syncfs its file system (the outputs' data made durable). GR_ERR_INVALID_ARGUMENT with
+ * why[] naming the directory that failed. */
+gr_status gr_io_sync_dirs(const gr_io_plan *plan, bool data, char *why, size_t why_len);
 
 /* Rename every written temporary file into place, SIGINT and SIGTERM held back meanwhile.
  * A failed rename (rare: same directory, same file system) stops there, removes the
  * temporary files left and says how many outputs were already in place. */
 gr_status gr_io_publish(gr_io_plan *plan, char *why, size_t why_len);
-
-/* Write tensor i's outputs, each into a temporary file of its own beside it (fsynced), then
- * renamed into place at once: each output file appears whole or not at all. On failure
- * removes the temporary file and returns GR_ERR_INVALID_ARGUMENT with why[] (the outputs of
- * the tensor's other ports already renamed stay: the caller records the tensor as failed).
- * Not with gr_io_write on the same plan. Serialized per plan. */
-gr_status gr_io_write_tensor(gr_io_plan *plan, uint64_t i, char *why, size_t why_len);
 
 /* Remove the temporary files that an earlier process killed while writing this plan's
  * outputs left beside them (".NAME.graphrun-tmp.XXXXXX" for this plan's outputs NAME

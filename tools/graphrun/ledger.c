@@ -43,12 +43,10 @@ gr_status gr_ledger_init(gr_ledger *l, const gr_io_plan *plan, const char *graph
         for (uint32_t p = 0; p < ni; p++) {
             const char *path = plan->in[i * ni + p].path;
 
-            if (stat(path, &sb) != 0) {
-                snprintf(why, why_len, "%s: %s", path, strerror(errno));
-                return GR_ERR_INVALID_ARGUMENT;
-            }
-            l->e[i].in_size[p] = (int64_t)sb.st_size;
-            l->e[i].in_mtime_ns[p] = mtime_ns(&sb);
+            bool there = stat(path, &sb) == 0;
+
+            l->e[i].in_size[p] = there ? (int64_t)sb.st_size : -1;
+            l->e[i].in_mtime_ns[p] = there ? mtime_ns(&sb) : -1;
         }
     return GR_OK;
 }
@@ -76,7 +74,7 @@ void gr_ledger_done(gr_ledger *l, uint64_t i)
     e->outcome = GR_OUTCOME_DONE;
 }
 
-void gr_ledger_failed(gr_ledger *l, uint64_t i, const char *status, const char *node,
+void gr_ledger_failed(gr_ledger *l, uint64_t i, int kind, const char *node,
                       const char *message)
 {
     gr_ledger_entry *e = &l->e[i];
@@ -84,7 +82,8 @@ void gr_ledger_failed(gr_ledger *l, uint64_t i, const char *status, const char *
     if (e->outcome != GR_OUTCOME_FAILED)
         l->failed++;
     e->outcome = GR_OUTCOME_FAILED;
-    snprintf(e->status, sizeof(e->status), "%s", status);
+    e->kind = kind;
+    snprintf(e->status, sizeof(e->status), "%s", gr_run_error_name(kind));
     snprintf(e->node, sizeof(e->node), "%s", node ? node : "");
     free(e->message);
     e->message = message ? strdup(message) : NULL;

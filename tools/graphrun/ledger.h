@@ -25,6 +25,7 @@
 
 #include <graphrun.h>
 #include "tools/graphrun/io.h"
+#include "tools/graphrun/run_report.h"
 
 typedef enum gr_outcome {
     GR_OUTCOME_NOT_RUN = 0,
@@ -35,7 +36,8 @@ typedef enum gr_outcome {
 typedef struct gr_ledger_entry {
     gr_outcome outcome;
     bool earlier;      /* done by the run that --resume resumed: not run again */
-    char status[40];   /* failed: gr_status_str's text, or "output not written" */
+    int kind;          /* failed: a gr_status or a gr_run_error (run_report.h) */
+    char status[40];   /* failed: gr_run_error_name(kind) */
     char node[32];     /* failed: the node, when known */
     char *message;     /* failed: the reason, when known (malloc'd) */
     int64_t in_size[GR_MAX_PORTS], in_mtime_ns[GR_MAX_PORTS];
@@ -51,8 +53,8 @@ typedef struct gr_ledger {
 } gr_ledger;
 
 /* Every tensor not run yet, with its inputs' sizes and mtimes (and the graph's) as they are
- * now. GR_ERR_OUT_OF_MEMORY, or GR_ERR_INVALID_ARGUMENT with why[] for a file that cannot
- * be looked at. */
+ * now (-1 for a file that is not there: a bad input, io.h). GR_ERR_OUT_OF_MEMORY with
+ * why[]. */
 gr_status gr_ledger_init(gr_ledger *l, const gr_io_plan *plan, const char *graph, int ranks,
                          char *why, size_t why_len);
 void gr_ledger_free(gr_ledger *l);
@@ -60,8 +62,9 @@ void gr_ledger_free(gr_ledger *l);
 /* Tensor i (of the plan) is done, its outputs in place (their sizes are looked up). */
 void gr_ledger_done(gr_ledger *l, uint64_t i);
 
-/* Tensor i failed. node and message may be NULL (not known). */
-void gr_ledger_failed(gr_ledger *l, uint64_t i, const char *status, const char *node,
+/* Tensor i failed, counted under `kind` (a gr_status, or a gr_run_error). node and message
+ * may be NULL (not known). */
+void gr_ledger_failed(gr_ledger *l, uint64_t i, int kind, const char *node,
                       const char *message);
 
 /* The manifest's fields of this ledger: "graph_file" (size, mtime_ns) and "files" (one

@@ -1,49 +1,56 @@
 /*
  * progress.c - the live progress line (see progress.h).
+ *
+ * Rates are averages since the start: steady to read, and what the time to go is
+ * extrapolated from (the bytes left at the rate the done ones took).
  */
 #include "tools/graphrun/progress.h"
 
 #include <stdio.h>
 #include <unistd.h>
 
+#include <graphrun.h>
 #include "tools/graphrun/cli.h"
 
-void gr_progress_start(gr_progress *p, int mode, uint64_t bytes_per_tensor)
+#define PROGRESS_EVERY_MS 100
+
+void gr_progress_start(gr_progress *p, int mode)
 {
     p->enabled = mode > 0 || (mode == 0 && isatty(STDERR_FILENO));
-    p->start_ns = gr_now_ns();
-    p->bytes_per_tensor = bytes_per_tensor;
+    p->drawn_ns = 0;
     p->last_len = 0;
 }
 
-void gr_progress_draw(gr_progress *p, const gr_job_progress *jp, const gr_runtime *rt)
+static double rate(uint64_t bytes, double s)
 {
-    double secs = (double)(gr_now_ns() - p->start_ns) / 1e9;
-    uint64_t ended = jp->done + jp->failed + jp->canceled, in_use = 0, cap = 0;
-    gr_runtime_info info;
-    char eta[32] = "--:--", b1[32], b2[32];
+    return s > 0 ? (double)bytes / s / 1e9 : 0.0;
+}
+
+void gr_progress_draw(gr_progress *p, const gr_progress_info *pi, bool force)
+{
+    int64_t now = gr_now_ns();
+    char eta[32] = "--:--", failed[32] = "", b1[32], b2[32];
     int len;
 
-    if (!p->enabled)
+    if (!p->enabled || (!force && now - p->drawn_ns < PROGRESS_EVERY_MS * 1000000ll))
         return;
-    if (gr_runtime_info_get(rt, &info) == GR_OK) {
-        for (uint32_t d = 0; d < info.device_count; d++) {
-            gr_device_stats st;
-            if (gr_runtime_device_stats(rt, d, &st) == GR_OK) {
-                in_use += st.budget_in_use;
-                cap += st.budget_bytes;
-            }
-        }
-    }
-    if (ended > 0 && ended < jp->total) {
-        double left = secs / (double)ended * (double)(jp->total - ended);
+    p->drawn_ns = now;
+    if (pi->done_bytes > 0 && pi->done_bytes < pi->total_bytes) {
+        double left = pi->seconds / (double)pi->done_bytes *
+                      (double)(pi->total_bytes - pi->done_bytes);
+
         snprintf(eta, sizeof(eta), "%d:%02d", (int)(left / 60), (int)left % 60);
     }
-    len = fprintf(stderr, "\r%llu/%llu tensors%s  %.2f GB/s  budget %s of %s  ETA %s",
-                  (unsigned long long)ended, (unsigned long long)jp->total,
-                  jp->failed + jp->canceled ? " (some failed)" : "",
-                  secs > 0 ? (double)jp->done * (double)p->bytes_per_tensor / secs / 1e9 : 0.0,
-                  gr_cli_bytes(in_use, b1, sizeof(b1)), gr_cli_bytes(cap, b2, sizeof(b2)), eta);
+    if (pi->failed)
+        snprintf(failed, sizeof(failed), ", %llu failed", (unsigned long long)pi->failed);
+    len = fprintf(stderr,
+                  "\r%llu/%llu tensors%s | disk read %.2f GB/s, write %.2f GB/s | link %.2f "
+                  "GB/s | host %s of %s | ETA %s",
+                  (unsigned long long)pi->done, (unsigned long long)pi->tensors, failed,
+                  rate(pi->read_bytes, pi->seconds), rate(pi->written_bytes, pi->seconds),
+                  rate(pi->done_bytes, pi->seconds),
+                  gr_cli_bytes(pi->host_in_use, b1, sizeof(b1)),
+                  gr_cli_bytes(pi->host_limit, b2, sizeof(b2)), eta);
     if (len < p->last_len)
         fprintf(stderr, "%*s", p->last_len - len, "");
     p->last_len = len;

@@ -19,12 +19,14 @@
 #include <unistd.h>
 
 #include "tools/graphrun/cli.h"
+#include "tools/graphrun/hostbuf.h"
 #include "tools/graphrun/io.h"
+#include "tools/graphrun/stream.h"
 
 typedef struct totals {
     int64_t tensors, done, resumed, failed, canceled, bytes_in, bytes_out;
-    int64_t errors[GR_STATUS_COUNT_];
-    int64_t job_ns, budget_bytes, budget_peak;
+    int64_t errors[GR_RUN_ERR_COUNT_];
+    int64_t ns, budget_bytes, budget_peak;
     const gr_run_report *first; /* the first rank with an error, or NULL */
     int first_rank;
 } totals;
@@ -42,10 +44,10 @@ static void add_up(const gr_run_report *all, int n, totals *t)
         t->canceled += r->canceled;
         t->bytes_in += r->bytes_in;
         t->bytes_out += r->bytes_out;
-        for (int s = 0; s < GR_STATUS_COUNT_; s++)
+        for (int s = 0; s < GR_RUN_ERR_COUNT_; s++)
             t->errors[s] += r->errors[s];
-        if (r->job_ns > t->job_ns)
-            t->job_ns = r->job_ns;
+        if (r->setup_ns + r->stream_ns > t->ns)
+            t->ns = r->setup_ns + r->stream_ns;
         if (r->budget_bytes > t->budget_bytes)
             t->budget_bytes = r->budget_bytes;
         if (r->budget_peak > t->budget_peak)
@@ -55,6 +57,26 @@ static void add_up(const gr_run_report *all, int n, totals *t)
             t->first_rank = k;
         }
     }
+}
+
+const char *gr_run_error_name(int64_t kind)
+{
+    switch (kind) {
+    case GR_RUN_ERR_BAD_INPUT:
+        return "bad input";
+    case GR_RUN_ERR_INPUT:
+        return "input not read";
+    case GR_RUN_ERR_OUTPUT:
+        return "output not written";
+    default:
+        return gr_status_str((gr_status)kind);
+    }
+}
+
+/* The run's seconds, from the command's start to its last output. */
+static double seconds(const gr_run_report *r)
+{
+    return (double)(r->setup_ns + r->stream_ns) / 1e9;
 }
 
 static double gbs(int64_t bytes, double s)
@@ -78,7 +100,7 @@ static void print_first_error(const totals *t, bool mpi)
         snprintf(where, sizeof(where), "rank %d, ", t->first_rank);
     printf("first error: %sindex %llu%s%s: %s: %s\n", where, (unsigned long long)r->first_index,
            r->first_node[0] ? ", node " : "", r->first_node,
-           gr_status_str((gr_status)r->first_status), r->first_message);
+           gr_run_error_name(r->first_status), r->first_message);
 }
 
 /* " (3 by an earlier run)", or "" */
@@ -98,17 +120,32 @@ void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f)
     add_up(all, f->ranks, &t);
     if (!f->mpi) {
         const gr_run_report *r = &all[0];
-        double s = (double)r->job_ns / 1e9;
+        double s = seconds(r);
+        char b3[32], b4[32], b5[32];
 
         printf("%s: %llu of %llu tensors done%s, %llu failed, %llu not run; %llu outputs "
                "written\n",
                f->status, (unsigned long long)r->done, (unsigned long long)r->tensors,
                earlier_str(r->resumed, e, sizeof(e)), (unsigned long long)r->failed,
                (unsigned long long)r->canceled, (unsigned long long)f->outputs_written);
-        printf("%.3f s, %.2f GB/s in+out; backend %s; budget %s, peak %s\n", s,
-               gbs(r->bytes_in + r->bytes_out, s), backend_name(r->backend),
-               gr_cli_bytes((uint64_t)r->budget_bytes, b1, sizeof(b1)),
+        printf("%.3f s (%.3f s of it setting up), %.2f GB/s in+out; backend %s; budget %s, "
+               "peak %s\n",
+               s, (double)r->setup_ns / 1e9, gbs(r->bytes_in + r->bytes_out, s),
+               backend_name(r->backend), gr_cli_bytes((uint64_t)r->budget_bytes, b1, sizeof(b1)),
                gr_cli_bytes((uint64_t)r->budget_peak, b2, sizeof(b2)));
+        if (r->io_engine[0])
+            printf("disk: read %s, wrote %s (%s; O_DIRECT for %lld of %lld files; sync %s); "
+                   "host memory: peak %s of %s, %s; peak resident set %s\n",
+                   gr_cli_bytes((uint64_t)r->read_bytes, b1, sizeof(b1)),
+                   gr_cli_bytes((uint64_t)r->written_bytes, b2, sizeof(b2)), r->io_engine,
+                   (long long)(r->direct_reads + r->direct_writes),
+                   (long long)(r->direct_reads + r->direct_writes + r->buffered_reads +
+                               r->buffered_writes),
+                   gr_sync_name((gr_sync_mode)r->sync),
+                   gr_cli_bytes((uint64_t)r->host_memory_peak, b3, sizeof(b3)),
+                   gr_cli_bytes((uint64_t)r->host_memory, b4, sizeof(b4)),
+                   gr_mem_kind_name((gr_mem_kind)r->host_memory_kind),
+                   gr_cli_bytes((uint64_t)r->peak_rss, b5, sizeof(b5)));
         if (r->have_ceilings) {
             double floor_s = (double)(r->bytes_in + r->bytes_out) / (r->bidir_gbs * 1e9);
             printf("floor %.3f s at the both-ways ceiling of %.1f GB/s: ratio %.3f\n", floor_s,
@@ -126,11 +163,11 @@ void gr_run_report_print(const gr_run_report *all, const gr_run_facts *f)
            (unsigned long long)t.failed, (unsigned long long)t.canceled,
            (unsigned long long)f->outputs_written);
     printf("%.3f s (the slowest rank), %.2f GB/s in+out over all ranks%s%s\n",
-           (double)t.job_ns / 1e9, gbs(t.bytes_in + t.bytes_out, (double)t.job_ns / 1e9),
+           (double)t.ns / 1e9, gbs(t.bytes_in + t.bytes_out, (double)t.ns / 1e9),
            f->manifest ? "; manifest: " : "", f->manifest ? f->manifest : "");
     for (int k = 0; k < f->ranks; k++) {
         const gr_run_report *r = &all[k];
-        double s = (double)r->job_ns / 1e9;
+        double s = seconds(r);
 
         printf("  rank %d (%s): %llu of %llu tensors done in %.3f s, %.2f GB/s; backend %s, "
                "device %lld; budget %s, peak %s\n",
@@ -146,9 +183,9 @@ static json_t *errors_json(const int64_t *errors)
 {
     json_t *o = json_object();
 
-    for (int s = 1; s < GR_STATUS_COUNT_; s++)
+    for (int s = 1; s < GR_RUN_ERR_COUNT_; s++)
         if (errors[s])
-            json_object_set_new(o, gr_status_str((gr_status)s), json_integer(errors[s]));
+            json_object_set_new(o, gr_run_error_name(s), json_integer(errors[s]));
     return o;
 }
 
@@ -158,7 +195,7 @@ static json_t *first_error_json(const gr_run_report *r, int rank, bool multi)
 
     if (multi)
         json_object_set_new(e, "rank", json_integer(rank));
-    json_object_set_new(e, "status", json_string(gr_status_str((gr_status)r->first_status)));
+    json_object_set_new(e, "status", json_string(gr_run_error_name(r->first_status)));
     json_object_set_new(e, "index", json_integer(r->first_index));
     json_object_set_new(e, "node", json_string(r->first_node));
     json_object_set_new(e, "message", json_string(r->first_message));
@@ -168,7 +205,7 @@ static json_t *first_error_json(const gr_run_report *r, int rank, bool multi)
 /* The fields of one process's run (every rank's own, or the single process's). */
 static void set_rank_fields(json_t *o, const gr_run_report *r)
 {
-    double s = (double)r->job_ns / 1e9;
+    double s = seconds(r);
 
     json_object_set_new(o, "tensors", json_integer(r->tensors));
     json_object_set_new(o, "done", json_integer(r->done));
@@ -179,12 +216,37 @@ static void set_rank_fields(json_t *o, const gr_run_report *r)
     json_object_set_new(o, "bytes_in", json_integer(r->bytes_in));
     json_object_set_new(o, "bytes_out", json_integer(r->bytes_out));
     json_object_set_new(o, "seconds", json_real(s));
+    json_object_set_new(o, "setup_seconds", json_real((double)r->setup_ns / 1e9));
+    json_object_set_new(o, "stream_seconds", json_real((double)r->stream_ns / 1e9));
     json_object_set_new(o, "gb_per_s", json_real(gbs(r->bytes_in + r->bytes_out, s)));
     json_object_set_new(o, "backend", json_string(backend_name(r->backend)));
     json_object_set_new(o, "devices", json_integer(r->devices));
     json_object_set_new(o, "workers_per_device", json_integer(r->workers_per_device));
     json_object_set_new(o, "budget_bytes", json_integer(r->budget_bytes));
     json_object_set_new(o, "budget_peak_bytes", json_integer(r->budget_peak));
+    if (r->io_engine[0]) {
+        json_t *io = json_object();
+
+        json_object_set_new(io, "engine", json_string(r->io_engine));
+        json_object_set_new(io, "fallback",
+                            r->io_fallback[0] ? json_string(r->io_fallback) : json_null());
+        json_object_set_new(io, "direct_reads", json_integer(r->direct_reads));
+        json_object_set_new(io, "buffered_reads", json_integer(r->buffered_reads));
+        json_object_set_new(io, "direct_writes", json_integer(r->direct_writes));
+        json_object_set_new(io, "buffered_writes", json_integer(r->buffered_writes));
+        json_object_set_new(io, "buffered_because", r->io_buffered_why[0]
+                                                        ? json_string(r->io_buffered_why)
+                                                        : json_null());
+        json_object_set_new(io, "sync", json_string(gr_sync_name((gr_sync_mode)r->sync)));
+        json_object_set_new(io, "read_bytes", json_integer(r->read_bytes));
+        json_object_set_new(io, "written_bytes", json_integer(r->written_bytes));
+        json_object_set_new(o, "io", io);
+        json_object_set_new(o, "host_memory_bytes", json_integer(r->host_memory));
+        json_object_set_new(o, "host_memory_peak_bytes", json_integer(r->host_memory_peak));
+        json_object_set_new(o, "host_memory_kind",
+                            json_string(gr_mem_kind_name((gr_mem_kind)r->host_memory_kind)));
+    }
+    json_object_set_new(o, "peak_rss_bytes", json_integer(r->peak_rss));
     if (r->have_devmem)
         json_object_set_new(o, "device_memory_peak_above_baseline",
                             json_integer(r->devmem_above));
@@ -224,9 +286,9 @@ json_t *gr_run_report_json(const gr_run_report *all, const gr_run_facts *f)
     json_object_set_new(root, "outputs_written", json_integer(f->outputs_written));
     json_object_set_new(root, "bytes_in", json_integer(t.bytes_in));
     json_object_set_new(root, "bytes_out", json_integer(t.bytes_out));
-    json_object_set_new(root, "seconds", json_real((double)t.job_ns / 1e9));
+    json_object_set_new(root, "seconds", json_real((double)t.ns / 1e9));
     json_object_set_new(root, "gb_per_s",
-                        json_real(gbs(t.bytes_in + t.bytes_out, (double)t.job_ns / 1e9)));
+                        json_real(gbs(t.bytes_in + t.bytes_out, (double)t.ns / 1e9)));
     json_object_set_new(root, "budget_bytes", json_integer(t.budget_bytes));
     json_object_set_new(root, "budget_peak_bytes", json_integer(t.budget_peak));
     json_object_set_new(root, "errors", errors_json(t.errors));

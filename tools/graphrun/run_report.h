@@ -14,6 +14,11 @@
 #include <stdint.h>
 
 #include <graphrun.h>
+#include "tools/graphrun/stream.h"
+
+/* gr_status_str's text for a gr_status, or for the driver's own kinds of failure
+ * (stream.h: gr_run_error) "bad input", "input not read", "output not written". */
+const char *gr_run_error_name(int64_t kind);
 
 typedef struct gr_run_report {
     int64_t tensors;  /* this rank's share of the run */
@@ -24,13 +29,25 @@ typedef struct gr_run_report {
     int64_t outputs;  /* files this rank wrote (per tensor), or writes when the run succeeds
                          (--all-or-nothing) */
     int64_t bytes_in, bytes_out; /* of the tensors this run did, and nothing else */
-    int64_t job_ns; /* submission to completion; 0 when nothing ran */
+    int64_t setup_ns;  /* the command's start to the first read: the graph, the inputs'
+                          headers, the outputs staged, the runtime started */
+    int64_t stream_ns; /* the first read to the last output written; 0 when nothing ran */
     int64_t backend, devices, workers_per_device, ordinal; /* ordinal: its first device */
     int64_t budget_bytes, budget_peak;
-    int64_t errors[GR_STATUS_COUNT_];
+    int64_t errors[GR_RUN_ERR_COUNT_]; /* failed tensors by kind: they add up to failed */
     int64_t have_ceilings, have_devmem, devmem_above;
     double bidir_gbs;
-    int64_t first_status, first_index; /* the index among all the run's tensors */
+    /* The disk and host memory (stream.h). */
+    int64_t read_bytes, written_bytes;
+    int64_t direct_reads, buffered_reads, direct_writes, buffered_writes;
+    int64_t host_memory, host_memory_peak, host_memory_kind; /* gr_mem_kind */
+    int64_t peak_rss;  /* the process's peak resident set (getrusage) */
+    int64_t sync;      /* gr_sync_mode */
+    char io_engine[16];
+    char io_fallback[160];     /* why not io_uring, or "" */
+    char io_buffered_why[160]; /* why a large file went through the page cache, or "" */
+    int64_t first_status, first_index; /* a kind as errors[]; the index among all the run's
+                                          tensors */
     char first_node[32];
     char first_message[256];
     char host[64];

@@ -63,6 +63,13 @@ int gr_run_opt(const char *cmd, int opt, const char *arg, gr_run_opts *o)
     case 'j':
         o->json = true;
         return 1;
+    case 'Z':
+        if (!gr_cli_parse_size(arg, &o->host_memory) || o->host_memory < (1u << 20)) {
+            fprintf(stderr, "graphrun %s: invalid value '%s' for --host-memory (1MiB or more)%s\n",
+                    cmd, arg, GR_CLI_SIZE_FORMS);
+            return -1;
+        }
+        return 1;
     default:
         return gr_runtime_opt(cmd, opt, arg, &o->rt);
     }
@@ -136,14 +143,15 @@ void gr_run_opts_io(const gr_run_opts *o, const gr_graph *g, gr_io_options *io)
     io->raw_flag = o->raw ? "--raw" : o->dtype ? "--dtype" : o->have_shape ? "--shape" : NULL;
     io->force = o->force;
     io->memory = (gr_mem_kind)o->rt.memory;
-    for (uint32_t p = 0; p < o->n_inputs || p < o->n_outputs; p++) {
+    io->graph_outputs = gr_graph_output_count(g);
+    for (uint32_t p = 0; p < o->n_inputs || p < io->graph_outputs; p++) {
         gr_port_info port;
 
         if (p < o->n_inputs && gr_graph_port_get(g, 0, p, &port) == GR_OK) {
             io->in_fixed[p] = port.fixed_elems;
             io->in_dtype[p] = port.dtype;
         }
-        if (p < o->n_outputs && gr_graph_port_get(g, 1, p, &port) == GR_OK) {
+        if (p < io->graph_outputs && gr_graph_port_get(g, 1, p, &port) == GR_OK) {
             io->out_fixed[p] = port.fixed_elems;
             io->out_dtype[p] = port.dtype;
         }

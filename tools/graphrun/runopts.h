@@ -29,10 +29,11 @@ typedef struct gr_run_opts {
     const char *dtype;
     gr_io_shape shape;
     bool have_shape, raw, force, json;
+    uint64_t host_memory; /* --host-memory; 0: the default (window.h) */
     gr_runtime_opts rt;
 } gr_run_opts;
 
-/* Option letters 'g' 'K' 'i' 'o' 'd' 'S' 'f' 'j', after the runtime options' (opts.h); each
+/* Option letters 'g' 'K' 'i' 'o' 'd' 'S' 'f' 'j' 'Z', after the runtime options' (opts.h); each
  * command adds {"raw", no_argument, NULL, 'R'} where its table has always had it: getopt lists
  * an ambiguous abbreviation's candidates in the table's order (run's --r: --resume, --raw). */
 #define GR_RUN_LONGOPTS                                                                     \
@@ -44,10 +45,19 @@ typedef struct gr_run_opts {
     {"dtype", required_argument, NULL, 'd'},                                                \
     {"shape", required_argument, NULL, 'S'},                                                \
     {"force", no_argument, NULL, 'f'},                                                      \
-    {"json", no_argument, NULL, 'j'}
+    {"json", no_argument, NULL, 'j'},                                                       \
+    {"host-memory", required_argument, NULL, 'Z'}
+
+#define GR_RUN_HOST_MEMORY_HELP                                                             \
+    "  --host-memory SIZE\n"                                                                 \
+    "                   host memory for the tensors being read, run and written: a\n"       \
+    "                   bound whatever the size of the dataset (each tensor needs its\n"    \
+    "                   inputs and outputs at once); default a quarter of this\n"           \
+    "                   machine's memory, at most 4GiB, and at most a quarter of\n"         \
+    "                   RLIMIT_AS or half of the cgroup's memory.max when those are set\n"
 
 /* The letters of these options that take one value, given once (gr_cli_once). */
-#define GR_RUN_ONCE "gdS"
+#define GR_RUN_ONCE "gdSZ"
 
 /* Zeroes o and reads the runtime options' defaults (gr_runtime_opts_init: false after
  * printing a bad GR_* variable). CMD: "run" or "check", for messages. */

@@ -1,0 +1,377 @@
+/*
+ * window.c - the host memory of a streaming run (see window.h).
+ *
+ * Each segment keeps its free extents sorted by offset, neighbours merged, so an extent
+ * given back joins its free neighbours and a segment with nothing taken is one free extent
+ * again. Extents are few (a window holds tens or hundreds of tensors), so first-fit by a
+ * walk over the segments is cheap next to the I/O each extent serves.
+ */
+#define _GNU_SOURCE
+#include "tools/graphrun/window.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "tools/graphrun/cli.h"
+#include "tools/graphrun/io_util.h"
+
+typedef struct extent {
+    uint64_t off, len;
+} extent;
+
+typedef struct segment {
+    void *raw;  /* from gr_hostbuf_alloc */
+    char *base; /* raw rounded up to a block */
+    uint64_t size;
+    extent *free;
+    uint32_t n_free, cap;
+} segment;
+
+struct gr_window {
+    uint64_t limit, segment, least; /* least: the smallest segment worth having */
+    uint64_t held;                  /* bytes of the segments */
+    bool full;                      /* no more segments: the limit, or the system said no */
+    gr_mem_kind want, got;
+    segment *seg;
+    uint32_t n_seg, cap;
+    uint64_t in_use, peak, shortfall;
+};
+
+static uint64_t round_up(uint64_t v, uint64_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+void gr_window_layout_of(const gr_io_plan *plan, uint64_t i, gr_window_layout *l)
+{
+    uint32_t ni = plan->opt.n_inputs;
+    uint32_t no = plan->opt.n_outputs ? plan->opt.n_outputs : plan->opt.graph_outputs;
+    char header[4096];
+
+    memset(l, 0, sizeof(*l));
+    for (uint32_t p = 0; p < ni; p++) {
+        const gr_io_file *f = &plan->in[i * ni + p];
+        uint64_t bytes = f->elems * gr_dtype_size(plan->opt.in_dtype[p]);
+
+        l->in_off[p] = f->data_offset / GR_WINDOW_ALIGN * GR_WINDOW_ALIGN;
+        l->in_pad[p] = f->data_offset - l->in_off[p];
+        l->in_len[p] = round_up(l->in_pad[p] + bytes, GR_WINDOW_ALIGN);
+        l->total += l->in_len[p];
+    }
+    for (uint32_t p = 0; p < no; p++) {
+        uint64_t bytes = gr_io_out_elems(plan, i, p) * gr_dtype_size(plan->opt.out_dtype[p]);
+        size_t hlen = gr_io_out_header(plan, i, p, header, sizeof(header));
+
+        l->out_hlen[p] = hlen == (size_t)-1 ? 0 : (uint32_t)hlen;
+        l->out_len[p] = round_up(l->out_hlen[p] + bytes, GR_WINDOW_ALIGN);
+        l->total += l->out_len[p];
+    }
+}
+
+void gr_window_need(const gr_io_plan *plan, const bool *skip, uint64_t *largest,
+                    uint64_t *sum)
+{
+    gr_window_layout l;
+
+    *largest = *sum = 0;
+    for (uint64_t i = 0; i < plan->count; i++) {
+        if ((skip && skip[i]) || (plan->bad && plan->bad[i]))
+            continue;
+        gr_window_layout_of(plan, i, &l);
+        *sum += l.total;
+        if (l.total > *largest)
+            *largest = l.total;
+    }
+}
+
+gr_status gr_window_check(const gr_io_plan *plan, const bool *skip, uint64_t limit,
+                          const char *how, char *why, size_t len)
+{
+    uint64_t largest = 0, sum = 0, at = 0;
+    gr_window_layout l;
+    const char *name;
+    char b1[32], b2[32];
+
+    gr_window_need(plan, skip, &largest, &sum);
+    if (largest <= limit)
+        return GR_OK;
+    for (uint64_t i = 0; i < plan->count; i++) {
+        if ((skip && skip[i]) || (plan->bad && plan->bad[i]))
+            continue;
+        gr_window_layout_of(plan, i, &l);
+        if (l.total == largest) {
+            at = i;
+            break;
+        }
+    }
+    name = plan->in[at * plan->opt.n_inputs].path;
+    if (gr_inputs_is_stdin(&plan->src, name))
+        name = "stdin";
+    gr_cli_bytes(largest, b1, sizeof(b1));
+    gr_cli_bytes(limit, b2, sizeof(b2));
+    if (how == NULL)
+        return gr_io_fail(why, len,
+                          "tensor %llu (%s) needs %s of host memory at once (its inputs and "
+                          "outputs, in whole blocks), more than --host-memory %s: give "
+                          "--host-memory %s or more",
+                          (unsigned long long)plan->index[at], name, b1, b2, b1);
+    return gr_io_fail(why, len,
+                      "tensor %llu (%s) needs %s of host memory at once (its inputs and "
+                      "outputs, in whole blocks), more than %s (%s): give --host-memory %s or "
+                      "more",
+                      (unsigned long long)plan->index[at], name, b1, b2, how, b1);
+}
+
+/* A number from the first line of `path` ("max" or absent: 0). */
+static uint64_t file_number(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu", &v) != 1)
+        v = 0;
+    fclose(f);
+    return v;
+}
+
+uint64_t gr_window_default(char *how, size_t len)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    uint64_t d = phys / 4, cg = file_number("/sys/fs/cgroup/memory.max");
+    struct rlimit as;
+    char b1[32], b2[32];
+
+    snprintf(how, len, "the default: a quarter of this machine's %s of memory",
+             gr_cli_bytes(phys, b1, sizeof(b1)));
+    if (phys == 0 || d > GR_WINDOW_DEFAULT_CAP) {
+        d = GR_WINDOW_DEFAULT_CAP;
+        snprintf(how, len, "the default: a quarter of this machine's %s of memory, at most %s",
+                 gr_cli_bytes(phys, b1, sizeof(b1)), gr_cli_bytes(d, b2, sizeof(b2)));
+    }
+    /* The address space holds the runtime too (its budget on the host backend, its threads'
+     * stacks and malloc arenas, its staging buffers): a quarter of it for the window. */
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && as.rlim_cur / 4 < d) {
+        d = as.rlim_cur / 4;
+        snprintf(how, len, "the default: a quarter of the address-space limit, RLIMIT_AS %s",
+                 gr_cli_bytes(as.rlim_cur, b1, sizeof(b1)));
+    }
+    if (cg > 0 && cg / 2 < d) {
+        d = cg / 2;
+        snprintf(how, len, "the default: half of the cgroup's memory.max, %s",
+                 gr_cli_bytes(cg, b1, sizeof(b1)));
+    }
+    return d / GR_WINDOW_ALIGN * GR_WINDOW_ALIGN;
+}
+
+gr_status gr_window_create(uint64_t limit, uint64_t segment, uint64_t least, gr_mem_kind kind,
+                           gr_window **out)
+{
+    gr_window *w;
+
+    *out = NULL;
+    if (segment == 0 || segment % GR_WINDOW_ALIGN != 0 || segment > limit || least == 0 ||
+        least % GR_WINDOW_ALIGN != 0 || least > segment)
+        return GR_ERR_INVALID_ARGUMENT;
+    if ((w = calloc(1, sizeof(*w))) == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    w->limit = limit;
+    w->segment = segment;
+    w->least = least;
+    w->want = w->got = kind;
+    *out = w;
+    return GR_OK;
+}
+
+/* Memory for a segment of `size`, trying halves of it down to w->least when the system
+ * will not give that much at once (an address-space limit, a cgroup): *size gets what was
+ * had. NULL when not even w->least can be had. */
+static void *segment_memory(gr_window *w, uint64_t *size)
+{
+    for (;;) {
+        void *raw = gr_hostbuf_alloc(w->want, *size + GR_WINDOW_ALIGN);
+
+        if (raw != NULL || *size == w->least)
+            return raw;
+        *size = round_up(*size / 2, GR_WINDOW_ALIGN);
+        if (*size < w->least)
+            *size = w->least;
+    }
+}
+
+/* A new segment, or false (the window stays as large as it is: the limit, or all the
+ * system would give). */
+static bool add_segment(gr_window *w)
+{
+    uint64_t size = w->limit - w->held < w->segment ? w->limit - w->held : w->segment;
+    segment *s;
+
+    if (w->full || size < w->least) {
+        w->full = true;
+        return false;
+    }
+    if (w->n_seg == w->cap) {
+        uint32_t cap = w->cap ? w->cap * 2 : 8;
+        segment *v = realloc(w->seg, cap * sizeof(*v));
+
+        if (v == NULL)
+            return false;
+        w->seg = v;
+        w->cap = cap;
+    }
+    s = &w->seg[w->n_seg];
+    memset(s, 0, sizeof(*s));
+    s->free = malloc(8 * sizeof(*s->free));
+    s->raw = s->free ? segment_memory(w, &size) : NULL;
+    if (s->raw == NULL) {
+        free(s->free);
+        w->shortfall = w->limit - w->held;
+        w->full = true;
+        return false;
+    }
+    w->got = gr_hostbuf_kind(s->raw);
+    s->base = (char *)round_up((uintptr_t)s->raw, GR_WINDOW_ALIGN);
+    s->size = size;
+    s->cap = 8;
+    s->n_free = 1;
+    s->free[0] = (extent){0, size};
+    w->held += size;
+    w->n_seg++;
+    return true;
+}
+
+gr_status gr_window_open(const gr_io_plan *plan, const bool *skip, uint64_t limit,
+                         gr_mem_kind kind, gr_window **out)
+{
+    uint64_t largest = 0, sum = 0, seg;
+    gr_status st;
+
+    gr_window_need(plan, skip, &largest, &sum);
+    limit = limit / GR_WINDOW_ALIGN * GR_WINDOW_ALIGN;
+    if (largest == 0)
+        largest = sum = GR_WINDOW_ALIGN;
+    seg = limit / 4 < GR_WINDOW_SEGMENT_MAX ? limit / 4 : GR_WINDOW_SEGMENT_MAX;
+    seg = sum < seg ? sum : seg;
+    /* Whole tensors of the largest size: a segment's remainder would fit none of them. */
+    seg = seg < largest ? largest : seg / largest * largest;
+    if (seg > limit)
+        return GR_ERR_INVALID_ARGUMENT; /* gr_window_check refuses such a run first */
+    if ((st = gr_window_create(limit, seg, largest, kind, out)) != GR_OK)
+        return st;
+    if (!add_segment(*out)) {
+        gr_window_destroy(*out);
+        *out = NULL;
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    return GR_OK;
+}
+
+static bool take(segment *s, uint64_t bytes, void **out)
+{
+    for (uint32_t k = 0; k < s->n_free; k++) {
+        extent *e = &s->free[k];
+
+        if (e->len < bytes)
+            continue;
+        *out = s->base + e->off;
+        e->off += bytes;
+        e->len -= bytes;
+        if (e->len == 0) {
+            memmove(e, e + 1, (s->n_free - k - 1) * sizeof(*e));
+            s->n_free--;
+        }
+        return true;
+    }
+    return false;
+}
+
+gr_status gr_window_alloc(gr_window *w, uint64_t bytes, void **out)
+{
+    *out = NULL;
+    if (bytes == 0 || bytes % GR_WINDOW_ALIGN != 0 || bytes > w->least)
+        return GR_ERR_INVALID_ARGUMENT;
+    for (uint32_t k = 0; k < w->n_seg; k++)
+        if (take(&w->seg[k], bytes, out))
+            goto out;
+    if (!add_segment(w))
+        return w->n_seg == 0 ? GR_ERR_OUT_OF_MEMORY : GR_ERR_UNAVAILABLE;
+    take(&w->seg[w->n_seg - 1], bytes, out);
+out:
+    w->in_use += bytes;
+    if (w->in_use > w->peak)
+        w->peak = w->in_use;
+    return GR_OK;
+}
+
+void gr_window_free(gr_window *w, void *p, uint64_t bytes)
+{
+    segment *s = NULL;
+    uint64_t off;
+    uint32_t k;
+
+    if (p == NULL)
+        return;
+    for (k = 0; k < w->n_seg && s == NULL; k++)
+        if ((char *)p >= w->seg[k].base && (char *)p < w->seg[k].base + w->seg[k].size)
+            s = &w->seg[k];
+    if (s == NULL)
+        return;
+    off = (uint64_t)((char *)p - s->base);
+    w->in_use -= bytes;
+    for (k = 0; k < s->n_free && s->free[k].off < off; k++)
+        ;
+    /* Joins the free extent before it, after it, or both; else a new one at k. */
+    if (k > 0 && s->free[k - 1].off + s->free[k - 1].len == off) {
+        s->free[k - 1].len += bytes;
+        if (k < s->n_free && off + bytes == s->free[k].off) {
+            s->free[k - 1].len += s->free[k].len;
+            memmove(&s->free[k], &s->free[k + 1], (s->n_free - k - 1) * sizeof(extent));
+            s->n_free--;
+        }
+        return;
+    }
+    if (k < s->n_free && off + bytes == s->free[k].off) {
+        s->free[k].off = off;
+        s->free[k].len += bytes;
+        return;
+    }
+    if (s->n_free == s->cap) {
+        extent *v = realloc(s->free, s->cap * 2 * sizeof(*v));
+
+        if (v == NULL) /* the extent is lost to this run: the window holds less */
+            return;
+        s->free = v;
+        s->cap *= 2;
+    }
+    memmove(&s->free[k + 1], &s->free[k], (s->n_free - k) * sizeof(extent));
+    s->free[k] = (extent){off, bytes};
+    s->n_free++;
+}
+
+void gr_window_stats_get(const gr_window *w, gr_window_stats *out)
+{
+    out->limit = w->limit;
+    out->segment = w->segment;
+    out->held = w->held;
+    out->in_use = w->in_use;
+    out->peak_in_use = w->peak;
+    out->shortfall = w->shortfall;
+    out->kind = w->got;
+}
+
+void gr_window_destroy(gr_window *w)
+{
+    if (w == NULL)
+        return;
+    for (uint32_t k = 0; k < w->n_seg; k++) {
+        gr_hostbuf_free(w->seg[k].raw);
+        free(w->seg[k].free);
+    }
+    free(w->seg);
+    free(w);
+}
