@@ -474,7 +474,7 @@ static void cuda_constant_copied_once(void)
 {
     enum { W_ELEMS = 16 << 20 };
     const float w[2] = {1.25f, -0.5f};
-    float *big = calloc(W_ELEMS, sizeof(float));
+    float *big;
     gr_runtime *rt;
     gr_graph *g;
     gr_job *job;
@@ -482,6 +482,8 @@ static void cuda_constant_copied_once(void)
     set s;
 
     REQUIRE_GPU();
+    big = calloc(W_ELEMS, sizeof(float));
+    ASSERT_TRUE(big != NULL);
     rt = gr_test_runtime(
         (gr_test_shape){.backend = GR_BACKEND_CUDA, .workers = 3, .budget = 96 << 20});
     g = affine_graph(W_ELEMS);

@@ -46,9 +46,17 @@ def _nvcc_compile_impl(ctx):
         if pkg and rel.startswith(pkg + "/"):
             rel = rel[len(pkg) + 1:]
         obj = ctx.actions.declare_file("_nvcc/%s/%s.o" % (ctx.label.name, rel[:-len(".cu")]))
-        ctx.actions.run(
-            executable = NVCC,
-            arguments = NVCC_FLAGS + inc_args + ctx.attr.copts + ["-c", src.path, "-o", obj.path],
+
+        # nvcc names its temporary files in $TMPDIR after its process id, and in Bazel's
+        # sandbox every action's nvcc may be process 2 of its own namespace, beside the same
+        # shared /tmp: two at once then overwrite each other's files ("ptxas fatal: Input
+        # file '/tmp/tmpxft_00000002_...ptx' could not be opened"). Each action gets a
+        # temporary directory of its own, beside its output.
+        ctx.actions.run_shell(
+            command = 'tmp="$1.tmp"; shift; rm -rf "$tmp" && mkdir -p "$tmp" && ' +
+                      'TMPDIR="$tmp" "$@"; rc=$?; rm -rf "$tmp"; exit $rc',
+            arguments = [obj.path, NVCC] + NVCC_FLAGS + inc_args + ctx.attr.copts +
+                        ["-c", src.path, "-o", obj.path],
             inputs = depset([src], transitive = [inputs]),
             outputs = [obj],
             mnemonic = "Nvcc",
