@@ -43,8 +43,8 @@ from ._pinned import pinned, pinned_empty
 
 __version__ = "0.2.0"
 __all__ = [
-    "Runtime", "Graph", "Job", "Port", "Progress", "RuntimeInfo", "Probe", "Status",
-    "Error", "InvalidArgument", "InvalidUsage", "OutOfMemory", "OverBudget", "CudaError",
+    "Runtime", "Graph", "Job", "Port", "Constant", "Progress", "RuntimeInfo", "Probe",
+    "Status", "Error", "InvalidArgument", "InvalidUsage", "OutOfMemory", "OverBudget", "CudaError",
     "DeviceLost", "Timeout", "Canceled", "Shutdown", "Unavailable", "Internal",
     "seed", "pinned", "pinned_empty", "reinterpret", "now", "probe", "kernels",
     "parse_size",
@@ -350,6 +350,9 @@ if hasattr(os, "register_at_fork"):
 Port = collections.namedtuple("Port", "dtype fixed_elems")
 Port.__doc__ = ("A host port: its element type (a graphrun type name) and, for a port of "
                 "fixed-size buffers, the elements it moves per tensor (None: the tensor's).")
+Constant = collections.namedtuple("Constant", "name dtype shape")
+Constant.__doc__ = ("A constant of a graph (gr_graph_const_get): its name, element type (a "
+                    "graphrun type name) and shape; each job gives its contents (constants=).")
 
 
 class Graph:
@@ -365,6 +368,7 @@ class Graph:
         self.inputs = tuple(self._port(0, i) for i in range(lib.gr_graph_input_count(handle)))
         self.outputs = tuple(self._port(1, i)
                              for i in range(lib.gr_graph_output_count(handle)))
+        self.constants = tuple(self._const(i) for i in range(lib.gr_graph_const_count(handle)))
         if in_place is None:
             in_place = _spec.in_place_ports(text or "", len(self.inputs), len(self.outputs))
         # Per output port, the input ports it may be written over (same type and size).
@@ -379,6 +383,14 @@ class Graph:
         if st != 0:
             _raise(st, message=f"gr_graph_port_get({output}, {i})")
         return Port(_arrays.DTYPES[info.dtype], int(info.fixed_elems) or None)
+
+    def _const(self, i):
+        info = _c.ConstInfo()
+        st = lib.gr_graph_const_get(self._handle, i, ctypes.byref(info))
+        if st != 0:
+            _raise(st, message=f"gr_graph_const_get({i})")
+        shape = tuple(int(info.shape[d]) for d in range(info.rank)) or (int(info.elems),)
+        return Constant(info.name.decode(), _arrays.DTYPES[info.dtype], shape)
 
     @classmethod
     def load(cls, path):
@@ -428,7 +440,9 @@ class Graph:
                         for p in self.inputs)
         outs = ", ".join(p.dtype + (f"[{p.fixed_elems}]" if p.fixed_elems else "")
                          for p in self.outputs)
-        return f"<graphrun.Graph {self.name!r}: ({ins}) -> ({outs})>"
+        consts = "".join(f", const {c.name} {c.dtype} {list(c.shape)}"
+                         for c in self.constants)
+        return f"<graphrun.Graph {self.name!r}: ({ins}) -> ({outs}){consts}>"
 
 
 def seed():
@@ -655,25 +669,27 @@ class Runtime:
     # -- work
 
     def submit(self, graph, inputs, outputs=None, deadline=None, on_complete=None, *,
-               copy=False, inplace=False, out=None):
+               copy=False, inplace=False, out=None, constants=None):
         """Submits a job: `graph` applied to every tensor of `inputs`; returns its Job at
         once (the work goes on in the runtime's workers). Outputs not given (`outputs`, or
         `out` as NumPy spells it) are new arrays like the inputs; with inplace=True they
-        are written over the inputs where the graph allows it. docs/PYTHON.md has the rules
-        for inputs and outputs; refusals raise before anything runs and write nothing."""
+        are written over the inputs where the graph allows it. `constants`: a dict giving
+        each of the graph's constants (Graph.constants) its contents, an array of its
+        type and size. docs/PYTHON.md has the rules for inputs and outputs; refusals raise
+        before anything runs and write nothing."""
         if out is not None:
             if outputs is not None:
                 raise TypeError("give the outputs as outputs or as out, not both")
             outputs = out
         return Job._submit(self, graph, inputs, outputs, deadline, on_complete, copy,
-                           bool(inplace))
+                           bool(inplace), constants)
 
     def run(self, graph, tensors, outputs=None, deadline=None, *, copy=False,
-            progress=False, inplace=False, out=None):
+            progress=False, inplace=False, out=None, constants=None):
         """submit, then wait: returns the outputs (Job.result()); raises the job's first
         failure. Ctrl-C cancels the job and re-raises."""
         job = self.submit(graph, tensors, outputs, deadline, copy=copy, inplace=inplace,
-                          out=out)
+                          out=out, constants=constants)
         job.wait(progress=progress)
         return job.result()
 
@@ -736,7 +752,8 @@ class Job:
     # -- submission
 
     @classmethod
-    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy, inplace):
+    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy, inplace,
+                constants=None):
         h = rt._h()
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphrun.Graph, not {type(graph).__name__}")
@@ -757,6 +774,7 @@ class Job:
 
         try:
             plan = _plan.build(graph, ins, outs, count, copy, inplace)
+            cptrs, ckeep, ccopies = _plan.constants(graph, constants, copy)
         except _plan.Refused as r:
             _refuse(r.message, r.index)
 
@@ -770,8 +788,8 @@ class Job:
         job._finished = False
         job._status = None
         job._error = None
-        job._keep = plan.keep
-        job._copies = plan.copies
+        job._keep = (plan.keep, ckeep, cptrs)
+        job._copies = plan.copies + ccopies
         job._copy_backs = plan.copy_backs
         job._on_complete = on_complete
         job._results = plan.results
@@ -782,6 +800,9 @@ class Job:
             opts.deadline_ns = lib.gr_now_ns() + max(1, int(float(deadline) * 1e9))
         opts.on_complete = _on_complete_c
         opts.user = job._key
+        if cptrs is not None:
+            opts.constants = ctypes.cast(cptrs, ctypes.POINTER(ctypes.c_void_p))
+            opts.n_constants = len(cptrs)
         with _jobs_lock:
             _jobs[job._key] = job
         out = ctypes.c_void_p()
@@ -796,7 +817,7 @@ class Job:
                 # The package's reading of the spec (_spec.py) allowed an alias that the
                 # library does not: the same job with its outputs allocated.
                 return cls._submit(rt, graph, inputs, outputs, deadline, on_complete, copy,
-                                   False)
+                                   False, constants)
             _raise(st, err)
         job._handle = out.value
         job._finalizer = weakref.finalize(job, lib.gr_job_destroy, out.value)

@@ -353,7 +353,8 @@ def test_struct_layouts_match_the_header():
                "gr_stats": c.Stats, "gr_port_info": c.PortInfo, "gr_tensor": c.Tensor,
                "gr_job_options": c.JobOptions, "gr_job_progress": c.JobProgress,
                "gr_kernel_info": c.KernelInfo, "gr_kernel_args": c.KernelArgs,
-               "gr_kernel_def": c.KernelDef, "gr_scalar": c.Scalar}
+               "gr_kernel_def": c.KernelDef, "gr_scalar": c.Scalar,
+               "gr_const_info": c.ConstInfo}
     lines = ["#include <graphrun.h>", "#include <stddef.h>", "#include <stdio.h>",
              "int main(void) {"]
     for cname, py in structs.items():
