@@ -256,6 +256,15 @@ class KernelArgs(ctypes.Structure):
 
 
 KERNEL_CPU_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(KernelArgs), ctypes.c_void_p)
+# gr_kernel_launch_fn: int fn(void *stream, const gr_kernel_args *a, void *user).
+KERNEL_LAUNCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(KernelArgs),
+                                    ctypes.c_void_p)
+
+# gr_cuda_kind and gr_out_size values the package uses (Runtime.map's kernels).
+GR_CUDA_NONE = 0
+GR_CUDA_STREAM = 6
+GR_OUT_ELEMS = 0
+GR_OUT_ONE = 1
 
 
 class KernelDef(ctypes.Structure):
