@@ -33,8 +33,9 @@ def test_submit_constants_of_a_spec(new_runtime, backend, kind):
 
 def test_submit_constants_refused_clearly(new_runtime):
     rt = new_runtime(backend="host")
-    g = graphrun.Graph.parse("const W float32 [2, 2]\nbuffer x\nbuffer y\nh2d l: in0 -> x\n"
-                             "kernel k: normalize(x, W, W) -> y\nd2h s: y -> out0\n", "w.graph")
+    g = graphrun.Graph.parse("const W float32 [2, 2]\nbuffer x\nbuffer y\n"
+                             "h2d l: in0 -> x\nkernel k: normalize(x, W, W) -> y\n"
+                             "d2h s: y -> out0\n", "w.graph")
     xs = [rand(4)]
     ok = np.ones((2, 2), np.float32)
     cases = [
@@ -63,7 +64,7 @@ def test_constants_held_until_the_job_is_complete(new_runtime, gate):
     # The gate kernel holds the job's one iteration: the caller's constant, dropped
     # meanwhile, stays alive (the runtime still reads it), and goes once the job is
     # complete.
-    import gate as _registers_py_gate  # noqa: F401
+    __import__("gate")  # registers py_gate
     rt = new_runtime(backend="host", workers=1)
     g = graphrun.Graph.parse("const mean [1]\nconst sd [1]\nbuffer x\nbuffer y\n"
                              "h2d l: in0 -> x\nkernel n: normalize(x, mean, sd) -> y\n"
@@ -81,4 +82,4 @@ def test_constants_held_until_the_job_is_complete(new_runtime, gate):
     assert np.allclose(y, (x - 2) / 4 + 1, rtol=1e-6)
     del job
     gc.collect()
-    assert all(r() is None for r in refs), "a constant is still held after its job completed"
+    assert all(r() is None for r in refs), "a constant still held after its job completed"
