@@ -35,7 +35,9 @@ import threading
 import time
 import weakref
 
-from . import _arrays, _plan, _spec
+import numpy as np
+
+from . import _arrays, _map, _plan, _spec
 from ._lib import lib
 from . import _lib as _c
 from ._arrays import reinterpret
@@ -43,11 +45,11 @@ from ._pinned import pinned, pinned_empty
 
 __version__ = "0.2.0"
 __all__ = [
-    "Runtime", "Graph", "Job", "Port", "Progress", "RuntimeInfo", "Probe", "Status",
-    "Error", "InvalidArgument", "InvalidUsage", "OutOfMemory", "OverBudget", "CudaError",
-    "DeviceLost", "Timeout", "Canceled", "Shutdown", "Unavailable", "Internal",
-    "seed", "pinned", "pinned_empty", "reinterpret", "now", "probe", "kernels",
-    "parse_size",
+    "Runtime", "Graph", "Job", "Port", "Constant", "Progress", "RuntimeInfo", "Probe",
+    "Status", "Error", "InvalidArgument", "InvalidUsage", "OutOfMemory", "OverBudget",
+    "CudaError", "DeviceLost", "Timeout", "Canceled", "Shutdown", "Unavailable", "Internal",
+    "FunctionError", "seed", "pinned", "pinned_empty", "reinterpret", "now", "probe",
+    "kernels", "parse_size",
 ]
 
 log = logging.getLogger("graphrun")
@@ -146,6 +148,26 @@ class Unavailable(Error):
 
 class Internal(Error):
     """GR_ERR_INTERNAL: a bug in graphrun."""
+
+
+class FunctionError(Error):
+    """Runtime.map's function raised, or returned what its output cannot take, for one
+    index: `traceback` is the Python traceback's text (formatted on the worker thread;
+    "" for the package's own refusals of what fn returned). `status` is Status.CUDA, the
+    library's status for a kernel callback that failed, on either backend."""
+
+    def __init__(self, status, message, index=None, node=None, traceback=""):
+        super().__init__(status, message, index, node)
+        self.traceback = traceback
+
+    def __str__(self):
+        where = f" [index {self.index}]" if self.index is not None else ""
+        tb = f"\n\n{self.traceback.rstrip()}" if self.traceback else ""
+        return f"{self.message}{where}{tb}"
+
+    def __reduce__(self):
+        return (FunctionError, (int(self.status), self.message, self.index, self.node,
+                                self.traceback))
 
 
 _ERRORS = {
@@ -350,6 +372,9 @@ if hasattr(os, "register_at_fork"):
 Port = collections.namedtuple("Port", "dtype fixed_elems")
 Port.__doc__ = ("A host port: its element type (a graphrun type name) and, for a port of "
                 "fixed-size buffers, the elements it moves per tensor (None: the tensor's).")
+Constant = collections.namedtuple("Constant", "name dtype shape")
+Constant.__doc__ = ("A constant of a graph (gr_graph_const_get): its name, element type (a "
+                    "graphrun type name) and shape; each job gives its contents (constants=).")
 
 
 class Graph:
@@ -365,6 +390,7 @@ class Graph:
         self.inputs = tuple(self._port(0, i) for i in range(lib.gr_graph_input_count(handle)))
         self.outputs = tuple(self._port(1, i)
                              for i in range(lib.gr_graph_output_count(handle)))
+        self.constants = tuple(self._const(i) for i in range(lib.gr_graph_const_count(handle)))
         if in_place is None:
             in_place = _spec.in_place_ports(text or "", len(self.inputs), len(self.outputs))
         # Per output port, the input ports it may be written over (same type and size).
@@ -379,6 +405,14 @@ class Graph:
         if st != 0:
             _raise(st, message=f"gr_graph_port_get({output}, {i})")
         return Port(_arrays.DTYPES[info.dtype], int(info.fixed_elems) or None)
+
+    def _const(self, i):
+        info = _c.ConstInfo()
+        st = lib.gr_graph_const_get(self._handle, i, ctypes.byref(info))
+        if st != 0:
+            _raise(st, message=f"gr_graph_const_get({i})")
+        shape = tuple(int(info.shape[d]) for d in range(info.rank)) or (int(info.elems),)
+        return Constant(info.name.decode(), _arrays.DTYPES[info.dtype], shape)
 
     @classmethod
     def load(cls, path):
@@ -428,7 +462,9 @@ class Graph:
                         for p in self.inputs)
         outs = ", ".join(p.dtype + (f"[{p.fixed_elems}]" if p.fixed_elems else "")
                          for p in self.outputs)
-        return f"<graphrun.Graph {self.name!r}: ({ins}) -> ({outs})>"
+        consts = "".join(f", const {c.name} {c.dtype} {list(c.shape)}"
+                         for c in self.constants)
+        return f"<graphrun.Graph {self.name!r}: ({ins}) -> ({outs}){consts}>"
 
 
 def seed():
@@ -501,6 +537,9 @@ class Runtime:
             _raise(st, err)
         self._handle = h.value
         self._closed = False
+        self._contexts = contexts
+        info = self.info()
+        self._backend, self._devices = info.backend, info.devices
         _runtimes.add(self)
 
     # -- lifecycle
@@ -534,6 +573,9 @@ class Runtime:
         Idempotent. Ctrl-C while waiting stops everything, then re-raises."""
         if self._handle is None:
             return
+        if _map.in_fn():
+            raise InvalidUsage(Status.INVALID_USAGE, "close from inside a map function: it "
+                               "runs on one of the runtime's workers, which close joins")
         try:
             while wait:  # callbacks may submit more: until none is left
                 # From a callback: not the jobs whose callbacks are running (this one's).
@@ -655,27 +697,97 @@ class Runtime:
     # -- work
 
     def submit(self, graph, inputs, outputs=None, deadline=None, on_complete=None, *,
-               copy=False, inplace=False, out=None):
+               copy=False, inplace=False, out=None, constants=None):
         """Submits a job: `graph` applied to every tensor of `inputs`; returns its Job at
         once (the work goes on in the runtime's workers). Outputs not given (`outputs`, or
         `out` as NumPy spells it) are new arrays like the inputs; with inplace=True they
-        are written over the inputs where the graph allows it. docs/PYTHON.md has the rules
-        for inputs and outputs; refusals raise before anything runs and write nothing."""
+        are written over the inputs where the graph allows it. `constants`: a dict giving
+        each of the graph's constants (Graph.constants) its contents, an array of its
+        type and size. docs/PYTHON.md has the rules for inputs and outputs; refusals raise
+        before anything runs and write nothing."""
         if out is not None:
             if outputs is not None:
                 raise TypeError("give the outputs as outputs or as out, not both")
             outputs = out
         return Job._submit(self, graph, inputs, outputs, deadline, on_complete, copy,
-                           bool(inplace))
+                           bool(inplace), constants)
 
     def run(self, graph, tensors, outputs=None, deadline=None, *, copy=False,
-            progress=False, inplace=False, out=None):
+            progress=False, inplace=False, out=None, constants=None):
         """submit, then wait: returns the outputs (Job.result()); raises the job's first
         failure. Ctrl-C cancels the job and re-raises."""
         job = self.submit(graph, tensors, outputs, deadline, copy=copy, inplace=inplace,
-                          out=out)
+                          out=out, constants=constants)
         job.wait(progress=progress)
         return job.result()
+
+    def submit_map(self, fn, tensors, constants=None, outputs=None, deadline=None,
+                   on_complete=None, *, out=None, out_dtype=None, out_shape=None,
+                   elementwise=False, views="auto", inplace=False, copy=False,
+                   fn_memory=None):
+        """Submits a job that calls `fn` once per tensor, on the runtime's workers, with
+        views of graphrun's buffers for that tensor (zero copy: CUDA tensors on the CUDA
+        backend, run on the iteration's stream; CPU tensors or NumPy arrays on the host
+        backend), the constants as keyword arguments by name; what fn returns is copied
+        into the tensor's output. Returns the Job at once. docs/PYTHON.md (Runtime.map)
+        has the contract: views, outputs, threads and the GIL, errors, memory."""
+        self._h()
+        if _map.in_fn():
+            raise InvalidUsage(Status.INVALID_USAGE, "a job submitted from inside a map "
+                               "function: it runs on one of the runtime's workers, which a "
+                               "job of its own could wait for forever")
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, not {type(fn).__name__}")
+        if out is not None:
+            if outputs is not None:
+                raise TypeError("give the outputs as outputs or as out, not both")
+            outputs = out
+        views, torch = self._map_views(views)
+        call, graph, outputs = _map_plan(self, fn, tensors, constants, outputs, out_dtype,
+                                         out_shape, bool(elementwise), views, torch,
+                                         bool(inplace), fn_memory)
+        _map.register(call)
+        try:
+            return Job._submit(self, graph, tensors, outputs, deadline, on_complete, copy,
+                               bool(inplace), constants, call)
+        except BaseException:
+            _map.unregister(call)
+            raise
+
+    def map(self, fn, tensors, constants=None, outputs=None, deadline=None, *, out=None,
+            out_dtype=None, out_shape=None, elementwise=False, views="auto", inplace=False,
+            copy=False, fn_memory=None, progress=False):
+        """submit_map, then wait: returns the outputs (a list, one per tensor), or raises
+        the job's first failure (a FunctionError with fn's traceback when fn raised).
+        Ctrl-C cancels the job and re-raises."""
+        job = self.submit_map(fn, tensors, constants, outputs, deadline, out=out,
+                              out_dtype=out_dtype, out_shape=out_shape,
+                              elementwise=elementwise, views=views, inplace=inplace,
+                              copy=copy, fn_memory=fn_memory)
+        job.wait(progress=progress)
+        return job.result()
+
+    def _map_views(self, views):
+        """("torch" or "numpy", the torch module or None) for a map job here."""
+        if views not in ("auto", "torch", "numpy"):
+            raise ValueError(f"unknown views {views!r}: auto, torch or numpy")
+        torch = _import_torch() if views != "numpy" else None
+        if self._backend == "cuda":
+            if views == "numpy":
+                _refuse("views='numpy' on the CUDA backend: fn gets device memory, which "
+                        "NumPy cannot view; use views='torch' (PyTorch with CUDA)")
+            if torch is None or not torch.cuda.is_available():
+                raise Unavailable(Status.UNAVAILABLE, "rt.map on the CUDA backend needs "
+                                  "PyTorch with CUDA (fn gets CUDA tensors): "
+                                  + ("PyTorch is not installed" if torch is None else
+                                     "torch.cuda.is_available() is False"))
+            if self._contexts != "primary":
+                raise Unavailable(Status.UNAVAILABLE, "rt.map needs contexts='primary': "
+                                  "PyTorch works in each device's primary context")
+            return "torch", torch
+        if views == "torch" and torch is None:
+            raise Unavailable(Status.UNAVAILABLE, "views='torch': PyTorch is not installed")
+        return ("torch", torch) if torch is not None else ("numpy", None)
 
     def __repr__(self):
         if self._handle is None:
@@ -695,6 +807,161 @@ def _close_all_at_exit():
 
 
 atexit.register(_close_all_at_exit)
+
+
+# ---------------------------------------------------------------------------------------
+# Map jobs: the planning that Runtime.submit_map does before Job._submit (_map.py has the
+# design: the kernel, the graph, the callbacks).
+
+_torch_module = None  # False once the import failed: it is not tried again
+
+
+def _import_torch():
+    global _torch_module
+    if _torch_module is None:
+        try:
+            import torch
+            _torch_module = torch
+        except ImportError:
+            _torch_module = False
+    return _torch_module or None
+
+
+def _shape_of(x):
+    t = _arrays._torch()
+    if isinstance(x, _arrays.Reinterpreted):
+        x = x.array
+    if isinstance(x, np.ndarray) or (t is not None and isinstance(x, t.Tensor)):
+        return tuple(int(d) for d in x.shape)
+    try:
+        return _arrays.as_buf(x, "input").shape
+    except _arrays._Refusal:
+        return ()  # refused by the plan, with its reason
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _map_plan(rt, fn, tensors, constants, outputs, out_dtype, out_shape, elementwise, views,
+              torch, inplace, fn_memory):
+    """The Call, the graph and the outputs of a map job. Refusals raise InvalidArgument
+    before anything is registered or submitted (Job._submit checks the rest)."""
+    if not isinstance(tensors, (list, tuple)):
+        _refuse("tensors must be a list: one array per tensor, or one such sequence per "
+                f"input of fn; got {type(tensors).__name__}")
+    items = list(tensors)
+    ports = [list(x) for x in items] if items and all(
+        isinstance(x, (list, tuple)) for x in items) else [items]
+    n_in, count = len(ports), len(ports[0])
+    if count == 0:
+        _refuse("rt.map: no tensors")
+    in_dtypes = []
+    for p, seq in enumerate(ports):
+        if not seq:
+            _refuse(f"inputs: port 0 has {count} arrays, port {p} has 0")
+        try:
+            b = _arrays.as_buf(seq[0], f"input {p} of index 0")
+        except _arrays._Refusal as r:
+            _refuse(f"input {p} of index 0 {r}", 0)
+        if not b.known:
+            _refuse(f"input {p} of index 0 holds {b.dtype}: graphrun has no such element type",
+                    0)
+        in_dtypes.append(b.dtype)
+
+    consts = []
+    if constants is not None:
+        if not hasattr(constants, "keys"):
+            _refuse(f"constants must be a dict of name -> array, not "
+                    f"{type(constants).__name__}")
+        for name in constants.keys():
+            why = _map.check_const_name(name)
+            if why:
+                _refuse(why)
+            try:
+                b = _arrays.as_buf(constants[name], f"constant {name!r}")
+            except _arrays._Refusal as r:
+                _refuse(f"constant {name!r} {r}")
+            if not b.known:
+                _refuse(f"constant {name!r} holds {b.dtype}: graphrun has no such element "
+                        "type")
+            shape = b.shape or (1,)
+            if len(shape) > _c.GR_MAX_DIMS:
+                _refuse(f"constant {name!r} has {len(shape)} dimensions; a graphrun constant "
+                        f"has at most {_c.GR_MAX_DIMS} (reshape it)")
+            if b.size == 0:
+                _refuse(f"constant {name!r} has no elements")
+            consts.append((name, b.dtype, shape))
+    if len(consts) > _c.GR_MAX_CONSTS:
+        _refuse(f"{len(consts)} constants; a graph has at most {_c.GR_MAX_CONSTS}")
+
+    indexed = not elementwise
+    if n_in + indexed > _c.GR_MAX_PORTS or \
+            n_in + len(consts) + indexed > _c.GR_MAX_KERNEL_INPUTS:
+        _refuse(f"rt.map: {n_in} inputs and {len(consts)} constants: a graphrun kernel reads "
+                f"at most {_c.GR_MAX_KERNEL_INPUTS} buffers"
+                + (", one of them the tensor's index (whole tensors: elementwise=False)"
+                   if indexed else ""))
+    try:
+        out_t = _arrays.dtype_name(out_dtype) if out_dtype is not None else in_dtypes[0]
+    except ValueError as e:
+        _refuse(f"out_dtype: {e}")
+
+    out_fixed = None
+    if out_shape is not None:
+        if not callable(out_shape):
+            try:
+                fixed_shape = tuple(int(d) for d in out_shape)
+            except (TypeError, ValueError):
+                _refuse("out_shape must be a shape (a tuple of ints) or a function of the "
+                        f"input's shape, not {out_shape!r}")
+        shapes = [_shape_of(x) for x in ports[0]]
+        outs_shapes = [tuple(int(d) for d in out_shape(s)) if callable(out_shape)
+                       else fixed_shape for s in shapes]
+        elems = [_prod(s) for s in shapes]
+        ons = [_prod(s) for s in outs_shapes]
+        if 0 in ons:
+            _refuse(f"out_shape gives an empty output for index {ons.index(0)}",
+                    ons.index(0))
+        if ons != elems:
+            if ons.count(ons[0]) != count:
+                i = next(i for i in range(count) if ons[i] != ons[0])
+                _refuse(f"out_shape: index 0's output has {ons[0]} elements (its input "
+                        f"{elems[0]}), index {i}'s {ons[i]} (its input {elems[i]}): an "
+                        "output has the tensor's element count or one fixed count for every "
+                        "tensor, as graphrun sizes its buffers", i)
+            out_fixed = ons[0]
+            if elementwise:
+                _refuse("elementwise=True: the output must have the input's element count "
+                        "(fn gets chunks and batches of tensors, back to back)")
+    alias = out_fixed is None and out_t == in_dtypes[0]
+    if out_shape is not None:
+        if outputs is None and not (inplace and alias):
+            # New outputs shaped as out_shape says (the plan would shape them as inputs).
+            tt = _arrays._torch()
+            port = Port(out_t, None)
+            outputs = []
+            for x, s in zip(ports[0], outs_shapes):
+                lead = x.array if isinstance(x, _arrays.Reinterpreted) else x
+                if not (isinstance(lead, np.ndarray) or
+                        (tt is not None and isinstance(lead, tt.Tensor))):
+                    lead = None
+                outputs.append(_plan._allocate(port, s, lead, tt))
+    limit = parse_size(fn_memory) if fn_memory is not None else None
+
+    kname = _map.kernel(in_dtypes, [c[1] for c in consts], indexed, out_t,
+                        out_fixed is not None, elementwise)
+    meter = _map.meter_for(rt._backend, torch, list(rt._devices))
+    call = _map.Call(fn, views, torch, in_dtypes, consts, out_t, out_shape, out_fixed, alias,
+                     elementwise, limit, meter)
+    text = _map.spec(kname, call.key, in_dtypes, consts, out_t, out_fixed, alias, indexed)
+    fname = getattr(fn, "__qualname__", None) or type(fn).__name__
+    graph = Graph.parse(text, name=f"map({fname[:40]})")
+    call.shim = _map.Shim(graph, n_in)
+    return call, graph, outputs
 
 
 # ---------------------------------------------------------------------------------------
@@ -736,13 +1003,20 @@ class Job:
     # -- submission
 
     @classmethod
-    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy, inplace):
+    def _submit(cls, rt, graph, inputs, outputs, deadline, on_complete, copy, inplace,
+                constants=None, mapped=None):
         h = rt._h()
+        if _map.in_fn():
+            raise InvalidUsage(Status.INVALID_USAGE, "a job submitted from inside a map "
+                               "function: it runs on one of the runtime's workers, which a "
+                               "job of its own could wait for forever")
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphrun.Graph, not {type(graph).__name__}")
         if on_complete is not None and not callable(on_complete):
             raise TypeError("on_complete must be callable (it gets the Job)")
-        n_in, n_out = len(graph.inputs), len(graph.outputs)
+        # A map job's graph has an index port of the package's own: the user's are these.
+        ports = mapped.shim if mapped is not None else graph
+        n_in, n_out = len(ports.inputs), len(ports.outputs)
         ins = _per_port(inputs, n_in, "inputs", graph)
         count = len(ins[0]) if n_in else 0
         for p, seq in enumerate(ins):
@@ -756,9 +1030,12 @@ class Job:
                     _refuse(f"outputs: port {p} has {len(seq)} arrays for {count} tensors")
 
         try:
-            plan = _plan.build(graph, ins, outs, count, copy, inplace)
+            plan = _plan.build(ports, ins, outs, count, copy, inplace)
+            cptrs, ckeep, ccopies = _plan.constants(graph, constants, copy)
         except _plan.Refused as r:
             _refuse(r.message, r.index)
+        if mapped is not None:
+            mapped.bind(plan, count)
 
         job = object.__new__(cls)
         job.runtime = rt
@@ -770,8 +1047,10 @@ class Job:
         job._finished = False
         job._status = None
         job._error = None
-        job._keep = plan.keep
-        job._copies = plan.copies
+        job._keep = (plan.keep, ckeep, cptrs, mapped and mapped.index_array)
+        job._copies = plan.copies + ccopies
+        job._map = mapped
+        job.fn_memory = None
         job._copy_backs = plan.copy_backs
         job._on_complete = on_complete
         job._results = plan.results
@@ -782,6 +1061,9 @@ class Job:
             opts.deadline_ns = lib.gr_now_ns() + max(1, int(float(deadline) * 1e9))
         opts.on_complete = _on_complete_c
         opts.user = job._key
+        if cptrs is not None:
+            opts.constants = ctypes.cast(cptrs, ctypes.POINTER(ctypes.c_void_p))
+            opts.n_constants = len(cptrs)
         with _jobs_lock:
             _jobs[job._key] = job
         out = ctypes.c_void_p()
@@ -796,7 +1078,7 @@ class Job:
                 # The package's reading of the spec (_spec.py) allowed an alias that the
                 # library does not: the same job with its outputs allocated.
                 return cls._submit(rt, graph, inputs, outputs, deadline, on_complete, copy,
-                                   False)
+                                   False, constants, mapped)
             _raise(st, err)
         job._handle = out.value
         job._finalizer = weakref.finalize(job, lib.gr_job_destroy, out.value)
@@ -829,6 +1111,17 @@ class Job:
                         if st != 0:
                             log.warning("graphrun: job %d: forgetting a copy's memory: %s",
                                         self.id, _status(st).name)
+            if self._map is not None:
+                # No call of fn comes after the job's completion: its state may go.
+                m = self._map
+                _map.unregister(m)
+                if m.meter is not None:
+                    try:
+                        self.fn_memory = m.meter.report()
+                    except BaseException:
+                        log.exception("graphrun: job %d: reading fn's device memory",
+                                      self.id)
+                m.finish()
             self._keep = self._copies = None
             if self._on_complete is not None:
                 try:
@@ -852,6 +1145,10 @@ class Job:
         """True once the job is complete and finished here (its callback has run)."""
         if self._event.is_set():
             return True
+        if seconds != 0 and _map.in_fn():
+            raise InvalidUsage(Status.INVALID_USAGE, "waiting for a job inside a map "
+                               "function: it runs on one of the runtime's workers, which the "
+                               "job may need")
         if _on_callback_thread():
             # The callback thread cannot wait for itself: the library's own wait, then the
             # job's completion handled here (its event is still in the queue behind us).
@@ -920,8 +1217,20 @@ class Job:
         st = lib.gr_job_progress_get(self._handle, ctypes.byref(p))
         if st != 0:
             _raise(st, message="gr_job_progress_get")
-        return Progress(int(p.total), int(p.queued), int(p.in_flight), int(p.done),
-                        int(p.failed), int(p.canceled))
+        done, failed = int(p.done), int(p.failed)
+        if self._map is not None and self._map.failures:
+            # Indices whose fn failed but that the library counts as done (host backend).
+            state, code = ctypes.c_int(), ctypes.c_int()
+            moved = 0
+            for i in list(self._map.failures):
+                if i is not None and lib.gr_job_index_get(
+                        self._handle, i, ctypes.byref(state), ctypes.byref(code)) == 0 and \
+                        state.value == 2:  # GR_INDEX_DONE
+                    moved += 1
+            moved = min(moved, done)  # the snapshot may lag the index's own state
+            done, failed = done - moved, failed + moved
+        return Progress(int(p.total), int(p.queued), int(p.in_flight), done, failed,
+                        int(p.canceled))
 
     def status(self, index):
         """(state, status) of one index: state one of "queued", "running", "done",
@@ -932,16 +1241,47 @@ class Job:
                                  ctypes.byref(st))
         if r != 0:
             _raise(r, message=f"index {index} not below the job's {self.count}")
-        return _STATES[state.value], _status(st.value)
+        name = _STATES[state.value]
+        if self._map is not None and name in ("done", "failed") and self._map.failures:
+            # fn failed here: on the host backend the library counted the index as done
+            # (a CPU kernel cannot fail), on CUDA as failed with the callback's status.
+            f = self._map.failures.get(int(index))
+            if f is not None:
+                return "failed", _status(f.status)
+        return name, _status(st.value)
 
-    def error(self):
+    def error(self, index=None):
         """The job's first failure as an Error (not raised), or None: None also while it is
-        still running and nothing has failed yet."""
+        still running and nothing has failed yet. For a map job, the first failure of its
+        function (a FunctionError with the traceback) comes before the library's. With an
+        index: that index's failure (None while it has none): its function's for a map
+        job, else an Error of its status, the job's own message when it is the index of
+        the job's first failure."""
         if self._event.is_set():
             e = self._error
         else:
             e = self._read_error()
+        if index is not None:
+            return self._index_error(int(index), e)
+        if self._map is not None:
+            f = self._map.first_failure()
+            if f is not None:
+                return _failure_error(f, e)
         return _make_error(*e) if e is not None else None
+
+    def _index_error(self, index, e):
+        state, st = self.status(index)
+        if state not in ("failed", "canceled"):
+            return None
+        if self._map is not None:
+            f = self._map.failures.get(index)
+            if f is None and state == "failed" and e is not None and e[2] == index:
+                f = self._map.failures.get(None)  # an elementwise call: the job's
+            if f is not None:
+                return _failure_error(f, e, index)
+        if e is not None and e[2] == index:
+            return _make_error(*e)
+        return _make_error(st, lib.gr_status_str(int(st)).decode(), index)
 
     def result(self, timeout=None):
         """Waits (as wait), then returns the outputs, or raises the job's first failure.
@@ -1013,6 +1353,18 @@ class Job:
     def __repr__(self):
         state = "complete" if self.done() else "running"
         return f"<graphrun.Job {self.id}: {self.count} tensors, {state}>"
+
+
+def _failure_error(f, cerr, index=None):
+    """The exception of a map failure (_map.Failure); an elementwise call's, which covers no
+    one index, takes the library's index for it."""
+    if index is None:
+        index = f.index
+        if index is None and cerr is not None and cerr[0] == Status.CUDA:
+            index = cerr[2]
+    if f.status == Status.CUDA:
+        return FunctionError(f.status, f.message, index, "fn", f.traceback)
+    return _make_error(f.status, f.message, index, "fn")
 
 
 class _Bar:

@@ -27,6 +27,8 @@ GR_MAX_PORTS = 4
 GR_MAX_DIMS = 4
 GR_MAX_KERNEL_INPUTS = 4
 GR_MAX_SCALARS = 8
+GR_MAX_CONSTS = 8
+GR_NAME_MAX = 31
 GR_HISTOGRAM_BUCKETS = 28
 GR_NO_INDEX = 2**64 - 1
 GR_WAIT_FOREVER = -1
@@ -210,6 +212,17 @@ class JobProgress(ctypes.Structure):
                 for n in ("total", "queued", "in_flight", "done", "failed", "canceled")]
 
 
+class ConstInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * (GR_NAME_MAX + 1)),
+        ("dtype", c_enum),
+        ("elems", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("rank", ctypes.c_uint32),
+        ("shape", ctypes.c_uint64 * GR_MAX_DIMS),
+    ]
+
+
 class KernelInfo(ctypes.Structure):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -243,6 +256,15 @@ class KernelArgs(ctypes.Structure):
 
 
 KERNEL_CPU_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(KernelArgs), ctypes.c_void_p)
+# gr_kernel_launch_fn: int fn(void *stream, const gr_kernel_args *a, void *user).
+KERNEL_LAUNCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(KernelArgs),
+                                    ctypes.c_void_p)
+
+# gr_cuda_kind and gr_out_size values the package uses (Runtime.map's kernels).
+GR_CUDA_NONE = 0
+GR_CUDA_STREAM = 6
+GR_OUT_ELEMS = 0
+GR_OUT_ONE = 1
 
 
 class KernelDef(ctypes.Structure):
@@ -305,6 +327,8 @@ _FUNCTIONS = {
     "gr_graph_port_get": (c_enum, [_P, ctypes.c_int, ctypes.c_uint32,
                                    ctypes.POINTER(PortInfo)]),
     "gr_graph_footprint": (c_enum, [_P, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]),
+    "gr_graph_const_count": (ctypes.c_uint32, [_P]),
+    "gr_graph_const_get": (c_enum, [_P, ctypes.c_uint32, ctypes.POINTER(ConstInfo)]),
     "gr_kernel_count": (ctypes.c_uint32, []),
     "gr_kernel_info_get": (c_enum, [ctypes.c_uint32, ctypes.POINTER(KernelInfo)]),
     "gr_kernel_register": (c_enum, [ctypes.POINTER(KernelDef), _ERR]),

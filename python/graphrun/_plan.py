@@ -403,3 +403,57 @@ def _fill_shapes(tensors, shapes, count):
         rows[i] = r[1]
     tensors["rank"][:count] = ranks
     tensors["shape"][:count] = rows
+
+
+def constants(graph, given, copy):
+    """The contents of the graph's constants for gr_job_options: (a ctypes array of their
+    host pointers, in the graph's order, or None; what the job must hold; the package's own
+    copies among them, made with copy=True). Each array is
+    checked against its declaration (name, element type, element count) as a port's arrays
+    are, and refused naming the constant."""
+    decl = graph.constants
+    if given is None:
+        given = {}
+    elif not hasattr(given, "keys"):
+        raise Refused(f"constants must be a dict of name -> array, not "
+                      f"{type(given).__name__}")
+    names = [c.name for c in decl]
+    unknown = [k for k in given.keys() if k not in names]
+    if unknown:
+        have = ", ".join(names) if names else "none"
+        raise Refused(f"constants: {graph.name} has no constant {unknown[0]!r} (it declares "
+                      f"{have})")
+    missing = [c for c in decl if c.name not in given]
+    if missing:
+        want = ", ".join(f"{c.name!r} ({c.dtype} {list(c.shape)})" for c in missing)
+        raise Refused(f"constants: {graph.name} declares {want}, not given: pass "
+                      f"constants={{{', '.join(repr(c.name) + ': ...' for c in missing)}}}")
+    if not decl:
+        return None, (), []
+    ptrs = (ctypes.c_void_p * len(decl))()
+    keep, copies = [], []
+    for k, c in enumerate(decl):
+        what = f"constant {c.name!r}"
+        try:
+            b = _arrays.as_buf(given[c.name], what)
+        except _arrays._Refusal as r:
+            raise Refused(f"{what} {r}") from None
+        elems = 1
+        for d in c.shape:
+            elems *= d
+        if b.dtype != c.dtype:
+            raise Refused(f"{what} holds {b.dtype} but {graph.name} declares it "
+                          f"{c.dtype} {list(c.shape)}")
+        if b.size != elems:
+            raise Refused(f"{what} has {b.size} elements (shape {b.shape}) but {graph.name} "
+                          f"declares {c.dtype} {list(c.shape)}: {elems} elements")
+        if not b.contiguous:
+            if not copy:
+                raise Refused(f"{what} is not C-contiguous (shape {b.shape}): pass a "
+                              "contiguous array or copy=True to let graphrun copy it")
+            b = _arrays.contiguous_copy(b)
+            b.copy_back = None  # only read: nothing to write back
+            copies.append(b)
+        ptrs[k] = b.ptr
+        keep.append(b)
+    return ptrs, tuple(keep), copies

@@ -353,7 +353,8 @@ def test_struct_layouts_match_the_header():
                "gr_stats": c.Stats, "gr_port_info": c.PortInfo, "gr_tensor": c.Tensor,
                "gr_job_options": c.JobOptions, "gr_job_progress": c.JobProgress,
                "gr_kernel_info": c.KernelInfo, "gr_kernel_args": c.KernelArgs,
-               "gr_kernel_def": c.KernelDef, "gr_scalar": c.Scalar}
+               "gr_kernel_def": c.KernelDef, "gr_scalar": c.Scalar,
+               "gr_const_info": c.ConstInfo}
     lines = ["#include <graphrun.h>", "#include <stddef.h>", "#include <stdio.h>",
              "int main(void) {"]
     for cname, py in structs.items():
@@ -363,6 +364,8 @@ def test_struct_layouts_match_the_header():
             lines.append(f'printf("{cname} {f[0]} %zu\\n", offsetof({cname}, {member}));')
     lines.append('printf("magic %u %u %u %u\\n", GR_CONFIG_MAGIC, GR_JOB_OPTIONS_MAGIC, '
                  'GR_STATS_MAGIC, GR_KERNEL_DEF_MAGIC);')
+    lines.append('printf("enums %d %d %d %d %d\\n", GR_CUDA_NONE, GR_CUDA_STREAM, '
+                 'GR_OUT_ELEMS, GR_OUT_ONE, GR_NAME_MAX);')
     lines.append("return 0; }")
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "abi.c")
@@ -373,7 +376,7 @@ def test_struct_layouts_match_the_header():
         out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
     want = {}
     for line in out.splitlines():
-        k, v = line.rsplit(" ", 1) if not line.startswith("magic") else (line, "")
+        k, v = line.rsplit(" ", 1) if not line.startswith(("magic", "enums")) else (line, "")
         want[k] = v
     import ctypes
     for cname, py in structs.items():
@@ -389,6 +392,9 @@ def test_struct_layouts_match_the_header():
     magic = [line for line in out.splitlines() if line.startswith("magic")][0].split()[1:]
     assert [int(m) for m in magic] == [c.GR_CONFIG_MAGIC, c.GR_JOB_OPTIONS_MAGIC,
                                        c.GR_STATS_MAGIC, c.GR_KERNEL_DEF_MAGIC]
+    enums = [line for line in out.splitlines() if line.startswith("enums")][0].split()[1:]
+    assert [int(v) for v in enums] == [c.GR_CUDA_NONE, c.GR_CUDA_STREAM, c.GR_OUT_ELEMS,
+                                       c.GR_OUT_ONE, c.GR_NAME_MAX]
     # GR_CONFIG_INIT's defaults, as the package fills them.
     cfg = c.config_init()
     assert (cfg.workers_per_device, cfg.ring_capacity, cfg.staging_bytes,
