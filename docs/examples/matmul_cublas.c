@@ -1,8 +1,11 @@
 /*
  * matmul_cublas.c - y = W x for every row x of every tensor, W one matrix the whole job
  * shares: W is a constant of the graph (gr_graph_add_const), copied to each device once and
- * counted in the budget once, and the product is cuBLAS's SGEMM inside a launch callback
- * (GR_CUDA_LAUNCH), captured into each iteration's CUDA graph. cuBLAS is loaded at run time
+ * counted in the budget once, and the product is cuBLAS's SGEMM in an eager kernel
+ * (GR_CUDA_STREAM), enqueued on each iteration's stream. (Captured into the iteration's CUDA
+ * graph as a launch callback, GR_CUDA_LAUNCH, cuBLAS's work cannot become the graph's child
+ * node: on the H200 cudaGraphAddChildGraphNode refused it, cudaErrorNotSupported.) cuBLAS is
+ * loaded at run time
  * (dlopen), as graphrun loads NVRTC: the program starts, and runs on the host backend with
  * its CPU version, where there is no GPU or no cuBLAS. Builds against the installed library
  * with any C compiler (no CUDA headers needed):
@@ -24,6 +27,7 @@
 #include <graphrun.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,16 +65,31 @@ static int load_cublas(void)
     return cublas.create && cublas.set_stream && cublas.set_workspace && cublas.sgemm;
 }
 
-/* A cuBLAS handle per worker thread (a handle is not to be shared by threads at once), made
- * by the thread's first call. No workspace: cuBLAS then allocates nothing while captured. */
+/* A cuBLAS handle per worker thread (a handle is not to be used by two threads at once),
+ * made before the job (make_handles: one per worker, without workspace, so that cuBLAS
+ * allocates nothing while the job runs beside graphrun's budget), each worker thread taking
+ * one at its first call. */
+enum { MAX_HANDLES = 64 };
+static void *handles[MAX_HANDLES];
+static _Atomic unsigned next_handle;
 static pthread_key_t handle_key;
+
+static int make_handles(unsigned n)
+{
+    for (unsigned i = 0; i < n && i < MAX_HANDLES; i++)
+        if (cublas.create(&handles[i]) != 0 || cublas.set_workspace(handles[i], NULL, 0) != 0)
+            return 0;
+    return 1;
+}
 
 static void *thread_handle(void)
 {
     void *h = pthread_getspecific(handle_key);
 
     if (h == NULL) {
-        if (cublas.create(&h) != 0 || cublas.set_workspace(h, NULL, 0) != 0)
+        unsigned i = atomic_fetch_add(&next_handle, 1);
+
+        if (i >= MAX_HANDLES || (h = handles[i]) == NULL)
             return NULL;
         pthread_setspecific(handle_key, h);
     }
@@ -164,7 +183,7 @@ int main(int argc, char **argv)
     def.cpu = matmul_cpu;
     def.user = (void *)(uintptr_t)n;
     if (load_cublas()) {
-        def.cuda_kind = GR_CUDA_LAUNCH;
+        def.cuda_kind = GR_CUDA_STREAM;
         def.cuda = (const void *)matmul_launch;
     } else {
         printf("matmul_cublas: no cuBLAS here: the host backend's CPU version only\n");
@@ -187,6 +206,12 @@ int main(int argc, char **argv)
     }
     if (gr_runtime_create(&cfg, &rt, &err) != GR_OK) {
         fprintf(stderr, "matmul_cublas: %s\n", err.message);
+        return 1;
+    }
+    gr_runtime_info_get(rt, &info);
+    if (info.backend == GR_BACKEND_CUDA &&
+        !make_handles(info.device_count * info.workers_per_device)) {
+        fprintf(stderr, "matmul_cublas: cublasCreate failed\n");
         return 1;
     }
     w = malloc(n * n * sizeof(float));
@@ -223,7 +248,6 @@ int main(int argc, char **argv)
                 err.message);
         return 1;
     }
-    gr_runtime_info_get(rt, &info);
     printf("PASS ran %llu tensors of %llu x %llu on the %s backend\n",
            (unsigned long long)count, (unsigned long long)rows, (unsigned long long)n,
            gr_backend_name(info.backend));

@@ -529,6 +529,9 @@ class TorchMeter:
     def __init__(self, torch, devices):
         self.torch = torch
         self.base = {}
+        # The caching allocator's statistics exist once PyTorch has initialized CUDA: before
+        # that, reset_peak_memory_stats refuses every device ("Invalid device argument").
+        torch.cuda.init()
         for d in devices:
             self.base[d] = torch.cuda.memory_allocated(d)
             torch.cuda.reset_peak_memory_stats(d)
