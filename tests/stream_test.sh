@@ -171,8 +171,13 @@ PY
 
 # A quarter of the dataset, then all of it, through the same window: the resident set must
 # not grow with the dataset (loading everything first made it twice the dataset).
+# ThreadSanitizer keeps state of its own for every synchronization and memory access (its
+# shadow and its histories), which grows with the work done, not with what graphrun holds:
+# 32 MiB more for 96 tensors than for 24 in a 2-core CI run. Under tsan the bound allows for
+# that; elsewhere the resident set may grow by 16 MiB at most.
 rss_does_not_grow_with_the_dataset() {
-  local small big
+  local small big grow=16
+  [[ ${GR_TEST_SANITIZER:-} != tsan ]] || grow=64
   mkdir -p "$T/quarter" && for ((i = 0; i < count / 4; i++)); do
     ln -f "$T/in/t$(printf %02d $i).npy" "$T/quarter/" || return 1
   done
@@ -183,7 +188,7 @@ rss_does_not_grow_with_the_dataset() {
       --host-memory "${host}MiB" && big=$(cat "$T/rss") &&
     verify "$T/out" --all >/dev/null || return 1
   echo "    peak resident: $((small >> 20)) MiB for $((count / 4)) tensors, $((big >> 20)) MiB for $count"
-  ((big - small <= 16 << 20)) || { echo "    grew by $(((big - small) >> 20)) MiB"; return 1; }
+  ((big - small <= grow << 20)) || { echo "    grew by $(((big - small) >> 20)) MiB"; return 1; }
 }
 
 # prlimit --as: the default window is a quarter of the limit, so the run fits where loading
