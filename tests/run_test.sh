@@ -261,6 +261,10 @@ existing_output_needs_force() {
     run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" --output "$T/keep.npy" --force &&
     np check-seed "$T/keep.npy" "$T/a.npy"
 }
+# The cases of a failing tensor and of a full disk run the fused seed graph (one kernel, not
+# thirty: unfused_graph_equals_fused shows they compute the same), as nothing there depends
+# on how long a tensor takes; the interrupt and SIGKILL cases run seed_unfused, slow enough
+# to be stopped midway.
 # The per-tensor cases below share 48 tensors of big_mib MiB (about 1.5 s with one worker
 # at 4 MiB): each is one unit of work (1 MiB and more: not batched), so GR_FAULT=arena:3 fails
 # exactly the third tensor to start, t02 with one worker. Under a sanitizer (GR_TEST_SANITIZER,
@@ -352,7 +356,7 @@ assert d["outputs_written"] == 1 and d["bytes_in"] == int(sys.argv[2]) << 20, d'
 failing_tensor_stops_the_run() { # the default: no new tensor starts; what is done is kept
   local c done not_run
   big_inputs && rm -rf "$T/stop_out" &&
-    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed.graph" --input "$T/big_in" \
       --output "$T/stop_out" --workers 1 || return 1
   c=$(counts "$T/stop_out.manifest.json") || return 1
   [[ $c =~ ^done=([0-9]+)\ failed=1\ not_run=([0-9]+)\ earlier=0$ ]] || { echo "    $c"; return 1; }
@@ -367,14 +371,14 @@ t = json.load(open(sys.argv[1]))["files"][2]
 assert t["name"] == "t02.npy" and t["status"] == "failed", t
 assert t["error"]["status"] == "out of host memory", t
 assert "injected fault" in t["error"]["message"], t' "$T/stop_out.manifest.json" &&
-    run 0 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+    run 0 run --graph "$examples/seed.graph" --input "$T/big_in" \
       --output "$T/stop_out" --resume && c=$(counts "$T/stop_out.manifest.json") &&
     [[ $c == "done=48 failed=0 not_run=0 earlier=$done" ]] || { echo "    ${c:-}"; return 1; }
 }
 keep_going_past_a_failing_tensor() { # every other tensor done; the run still failed (1)
   local c
   big_inputs && rm -rf "$T/kg_out" &&
-    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed.graph" --input "$T/big_in" \
       --output "$T/kg_out" --workers 1 --keep-going --json &&
     c=$(counts "$T/kg_out.manifest.json") &&
     [[ $c == "done=47 failed=1 not_run=0 earlier=0" ]] || { echo "    ${c:-}"; return 1; }
@@ -389,7 +393,7 @@ f = d["failures"]
 assert [x["index"] for x in f] == [2] and f[0]["input"].endswith("t02.npy"), f
 assert f[0]["status"] == "out of host memory" and "injected" in f[0]["message"], f' "$out" \
     "$big_mib" &&
-    GR_FAULT=arena:3 run 1 run --graph "$examples/seed_unfused.graph" --input "$T/big_in" \
+    GR_FAULT=arena:3 run 1 run --graph "$examples/seed.graph" --input "$T/big_in" \
       --output "$T/kg_out" --workers 1 --keep-going --force &&
     has "$out" "failed: 47 of 48 tensors done, 1 failed, 0 not run; 47 outputs written" &&
     has "$err" "graphrun run: failed: 47 of 48 done, written; 1 failed; 0 not run; rerun with --resume"
@@ -403,7 +407,7 @@ import numpy as np, sys
 for i in range(24):
     np.save(f"{sys.argv[1]}/t{i:02d}.npy", np.ones(2 << 20 if i == 4 else 1 << 20, np.float32))
 ' "$T/fe_in" || return 1
-  (ulimit -f 6144 && trap '' XFSZ && run 1 run --graph "$examples/seed_unfused.graph" \
+  (ulimit -f 6144 && trap '' XFSZ && run 1 run --graph "$examples/seed.graph" \
     --input "$T/fe_in" --output "$T/fe_out" --workers 1 --progress never) || return 1
   c=$(counts "$T/fe_out.manifest.json") || return 1
   [[ $c =~ ^done=[0-9]+\ failed=1\ not_run=([1-9][0-9]*)\ earlier=0$ ]] || { echo "    $c"; return 1; }
@@ -413,7 +417,7 @@ for i in range(24):
   # --json says the same: the failure is the output's (not "invalid argument"), and the
   # errors count exactly the failed tensors, by what failed.
   rm -rf "$T/fe_out" "$T/fe_out.manifest.json" &&
-    (ulimit -f 6144 && trap '' XFSZ && run 1 run --graph "$examples/seed_unfused.graph" \
+    (ulimit -f 6144 && trap '' XFSZ && run 1 run --graph "$examples/seed.graph" \
       --input "$T/fe_in" --output "$T/fe_out" --workers 1 --json) && "$py" -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
