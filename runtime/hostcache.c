@@ -7,7 +7,7 @@
  * in the array until unregistered, so that no lookup meanwhile takes its range for unknown
  * memory and asks the driver, which would still call it page-locked, about it: the range
  * is staged until it is gone). A QUEUED entry waits for a moment with no live job, unless
- * it is urgent (a second job held it while queued; hostcache.h says why). Entries no job
+ * it is urgent (a second job held it while queued, and waits for it: hostcache.h says why). Entries no job
  * holds are dropped when IDLE or FAILED, and, when REGISTERED, kept until evicted (least
  * recently held first) or forgotten. The thread does every pin and every eviction's unpin;
  * gr_host_forget unpins on its caller's thread.
@@ -396,8 +396,20 @@ static gr_status snapshot_ready(gr_host_hold *h)
     return GR_OK;
 }
 
+/* Whether an entry the hold has is on its way to being registered for it: queued by an
+ * earlier job and used again (urgent), or being registered now (under mu). One queued by
+ * this job alone waits for an idle moment, as its first use always does. */
+static bool hold_awaits_registration(const gr_host_hold *h)
+{
+    for (uint64_t k = 0; k < h->n; k++)
+        if ((h->v[k]->state == ENTRY_QUEUED && h->v[k]->urgent) ||
+            h->v[k]->state == ENTRY_REGISTERING)
+            return true;
+    return false;
+}
+
 gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tensor *t,
-                              uint64_t count, gr_host_hold *out)
+                              uint64_t count, int64_t wait_until_ns, gr_host_hold *out)
 {
     uint32_t ports = g->n_inputs + g->n_outputs;
     gr_status st = GR_OK;
@@ -431,6 +443,12 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
             st = hold_range(c, ptr, bytes, out);
         }
     }
+    /* A range used again is registered before this job plans, not beside it: registering
+     * beside live copies stalls them (the driver serialises the two), so the job would run
+     * staged and slowed, where waiting the registration's time lets it copy by DMA. */
+    while (st == GR_OK && !c->closed && hold_awaits_registration(out))
+        if (gr_cond_wait_until(&c->idle, &c->mu, wait_until_ns))
+            break; /* the job's deadline: it runs as it finds the ranges */
     if (st == GR_OK)
         st = snapshot_ready(out);
     pthread_mutex_unlock(&c->mu);

@@ -4,16 +4,17 @@
  * cudaHostRegister) by a background thread and kept, so that the next job over the same
  * memory copies it by DMA at the link's speed instead of staging it through the CPU.
  *
- * When: registering costs about as long as staging the range once (30 ms for 400 MB on an
- * H200, 13.5 GB/s), and while the driver registers, the workers' own calls into it wait:
- * measured on the H200, registering 4 GB during a one-pass job of 10 x 400 MB pageable
- * tensors made it 0.47 s instead of 0.26 s. So a range first seen by a job is queued, and
- * registered by a background thread only while no job of the runtime is live (between
- * jobs): a job that runs once is never slowed. A range that a second job uses while it is
- * still queued (jobs back to back, no idle moment) is registered at once, beside that job:
- * it is evidently used again, and the registration pays for itself from the next job on.
- * The job that first sees a range runs staged, as without the cache; the jobs after it
- * find it registered and go direct.
+ * When: registering costs about as long as staging the range once (cudaHostRegister of 400
+ * MB takes 23 ms on an H200, 17 GB/s), and while the driver registers, other threads' calls
+ * into it wait: tools/probes/register_stall.cu measures a copy submission blocked for the
+ * whole of a registration beside it, and DMA copies beside registrations at 0.6 of their
+ * speed alone. So a range first seen by a job is queued, and registered by a background
+ * thread only while no job of the runtime is live (between jobs): a job that runs once is
+ * never slowed. A range that a later job uses again while it is still queued or being
+ * registered (jobs back to back, no idle moment) is evidently used again: that job's
+ * submission waits until it is registered (up to the job's deadline), then runs it by DMA.
+ * Waiting costs the registration's time, about one staged pass; registering beside the job
+ * instead would leave that job staged and stalled both.
  *
  * What it guarantees: a range is never unregistered while a job that could copy it by DMA
  * is live. Every job holds (gr__host_cache_hold) each cache entry that its port ranges lie
@@ -89,10 +90,13 @@ void gr__host_cache_close(gr_host_cache *c);
 void gr__host_cache_free(gr_host_cache *c);
 
 /* Hold every entry the port ranges of `t[0 .. count)` lie in, creating (and queueing for
- * registration, capacity allowing) entries for those not in the cache yet. Cheap for ranges
- * below GR_HOST_CACHE_MIN_BYTES (skipped). GR_ERR_OUT_OF_MEMORY leaves nothing held. */
+ * registration, capacity allowing) entries for those not in the cache yet. Entries queued
+ * by an earlier job, or being registered, are waited for until registered (or until
+ * `wait_until_ns`, a gr_now_ns deadline; GR_NO_DEADLINE: no limit), so the job finds them
+ * ready. Cheap for ranges below GR_HOST_CACHE_MIN_BYTES (skipped). GR_ERR_OUT_OF_MEMORY
+ * leaves nothing held. */
 gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tensor *t,
-                              uint64_t count, gr_host_hold *out);
+                              uint64_t count, int64_t wait_until_ns, gr_host_hold *out);
 
 /* Give back a hold (every index of its job has ended). With `discard` (the job was never
  * accepted: its memory was not the runtime's to keep), entries left queued and held by no

@@ -610,7 +610,8 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
         goto out_destroy_mu;
     memcpy(job->tensors, tensors, count * sizeof(*tensors));
     /* Held before planning: what the plan finds registered stays so while the job runs. */
-    if (gr__host_cache_hold(rt->host_cache, g, job->tensors, count, &job->host_hold) != GR_OK)
+    if (gr__host_cache_hold(rt->host_cache, g, job->tensors, count, opts->deadline_ns,
+                            &job->host_hold) != GR_OK)
         goto out_destroy_cond;
     if (gr__runtime_plan_units(rt, g, job->tensors, count, &job->host_hold, &job->units,
                                &job->n_units, &pending) != GR_OK)

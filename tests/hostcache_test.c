@@ -5,16 +5,19 @@
  * used eviction within the capacity, never of a range a job holds; forget; failures;
  * memory its owner registered left alone; close; and many threads at once (run under
  * tsan too) with a check, inside unpin, that no holder of the range is still using it.
- * Ranges wait for a moment with no live job, unless a second job uses them while queued.
+ * Ranges wait for a moment with no live job, unless a second job uses them while queued:
+ * that job waits for the registration (up to its deadline) and copies them by DMA.
  * On the GPU, cuda_test's host_cache_* cases run it against cudaHostRegister.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "graph/graph.h"
 #include "runtime/hostcache.h"
+#include "runtime/sync.h"
 #include "tests/testing.h"
 
 #define MIB (1ull << 20)
@@ -25,6 +28,7 @@
 static unsigned char *region[RANGES];
 static atomic_int pinned[RANGES], owner_pinned[RANGES], in_use[RANGES];
 static atomic_int pins, unpins, unpin_while_used, fail_pins;
+static atomic_bool pin_gate_shut; /* pins wait while it is set: a registration in progress */
 
 static int which(const void *p)
 {
@@ -39,6 +43,8 @@ static gr_status fake_pin(void *p, uint64_t bytes)
     int i = which(p);
 
     ASSERT_TRUE(i >= 0 && (unsigned char *)p == region[i] && bytes == 2 * MIB);
+    while (atomic_load(&pin_gate_shut))
+        usleep(1000);
     if (atomic_load(&fail_pins))
         return GR_ERR_OUT_OF_MEMORY;
     ASSERT_EQ(atomic_fetch_add(&pinned[i], 1), 0); /* never registered twice */
@@ -81,6 +87,7 @@ static void setup(void)
     atomic_store(&unpins, 0);
     atomic_store(&unpin_while_used, 0);
     atomic_store(&fail_pins, 0);
+    atomic_store(&pin_gate_shut, false);
     if (seed == NULL)
         ASSERT_STATUS(gr_graph_create_seed(&seed), GR_OK);
 }
@@ -103,7 +110,7 @@ static void hold_one(gr_host_cache *c, int r, gr_host_hold *h)
 {
     gr_tensor t = tensor_at(region[r], 2 * MIB);
 
-    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, h), GR_OK);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, GR_NO_DEADLINE, h), GR_OK);
 }
 
 static void registered_in_background_then_ready(void)
@@ -168,7 +175,8 @@ static void epoch_and_discard(void)
 }
 
 /* Jobs back to back with no idle moment: a second job over a queued range has it
- * registered at once, beside the live jobs. */
+ * registered at once, beside the live job, and waits for that, so that it copies the range
+ * by DMA (the first job, which never held it registered, stays staged). */
 static void used_again_while_queued_registers_at_once(void)
 {
     gr_host_cache *c;
@@ -179,17 +187,45 @@ static void used_again_while_queued_registers_at_once(void)
     hold_one(c, 0, &a);
     gr__host_cache_settle(c);
     ASSERT_EQ(atomic_load(&pinned[0]), 0);
-    hold_one(c, 0, &b);
-    gr__host_cache_settle(c);
+    hold_one(c, 0, &b); /* returns once it is registered */
     ASSERT_EQ(atomic_load(&pinned[0]), 1);
-    /* Registered while a and b run: theirs stays staged (they never held it registered,
-     * and eviction does not wait for them); the next job copies it by DMA. */
-    ASSERT_TRUE(!gr__host_cache_ready(c, &b, region[0], 2 * MIB));
+    ASSERT_TRUE(gr__host_cache_ready(c, &b, region[0], 2 * MIB));
+    ASSERT_TRUE(!gr__host_cache_ready(c, &a, region[0], 2 * MIB));
     gr__host_cache_release(c, &a, false);
     gr__host_cache_release(c, &b, false);
     hold_one(c, 0, &a);
     ASSERT_TRUE(gr__host_cache_ready(c, &a, region[0], 2 * MIB));
     gr__host_cache_release(c, &a, false);
+    gr__host_cache_free(c);
+    teardown();
+}
+
+/* A job whose range is being registered waits no longer than its deadline: past it, it
+ * runs the range staged (the pin here never ends until the test lets it). A job over a
+ * range only it has seen never waits. */
+static void waiting_for_a_registration_ends_at_the_deadline(void)
+{
+    gr_host_cache *c;
+    gr_host_hold a, b, d;
+    gr_tensor t;
+
+    setup();
+    t = tensor_at(region[0], 2 * MIB);
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    atomic_store(&pin_gate_shut, true);
+    hold_one(c, 0, &a);  /* first seen: queued, no wait */
+    hold_one(c, 1, &d);  /* another range, first seen: no wait either */
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, gr_deadline_after(20 * 1000 * 1000), &b),
+                  GR_OK); /* used again: registering, the pin held shut */
+    ASSERT_EQ(atomic_load(&pins), 0);
+    ASSERT_TRUE(!gr__host_cache_ready(c, &b, region[0], 2 * MIB));
+    atomic_store(&pin_gate_shut, false);
+    gr__host_cache_release(c, &a, false);
+    gr__host_cache_release(c, &b, false);
+    gr__host_cache_release(c, &d, false);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    ASSERT_EQ(atomic_load(&pinned[1]), 1);
     gr__host_cache_free(c);
     teardown();
 }
@@ -203,7 +239,7 @@ static void small_ranges_are_not_registered(void)
     setup();
     ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
     t = tensor_at(region[1], MIB / 2);
-    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &h), GR_OK);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, GR_NO_DEADLINE, &h), GR_OK);
     gr__host_cache_settle(c);
     ASSERT_EQ_U64(h.n, 0);
     ASSERT_EQ(atomic_load(&pins), 0);
@@ -282,7 +318,7 @@ static void views_hold_their_range(void)
     gr__host_cache_release(c, &a, false);
     gr__host_cache_settle(c);
     t = tensor_at(region[0] + 8192, 16384);
-    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &v), GR_OK);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, GR_NO_DEADLINE, &v), GR_OK);
     ASSERT_EQ_U64(v.n, 1);
     hold_one(c, 1, &a); /* twice: wanted at once; would evict 0, which the view holds */
     hold_one(c, 1, &b);
@@ -382,7 +418,7 @@ static void overlapping_ranges_stay_pageable(void)
     hold_one(c, 0, &a);
     /* From the middle of region 0 for 2 MiB: overlaps its entry, not inside it. */
     t = tensor_at(region[0] + MIB, 2 * MIB);
-    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, &b), GR_OK);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, GR_NO_DEADLINE, &b), GR_OK);
     gr__host_cache_settle(c);
     /* Not registered itself, but it holds the entry it overlaps: the driver sees those
      * pages page-locked, and they must stay so while its job runs. */
@@ -532,7 +568,8 @@ static void public_api_without_pinned_memory(void)
 
 GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory),
              GR_TEST(registered_in_background_then_ready),
-             GR_TEST(used_again_while_queued_registers_at_once), GR_TEST(epoch_and_discard),
+             GR_TEST(used_again_while_queued_registers_at_once),
+             GR_TEST(waiting_for_a_registration_ends_at_the_deadline), GR_TEST(epoch_and_discard),
              GR_TEST(small_ranges_are_not_registered),
              GR_TEST(least_recently_used_goes_never_a_held_one), GR_TEST(views_hold_their_range),
              GR_TEST(forget_refuses_held_memory_and_unregisters),

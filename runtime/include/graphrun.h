@@ -226,8 +226,10 @@ typedef struct gr_config {
      * memory that jobs use (port buffers of 1 MiB or more) are page-locked in place, in the
      * background, and kept, so that later jobs over the same memory copy it by DMA at the
      * link's speed instead of staging it through the CPU (the first job over a range runs
-     * staged, as without the cache, while the range is registered beside it; ranges no live
-     * job uses are evicted least recently used first). Only on a backend with pinned
+     * staged, as without the cache, and the range is registered once no job is live; a job
+     * that uses it again before then waits in gr_job_submit for its registration, up to its
+     * deadline; ranges no live job uses are evicted least recently used first). Only on a
+     * backend with pinned
      * memory (CUDA). Default 0: off.
      * The promise it needs from the caller: memory a job used stays allocated and mapped
      * until gr_host_forget has returned for it (or the runtime is destroyed). Freeing it
