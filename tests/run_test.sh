@@ -33,6 +33,16 @@ run() { # EXPECTED_RC ARGS...
     return 1
   fi
 }
+run_as() { # AS_BYTES EXPECTED_RC ARGS...: run under an address-space limit (prlimit --as)
+  local as=$1 want=$2 rc
+  shift 2
+  prlimit --as="$as" -- "$bin" "$@" >"$out" 2>"$err"
+  rc=$?
+  if [[ $rc != "$want" ]]; then
+    echo "    prlimit --as=$as graphrun $*: exit $rc, expected $want"; sed 's/^/    | /' "$out" "$err"
+    return 1
+  fi
+}
 has() { grep -qF -- "$2" "$1" || { echo "    missing \"$2\" in:"; sed 's/^/    | /' "$1"; return 1; }; }
 absent() { # nothing at PATH, nor a temporary file of ours beside it
   local d; d=$(dirname "$1")
@@ -42,19 +52,28 @@ absent() { # nothing at PATH, nor a temporary file of ours beside it
 np() { "$py" "$tool" "$@"; }
 
 failed=0
-# A case returning 77 was skipped: npy_tool.py exits so without ml_dtypes (bfloat16).
-# Each line ends with the case's time, so that a log shows where the test's time goes.
+# A case returning 77 was skipped: npy_tool.py exits so without ml_dtypes (bfloat16), and
+# skip() with its reason. Each line ends with the case's time, so that a log shows where the
+# test's time goes.
 case_() {
   local name=$1 rc t0=$EPOCHREALTIME took
   shift
+  rm -f "$T/skip"
   "$@"
   rc=$?
   took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f s", b - a }')
   if ((rc == 0)); then echo "PASS $name ($took)"
+  elif ((rc == 77)) && [[ -e $T/skip ]]; then echo "SKIP $name: $(cat "$T/skip")"
   elif ((rc == 77)); then echo "SKIP $name: ml_dtypes (NumPy's bfloat16) cannot be imported"
   else echo "FAIL $name ($took)"; failed=1; fi
 }
+skip() { echo "$1" >"$T/skip"; return 77; }
 bf16() { np has-ml-dtypes || return 77; }
+# ASan and TSan reserve terabytes of address space for their shadow memory: no run starts
+# under an address-space limit there.
+no_as_limit_under_sanitizers() {
+  [[ -z ${GR_TEST_SANITIZER:-} ]] || skip "an address-space limit (prlimit --as) under $GR_TEST_SANITIZER: the sanitizer's shadow memory needs terabytes of address space"
+}
 
 npy_round_trip() {
   np make "$T/a.npy" 3,5,7 1 && run 0 run --graph "$examples/seed.graph" --input "$T/a.npy" \
@@ -911,6 +930,59 @@ assert d["host_memory_least_bytes"] == 2 * 4001792, d' "$out" &&
     absent "$T/ck57_out.npy" && run 2 check --graph "$examples/seed.graph" \
       --input "$T/ck57.npy" --host-memory 1K && has "$err" "invalid value '1K' for --host-memory"
 }
+# Short of host memory under an address-space limit (prlimit --as): the runtime cannot reserve
+# a budget larger than the limit (the host backend's budget is host memory), or the window
+# cannot have even the largest tensor. Exit 3, saying what the run held and needs part by
+# part, the limit, and what to do; nothing written.
+run_short_of_memory_says_what_it_needs() {
+  no_as_limit_under_sanitizers || return
+  np make "$T/as.npy" 1000 84 && rm -f "$T/as_out.npy" &&
+    run_as $((200 << 20)) 3 run --graph "$examples/seed.graph"       --input "$T/as.npy" --output "$T/as_out.npy" --budget 256MiB &&
+    has "$err" "cannot start the runtime: out of host memory: host backend: cannot reserve 268435456 bytes for device 0's arena, with the window's 16.00 KiB held; this run needs up to " &&
+    has "$err" "of memory: the window 16.00 KiB (within the default 50.00 MiB), the budget 256.00 MiB (host memory on the host backend), 3 workers' staging 192.01 MiB (64.00 MiB each); and up to " &&
+    has "$err" "threads' stacks and malloc arenas" &&
+    has "$err" "the address space is limited to 200.00 MiB (RLIMIT_AS): lower --budget, or raise the limit to " &&
+    has "$err" "at the very least" && absent "$T/as_out.npy" || return 1
+  # The window: not even the largest tensor's 16 MiB under a 16 MiB limit.
+  np make "$T/as_big.npy" 2097152 85 && rm -f "$T/as_big_out.npy" &&
+    run_as $((16 << 20)) 3 run --graph "$examples/seed.graph"       --input "$T/as_big.npy" --output "$T/as_big_out.npy" --budget 1MiB --host-memory 1GiB &&
+    has "$err" "out of host memory: the system gave none of the 1.00 GiB of host memory (--host-memory), not even 16.01 MiB at once; the address space is limited to 16.00 MiB (RLIMIT_AS); this run needs at least that much (its largest tensor's inputs and outputs), and in all up to " &&
+    has "$err" "the window 16.01 MiB (within --host-memory 1.00 GiB), the budget 1.00 MiB (host memory on the host backend)" &&
+    has "$err" ": raise the limit to " && absent "$T/as_big_out.npy"
+}
+# check prints the host memory a run needs (the window, the budget on the host backend, the
+# workers' staging, the threads' address space) in text and --json, and warns where it exceeds
+# an address-space limit: that the run would fail when even the least exceeds it.
+check_estimates_the_host_memory() {
+  np make "$T/ce.npy" 1000000 86 &&
+    run 0 check --graph "$examples/seed.graph" --input "$T/ce.npy" --budget 4MiB --workers 2 &&
+    has "$out" "host memory estimate: up to 139.64 MiB of memory: the window 7.63 MiB (within the default " &&
+    has "$out" "the budget 4.00 MiB (host memory on the host backend), 2 workers' staging 128.01 MiB (64.00 MiB each); and up to " &&
+    has "$out" "; limits: RLIMIT_AS " && [[ ! -s $err ]] &&
+    run 0 check --graph "$examples/seed.graph" --input "$T/ce.npy" --budget 4MiB --workers 2       --host-memory 64MiB --json && "$py" -c '
+import json, sys
+e = json.load(open(sys.argv[1]))["host_memory_estimate"]
+assert e["window_bytes"] == 2 * 4001792 and e["budget_host_bytes"] == 4 << 20, e
+assert e["workers"] == 2 and e["staging_bytes"] == 2 * ((64 << 20) + 4096), e
+assert e["memory_bytes"] == e["window_bytes"] + e["budget_host_bytes"] + e["staging_bytes"], e
+assert e["address_space_bytes"] == (e["memory_bytes"] + e["threads_address_bytes"] +
+                                    e["program_bytes"]), e
+assert e["threads"] >= 2 and e["threads_address_bytes"] > 0 and e["warning"] is None, e' "$out" ||
+    return 1
+  no_as_limit_under_sanitizers || return
+  run_as $((400 << 20)) 0 check --graph "$examples/seed.graph"     --input "$T/ce.npy" --budget 256MiB &&
+    has "$out" "limits: RLIMIT_AS 400.00 MiB" &&
+    has "$err" "graphrun check: warning: the run may reserve up to " &&
+    has "$err" "more than the address-space limit, RLIMIT_AS 400.00 MiB, and then fail to start: lower --budget or --workers (each worker holds 64.00 MiB of staging and reserves " &&
+    has "$err" "or raise the limit to " &&
+    run_as $((200 << 20)) 0 check --graph "$examples/seed.graph"       --input "$T/ce.npy" --budget 256MiB --json &&
+    has "$err" "(run would fail for want of memory, exit 3)" && "$py" -c '
+import json, sys
+e = json.load(open(sys.argv[1]))["host_memory_estimate"]
+assert e["address_space_limit_bytes"] == 200 << 20, e
+assert e["warning"].startswith("the run needs at least "), e
+assert "more than the address-space limit, RLIMIT_AS 200.00 MiB: lower --budget, or raise" in e["warning"], e' "$out"
+}
 check_refuses_a_kernel_run_refuses() { # no CPU version on the host backend: refused by both
   if ! ldconfig -p | grep -q libnvrtc.so.13 && [[ ! -e ${CUDA_PATH:-/usr/local/cuda}/lib64/libnvrtc.so.13 ]]; then
     echo "    (no NVRTC on this machine: the spec does not load, for check as for run)"
@@ -1250,6 +1322,8 @@ case_ check_says_which_flags_it_takes check_says_which_flags_it_takes
 case_ bad_inputs_all_named_in_one_pass bad_inputs_all_named_in_one_pass
 case_ check_reports_each_size_of_its_own check_reports_each_size_of_its_own
 case_ check_reports_the_host_memory check_reports_the_host_memory
+case_ run_short_of_memory_says_what_it_needs run_short_of_memory_says_what_it_needs
+case_ check_estimates_the_host_memory check_estimates_the_host_memory
 case_ check_refuses_a_kernel_run_refuses check_refuses_a_kernel_run_refuses
 case_ reported_time_is_the_whole_run reported_time_is_the_whole_run
 case_ info_ceilings_without_cuda_warns info_ceilings_without_cuda_warns

@@ -3,8 +3,10 @@
  * input's header (stdin whole, into memory) exactly as run does, through the same code
  * (runopts.h, io.h, inputs.h, opts.h), and asks the runtime's own planner how the job would
  * be cut (gr_graph_plan_units, which also refuses a kernel the backend cannot run), and
- * whether the host memory holds the largest tensor (window.h), but loads no tensor, starts
- * no runtime and creates no file: what it refuses, run refuses with the same message and
+ * whether the host memory holds the largest tensor (window.h), and estimates all the host
+ * memory the run needs against the system's limits (hostneed.h: a warning, not a refusal,
+ * as those figures are upper bounds), but loads no tensor, starts no runtime and creates
+ * no file: what it refuses, run refuses with the same message and
  * status, and what it accepts, run accepts (short of what only running can find: memory, a
  * device lost, a file changed meanwhile).
  */
@@ -16,6 +18,7 @@
 #include <graphrun.h>
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/commands.h"
+#include "tools/graphrun/hostneed.h"
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/opts.h"
 #include "tools/graphrun/runopts.h"
@@ -31,8 +34,12 @@ static void usage(FILE *f)
             "same refusals (every input that cannot be read named, in one pass); then print\n"
             "each tensor's device footprint, the least budget the job needs, how the runtime\n"
             "would cut each tensor (whole, in N chunks, or batched K to a unit), and the host\n"
-            "memory the run needs at once against --host-memory. Nothing is loaded or run,\n"
-            "and no file is created.\n"
+            "memory the run needs at once against --host-memory, and its estimate of all\n"
+            "the host memory the run needs (the window, the budget on the host backend, the\n"
+            "workers' staging, the threads' stacks and malloc arenas) against the\n"
+            "address-space limit (RLIMIT_AS), the cgroup's memory.max and the memory\n"
+            "available, with a warning on stderr, saying what to lower, where it exceeds\n"
+            "one. Nothing is loaded or run, and no file is created.\n"
             "\n"
             "  --graph FILE     the graph spec\n"
             "  --kernels FILE   CUDA C kernels to register first (repeatable), as for run\n"
@@ -172,14 +179,54 @@ static const char *cut_name(const gr_unit_cut *c)
     return c->pieces > 1 ? "chunked" : c->batch > 1 ? "batched" : "whole";
 }
 
+/* The limits the run's host memory meets, in words. */
+static const char *limits_text(const gr_host_need *n, char *buf, size_t len)
+{
+    char b1[32], b2[32], b3[32];
+
+    snprintf(buf, len, "RLIMIT_AS %s, the cgroup's memory.max %s, %s available",
+             n->as_limit ? gr_cli_bytes(n->as_limit, b1, sizeof(b1)) : "none",
+             n->cg_limit ? gr_cli_bytes(n->cg_limit, b2, sizeof(b2)) : "none",
+             n->available ? gr_cli_bytes(n->available, b3, sizeof(b3)) : "unknown");
+    return buf;
+}
+
+/* --json's host_memory_estimate (hostneed.h); a limit not set or not known is null. */
+static json_t *need_json(const gr_host_need *n, const char *over)
+{
+    json_t *o = json_object();
+
+#define SET(key, v) json_object_set_new(o, key, json_integer((json_int_t)(v)))
+#define SET_OR_NULL(key, v)                                                                 \
+    json_object_set_new(o, key, (v) ? json_integer((json_int_t)(v)) : json_null())
+    SET("window_bytes", n->window);
+    SET("budget_host_bytes", n->arena);
+    SET("staging_bytes", n->staging);
+    SET("workers", n->workers);
+    SET("threads", n->threads);
+    SET("threads_address_bytes", n->threads_bytes);
+    SET("program_bytes", n->program);
+    SET("memory_bytes", n->memory);
+    SET("address_space_bytes", n->address);
+    SET("least_address_space_bytes", n->floor);
+    SET_OR_NULL("address_space_limit_bytes", n->as_limit);
+    SET_OR_NULL("cgroup_limit_bytes", n->cg_limit);
+    SET_OR_NULL("available_bytes", n->available);
+#undef SET
+#undef SET_OR_NULL
+    json_object_set_new(o, "warning", over && over[0] ? json_string(over) : json_null());
+    return o;
+}
+
 /* The report of an accepted (or over-budget) plan. */
 static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *footprint,
                    const gr_unit_cut *cut, const gr_units_plan_info *info, uint64_t budget,
-                   uint64_t host_memory, const char *host_how, const char *refused)
+                   uint64_t host_memory, const char *host_how, const gr_host_need *need,
+                   const char *over, const char *refused)
 {
     uint32_t ni = a->n_inputs, lead = gr_io_lead_port(&plan->opt);
     uint64_t host_least = 0, host_sum = 0;
-    char b0[32], b1[32], b2[32], b3[32];
+    char b0[32], b1[32], b2[32], b3[32], text[512], limits[160];
     json_t *doc = NULL, *tensors = NULL;
 
     gr_window_need(plan, NULL, &host_least, &host_sum);
@@ -258,6 +305,7 @@ static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *
         json_object_set_new(doc, "splittable", json_boolean(info->splittable));
         json_object_set_new(doc, "host_memory_bytes", json_integer((json_int_t)host_memory));
         json_object_set_new(doc, "host_memory_least_bytes", json_integer((json_int_t)host_least));
+        json_object_set_new(doc, "host_memory_estimate", need_json(need, over));
         if (refused == NULL)
             json_object_set_new(doc, "units", json_integer((json_int_t)info->units));
         json_object_set_new(doc, "files", tensors);
@@ -271,6 +319,9 @@ static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *
            "within %s (%s)\n",
            gr_cli_bytes(host_least, b0, sizeof(b0)), gr_cli_bytes(host_sum, b1, sizeof(b1)),
            gr_cli_bytes(host_memory, b2, sizeof(b2)), host_how ? host_how : "--host-memory");
+    printf("host memory estimate: %s; limits: %s\n",
+           gr_host_need_describe(need, host_how, text, sizeof(text)),
+           limits_text(need, limits, sizeof(limits)));
     printf("%s: %llu tensor%s, %s in, %s out; backend %s; budget %s%s, least %s%s",
            refused ? "refused" : "ok", (unsigned long long)plan->count,
            plan->count == 1 ? "" : "s", gr_cli_bytes(plan->bytes_in, b0, sizeof(b0)),
@@ -295,6 +346,10 @@ int gr_cmd_check(int argc, char **argv)
     gr_backend chosen;
     gr_graph *g = NULL;
     uint64_t *elems = NULL, *footprint = NULL, largest = 0, budget, host_memory;
+    uint32_t count = 0;
+    gr_host_need need;
+    bool certain;
+    char over[1024];
     gr_unit_cut *cut = NULL;
     gr_config cfg;
     gr_status st;
@@ -312,7 +367,7 @@ int gr_cmd_check(int argc, char **argv)
     if ((rc = parse_args(argc, argv, a)) >= 0)
         goto out;
     if ((rc = gr_run_opts_graph(a, &g, why, sizeof(why))) != GR_EXIT_OK ||
-        (rc = gr_run_opts_backend(a, &chosen, NULL, why, sizeof(why))) != GR_EXIT_OK) {
+        (rc = gr_run_opts_backend(a, &chosen, &count, why, sizeof(why))) != GR_EXIT_OK) {
         rc = refuse(a, rc, why);
         goto out;
     }
@@ -361,16 +416,23 @@ int gr_cmd_check(int argc, char **argv)
     cfg.budget_bytes = budget;
     st = gr_graph_plan_units(g, &cfg, elems, plan.count, a->rt.memory != GR_MEM_PAGEABLE, cut,
                              &info, &err);
+    gr_host_need_of(&plan, NULL, host_memory, &cfg, chosen,
+                    cfg.device_count ? cfg.device_count
+                                     : chosen == GR_BACKEND_HOST ? cfg.host_devices : count,
+                    &need);
+    if (gr_host_need_over(&need, &certain, over, sizeof(over)))
+        fprintf(stderr, "graphrun check: warning: %s%s\n", over,
+                certain ? " (run would fail for want of memory, exit 3)" : "");
     if (st == GR_OK) {
         report(a, &plan, footprint, cut, &info, budget, host_memory,
-               a->host_memory ? NULL : how, NULL);
+               a->host_memory ? NULL : how, &need, over, NULL);
         rc = GR_EXIT_OK;
     } else if (st == GR_ERR_OVER_BUDGET) {
         snprintf(why, sizeof(why), "refused: %s: %s (the least budget is %llu bytes)",
                  gr_status_str(st), err.message, (unsigned long long)info.least_budget);
         fprintf(stderr, "graphrun check: %s\n", why);
         report(a, &plan, footprint, cut, &info, budget, host_memory,
-               a->host_memory ? NULL : how, why);
+               a->host_memory ? NULL : how, &need, over, why);
         rc = GR_EXIT_USAGE;
     } else {
         /* A kernel the backend cannot run (GR_ERR_UNAVAILABLE naming its node: the backend

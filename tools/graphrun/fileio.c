@@ -26,7 +26,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define PREAD_THREADS 4
+#define PREAD_THREADS GR_FIO_PREAD_THREADS
 
 struct gr_fio {
     bool uring;

@@ -31,6 +31,9 @@
 
 #define GR_FIO_MAX_LEN (1u << 30)
 
+/* The pread engine's threads (hostneed.h counts them). */
+#define GR_FIO_PREAD_THREADS 4u
+
 typedef enum gr_fio_engine {
     GR_FIO_AUTO = 0, /* io_uring, else pread (saying why) */
     GR_FIO_URING,    /* io_uring or nothing */

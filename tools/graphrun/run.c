@@ -98,6 +98,7 @@ static int check_setup(run_state *s)
         (rc = gr_run_opts_backend(&a->o, &s->chosen, &count, s->why, sizeof(s->why))) !=
             GR_EXIT_OK)
         return rc;
+    s->backend_devices = s->chosen == GR_BACKEND_HOST ? a->o.rt.cfg.host_devices : count;
     if (gr_ranks_multi(&s->ranks)) {
         int pool = a->o.rt.cfg.device_count
                        ? (int)a->o.rt.cfg.device_count
@@ -292,21 +293,36 @@ static int check_job(run_state *s, const uint64_t *elems, const uint64_t *which,
 /* The window could not be had at all: how much the run needs, and what to do. */
 static void say_no_window(run_state *s)
 {
-    uint64_t largest = 0, sum = 0;
-    struct rlimit as;
-    char b1[32], b2[32], b3[32], lim[80] = "";
+    const gr_host_need *n = &s->need;
+    char b1[32], b2[32], b3[32], lim[80] = "", need[512], advice[512];
 
-    gr_window_need(&s->plan, s->skip, &largest, &sum);
-    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    if (n->as_limit)
         snprintf(lim, sizeof(lim), "; the address space is limited to %s (RLIMIT_AS)",
-                 gr_cli_bytes(as.rlim_cur, b3, sizeof(b3)));
+                 gr_cli_bytes(n->as_limit, b3, sizeof(b3)));
     snprintf(s->why, sizeof(s->why),
              "out of host memory: the system gave none of the %s of host memory%s, not even "
              "%s at once%s; this run needs at least that much (its largest tensor's inputs "
-             "and outputs): free memory, or raise the limit",
+             "and outputs), and in all %s: %s",
              gr_cli_bytes(s->host_memory, b1, sizeof(b1)),
              s->a.o.host_memory ? " (--host-memory)" : " (the default)",
-             gr_cli_bytes(largest, b2, sizeof(b2)), lim);
+             gr_cli_bytes(n->least, b2, sizeof(b2)), lim,
+             gr_host_need_describe(n, s->a.o.host_memory ? NULL : s->host_memory_how, need,
+                                   sizeof(need)),
+             gr_host_need_advice(n, advice, sizeof(advice)));
+}
+
+/* The runtime could not start for want of memory, with the window held: what the run
+ * needs, the limits, and what to do, after the runtime's own reason. */
+static void say_no_runtime(run_state *s, gr_status st, const char *message)
+{
+    gr_window_stats ws;
+    char b1[32], detail[800];
+
+    gr_window_stats_get(s->win, &ws);
+    snprintf(s->why, sizeof(s->why), "cannot start the runtime: %s: %s, with the window's %s "
+             "held; %s", gr_status_str(st), message, gr_cli_bytes(ws.held, b1, sizeof(b1)),
+             gr_host_need_failure(&s->need, s->a.o.host_memory ? NULL : s->host_memory_how, detail,
+                                  sizeof(detail)));
 }
 
 /* Step 3 (nothing to start for an empty shard: more ranks than tensors). */
@@ -350,8 +366,13 @@ static int start_runtime(run_state *s)
     free(which);
     if (n == 0 || rc != GR_EXIT_OK)
         return rc;
-    /* The window before the runtime: what memory there is goes to the tensors first (the
-     * runtime's threads and staging take address space that a limit then lacks). */
+    /* What the run needs, reckoned while the process maps only itself, for the messages of
+     * a run short of memory. The window before the runtime: what memory there is goes to
+     * the tensors first (the runtime's threads and staging take address space that a limit
+     * then lacks). */
+    gr_host_need_of(&s->plan, s->skip, s->host_memory, &a->o.rt.cfg, s->chosen,
+                    a->o.rt.cfg.device_count ? a->o.rt.cfg.device_count : s->backend_devices,
+                    &s->need);
     if (gr_window_open(&s->plan, s->skip, s->host_memory, (gr_mem_kind)a->o.rt.memory,
                        &s->win) != GR_OK) {
         say_no_window(s);
@@ -369,8 +390,11 @@ static int start_runtime(run_state *s)
         s->report.have_devmem =
             gr_devmem_start((int)s->report.ordinal, 1000, &s->sampler, &err) == GR_OK;
     if ((st = gr_runtime_create(&a->o.rt.cfg, &s->rt, &err)) != GR_OK) {
-        snprintf(s->why, sizeof(s->why), "cannot start the runtime: %s: %s", gr_status_str(st),
-                 err.message);
+        if (st == GR_ERR_OUT_OF_MEMORY)
+            say_no_runtime(s, st, err.message);
+        else
+            snprintf(s->why, sizeof(s->why), "cannot start the runtime: %s: %s",
+                     gr_status_str(st), err.message);
         return GR_EXIT_RUNTIME;
     }
     gr_runtime_info_get(s->rt, &info);

@@ -14,6 +14,7 @@
 #include <graphrun.h>
 #include "tools/graphrun/cuda_measure.h"
 #include "tools/graphrun/fileio.h"
+#include "tools/graphrun/hostneed.h"
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/ledger.h"
 #include "tools/graphrun/ranks.h"
@@ -53,6 +54,7 @@ typedef struct run_state {
     gr_ranks ranks;
     gr_graph *g;
     gr_backend chosen;
+    uint32_t backend_devices; /* the chosen backend's devices (CUDA: those present) */
     gr_io_plan plan;
     gr_manifest manifest; /* the run's (rank 0's) */
     char *manifest_path;  /* when one is written */
@@ -72,11 +74,12 @@ typedef struct run_state {
     bool reported;        /* the summary (or --json's object) is out */
     bool refused;         /* the job was refused (on some rank): nothing was written */
     bool resume_from_nothing; /* --resume found no manifest (said once the run goes ahead) */
+    gr_host_need need;    /* what the run needs, reckoned before the window is opened */
     gr_window *win;       /* the host memory the tensors stream through */
     gr_runtime *rt;
     gr_devmem_sampler *sampler;
     gr_run_report report; /* this rank's */
-    char why[512];
+    char why[1024]; /* room for what a run short of memory needs (hostneed.h) */
 } run_state;
 
 /* "ok", "interrupted" or "failed" for an exit status. */

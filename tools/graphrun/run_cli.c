@@ -120,7 +120,8 @@ static void usage(FILE *f)
             "(nothing on stdout otherwise). A refused run creates nothing. Exit status: 0\n"
             "every tensor done, 1 some tensors failed (the done ones written, unless\n"
             "--all-or-nothing), 2 bad command line, graph or input, 3 the runtime could not\n"
-            "start, 130 interrupted (Ctrl-C or SIGTERM; in-flight tensors finish and are\n"
+            "start (short of host memory: the message says what the run held and needs,\n"
+            "the limit it met and what to lower), 130 interrupted (Ctrl-C or SIGTERM; in-flight tensors finish and are\n"
             "written). With --mpi every rank exits with the highest status of any rank.\n"
             "--json prints one JSON object for every outcome, refusals included (not with\n"
             "--output -: stdout then holds the tensor or nothing).\n",

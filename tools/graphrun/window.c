@@ -245,6 +245,33 @@ static bool add_segment(gr_window *w)
     return true;
 }
 
+/* The segment size of a run's window (gr_window_open), from its tensors' largest need and
+ * their sum, and its bound (a multiple of GR_WINDOW_ALIGN). */
+static uint64_t segment_of(uint64_t largest, uint64_t sum, uint64_t limit)
+{
+    uint64_t seg = limit / 4 < GR_WINDOW_SEGMENT_MAX ? limit / 4 : GR_WINDOW_SEGMENT_MAX;
+
+    seg = sum < seg ? sum : seg;
+    /* Whole tensors of the largest size: a segment's remainder would fit none of them. */
+    return seg < largest ? largest : seg / largest * largest;
+}
+
+uint64_t gr_window_most(const gr_io_plan *plan, const bool *skip, uint64_t limit)
+{
+    uint64_t largest = 0, sum = 0, seg, most;
+
+    gr_window_need(plan, skip, &largest, &sum);
+    limit = limit / GR_WINDOW_ALIGN * GR_WINDOW_ALIGN;
+    if (largest == 0)
+        largest = sum = GR_WINDOW_ALIGN;
+    seg = segment_of(largest, sum, limit);
+    /* As add_segment grows it: a segment at a time while the tensors need more, the last
+     * one cut to the bound when a tensor still fits in what is left. */
+    for (most = 0; most < sum && limit - most >= largest;)
+        most += limit - most < seg ? limit - most : seg;
+    return most;
+}
+
 gr_status gr_window_open(const gr_io_plan *plan, const bool *skip, uint64_t limit,
                          gr_mem_kind kind, gr_window **out)
 {
@@ -255,10 +282,7 @@ gr_status gr_window_open(const gr_io_plan *plan, const bool *skip, uint64_t limi
     limit = limit / GR_WINDOW_ALIGN * GR_WINDOW_ALIGN;
     if (largest == 0)
         largest = sum = GR_WINDOW_ALIGN;
-    seg = limit / 4 < GR_WINDOW_SEGMENT_MAX ? limit / 4 : GR_WINDOW_SEGMENT_MAX;
-    seg = sum < seg ? sum : seg;
-    /* Whole tensors of the largest size: a segment's remainder would fit none of them. */
-    seg = seg < largest ? largest : seg / largest * largest;
+    seg = segment_of(largest, sum, limit);
     if (seg > limit)
         return GR_ERR_INVALID_ARGUMENT; /* gr_window_check refuses such a run first */
     if ((st = gr_window_create(limit, seg, largest, kind, out)) != GR_OK)

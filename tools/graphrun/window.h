@@ -85,6 +85,10 @@ gr_status gr_window_create(uint64_t limit, uint64_t segment, uint64_t least, gr_
 gr_status gr_window_open(const gr_io_plan *plan, const bool *skip, uint64_t limit,
                          gr_mem_kind kind, gr_window **out);
 
+/* The most host memory the window of such a run holds: its bound, or, when every tensor to
+ * run fits in less, their need in whole segments. */
+uint64_t gr_window_most(const gr_io_plan *plan, const bool *skip, uint64_t limit);
+
 /* An extent of `bytes` (a multiple of GR_WINDOW_ALIGN, at most `least`), block aligned,
  * into *out. GR_ERR_UNAVAILABLE when there is no room until some extent is given
  * back; GR_ERR_OUT_OF_MEMORY when the system gives no memory for the first segment (later
