@@ -289,8 +289,8 @@ static void *thread_main(void *p)
 
 int gr__thread_start(pthread_t *thread, const char *name, void *(*start)(void *), void *arg)
 {
-    /* Plain malloc: this is no call of the "alloc" site, so that plans counting those
-     * calls fail the same ones as before threads were named. */
+    /* Plain malloc: starting a thread is no call of the "alloc" site, so a plan counting
+     * those calls fails the same runtime allocations however many threads start. */
     thread_start *s = malloc(sizeof(*s));
     int e;
 

@@ -3,11 +3,12 @@
  *
  * Why: cudaMemcpyBatchAsync pays, for each range it copies, the driver's lookup of the
  * allocation the range lies in, and that lookup costs more the more allocations the process
- * holds: separate 64 KiB tensors in 12,800 cudaHostAlloc allocations went at 0.570 of the
- * link on the H200, the same tensors apart in one allocation at 0.858 (docs/PERFORMANCE.md,
- * the third session). So gr_host_alloc serves requests of at most GR_HOST_POOL_MAX bytes
- * from slabs of pinned memory (the same provider, portable, as a direct allocation), a whole
- * number of 4096-byte pages each, with no header: a 64 KiB request takes 16 pages.
+ * holds: separate 64 KiB tensors, one driver allocation each, go at 0.514 of the link on
+ * the H200 where the pool's go at 0.725, and the same tensors apart in one allocation at
+ * 0.858 (docs/PERFORMANCE.md, "Defaults"). So gr_host_alloc serves requests of at most
+ * GR_HOST_POOL_MAX bytes from slabs of pinned memory (the same provider, portable, as a
+ * direct allocation), a whole number of 4096-byte pages each, with no header: a 64 KiB
+ * request takes 16 pages.
  *
  * Slabs grow from GR_HOST_POOL_FIRST_SLAB to GR_HOST_POOL_SLAB bytes as the pool fills, so a
  * process that asks for a few small blocks pins little; one that held many keeps a slab

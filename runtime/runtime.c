@@ -517,9 +517,9 @@ static gr_status observe_open(gr_runtime *rt, gr_error_info *err)
 
 /* Units each worker may have in flight (worker.c): one, unless GR_UNITS_IN_FLIGHT=2 in the
  * environment and the backend launches apart (the next unit's submission then runs under
- * the copies of the one before). Measured on the H200 (docs/PERFORMANCE.md, sixth
- * session), two bought nothing on the rows of issue 14 with three workers, so one stays
- * the default; the host backend's tests use two to run the worker's two-unit path. With
+ * the copies of the one before). On the H200 two are no faster than one on the separate
+ * pinned rows with three workers (docs/PERFORMANCE.md, "Defaults"), so one is the
+ * default; the host backend's tests use two to run the worker's two-unit path. With
  * NVTX ranges on, one: a unit's ranges must nest. */
 static uint32_t units_in_flight(const gr_runtime *rt)
 {

@@ -57,12 +57,11 @@ typedef struct gr_unit_limits {
     uint64_t scatter_below, scatter_from;
     /* A short job of many tensors is batched into at least `spread` units where its tensors
      * allow (0: no such rule), none smaller than `spread_floor` elements (its tensors are
-     * not chunked finer for it): a job of 100 tensors of 1 MiB in 5
-     * units on 3 workers spent most of its time filling and draining the pipeline (its
-     * first copy in and last copy out running alone: 0.73 of the link on the H200 against
-     * 0.90 for 10,000 tensors). Ramped units (from spread_floor doubling at the start,
-     * halving toward the end) were measured and taken out again: 18 units instead of 13,
-     * median 0.737 against 0.758 (45 passes each, interleaved; docs/PERFORMANCE.md). */
+     * not chunked finer for it): in 5 units on 3 workers, a job of 100 tensors of 1 MiB
+     * spends most of its time filling and draining the pipeline (its first copy in and
+     * last copy out run alone): on the H200 0.726 of the link in 5 units, 0.766 in 13
+     * (docs/PERFORMANCE.md, "Defaults"). The units are of one size: ramped ones (small at
+     * the start and the end) are no faster. */
     uint32_t spread;
     uint64_t spread_floor;
 } gr_unit_limits;

@@ -1,5 +1,5 @@
 /*
- * dtypes_bench.c - issue 13's speed on a GPU: graph/examples/preprocess.graph (uint8 images
+ * dtypes_bench.c - speed on a GPU: graph/examples/preprocess.graph (uint8 images
  * in, cast and normalised per channel on the device, float32 out) at its link floor's
  * ratio. The floor of a tensor is the longest of its bytes in over the H2D ceiling, its
  * bytes out over the D2H ceiling, and both over the both-ways ceiling, measured first in

@@ -1,5 +1,5 @@
 /*
- * fault_test.c - the fault-injection sweep (issue 6) on the host backend: for every site
+ * fault_test.c - the fault-injection sweep on the host backend: for every site
  * the host backend reaches, and every call N of it that one job makes, fail that call (once,
  * and from then on) and check that the runtime keeps its promises:
  *

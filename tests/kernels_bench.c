@@ -1,5 +1,5 @@
 /*
- * kernels_bench.c - issue 12's speed: kernels of a user's own on the CUDA backend, each at
+ * kernels_bench.c - speed of kernels of a user's own on the CUDA backend, each at
  * its link floor's ratio beside the built-in seed's, measured in one run:
  *
  *   seed        the built-in fused seed kernel, in place

@@ -1,6 +1,6 @@
 /*
- * lifecycle_test.c - the runtime's and jobs' lifetimes racing each other, each case a bug
- * an independent review found (and reproduced) before it was fixed:
+ * lifecycle_test.c - the runtime's and jobs' lifetimes racing each other, each case a race
+ * that can free memory in use, lose work or hang:
  *   - gr_runtime_destroy while a submit is still validating a large job;
  *   - a lost device whose workers would swallow the healthy devices' work;
  *   - gr_runtime_destroy returning while another thread still runs a job's callback;

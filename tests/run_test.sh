@@ -587,8 +587,8 @@ assert d["status"] == "refused" and d["error"] == "unrecognized option '"'"'--bo
 }
 refusals_in_json_create_nothing() { # one JSON object for every refusal; nothing on disk
   local line want
-  # Inputs (issue 15's other half): directories of other names, a list's output whose
-  # directory is not there (the second one: every output directory is probed).
+  # Inputs: directories of other names, a list's output whose directory is not there (the
+  # second one: every output directory is probed).
   mkdir -p "$T/rj_a" "$T/rj_b" && np make "$T/rj_a/x.npy" 10 90 && np make "$T/rj_b/x.npy" 10 91 &&
     np make "$T/rj_b/y.npy" 10 92 && printf '%s\n' "$T/in_dir/t1.npy" "$T/in_dir/t2.npy" \
       >"$T/rj_in.txt" && printf '%s\n' "$T/rj_a/o.npy" "$T/ref_out_missing/o.npy" >"$T/rj_out.txt" ||
@@ -623,7 +623,7 @@ assert sys.argv[2] in d["error"], (d, sys.argv[2])' "$out" "$want" || return 1
 CASES
 }
 
-# Inputs (issue 15): what a directory holds, lists, stdin and stdout, flags that do not apply.
+# Inputs: what a directory holds, lists, stdin and stdout, flags that do not apply.
 lists_per_tensor_and_resume() { # @LIST in and out, outputs in two directories, per tensor
   local c
   big_inputs && rm -rf "$T/lr" && mkdir -p "$T/lr/o1" "$T/lr/o2" &&
@@ -871,7 +871,8 @@ assert d["status"] == "refused" and d["exit"] == 2 and "nope.graph" in d["error"
     run 0 check -h && has "$out" "usage: graphrun check"
 }
 
-# Issue 33's "also found" list: each case failed on the driver before streaming.
+# The driver at its edges: bad files in the middle of a dataset, what `check` reports, the
+# time, help and progress lines it prints, outputs compared as files.
 bad_inputs_all_named_in_one_pass() { # refused, every one named; --keep-going runs the rest
   local d="$T/bi" i
   rm -rf "$d" "$T/bi_out" "$T/bi_out.manifest.json" && mkdir -p "$d" || return 1

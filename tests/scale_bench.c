@@ -1,5 +1,5 @@
 /*
- * scale_bench.c - issue 5's scale target on any backend: does a job of many tensors run at
+ * scale_bench.c - the scale target on any backend: does a job of many tensors run at
  * the throughput of a small one? In one run, on one runtime, alternately: all --count
  * tensors in jobs of --small tensors (consecutive slices, one job after another), and all of
  * them in one job. The same tensors, the same memory; only the size of the job differs.

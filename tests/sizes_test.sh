@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sizes_test.sh - issue 14's size sweep and its picture without a GPU: tools/sizes_bench's
+# sizes_test.sh - the size sweep and its picture without a GPU: tools/sizes_bench's
 # plan and command line (--dry-run, refusals with status 2), its graphrun rows end to end
 # through a stand-in for `graphrun bench --json` (tests/sizes_fake_graphrun.py: a wrong or
 # failed row fails the run), tools/bench's helpers loaded as sizes_bench loads them, and

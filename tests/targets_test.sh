@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# targets_test.sh - tools/targets_bench (issue 14's targets in one run) without a GPU: the
-# plan, the refusals, every row end to end through the stand-in for `graphrun bench --json`
-# (tests/sizes_fake_graphrun.py): the table, the JSON Lines, a wrong or failed row failing
-# the run while the others still run.
+# targets_test.sh - tools/targets_bench (the performance targets in one run) without a GPU:
+# the plan, the refusals, every row end to end through the stand-in for `graphrun bench
+# --json` (tests/sizes_fake_graphrun.py): the table, the JSON Lines, a wrong or failed row
+# failing the run while the others still run.
 set -u
 cd "${TEST_SRCDIR}/graphrun" || exit 1
 work="${TEST_TMPDIR}/targets"

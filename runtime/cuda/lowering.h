@@ -154,7 +154,7 @@ void gr_cuda_graph_release(gr_cuda_graph *cg);
  * memory of two contexts (tools/probes/graph_update_contexts.cu: invalid value). A
  * worker's staging buffer is made under its context (its private one, or its device's
  * primary one), the tensors' pinned memory usually under the first device's primary
- * context. (Several devices: not yet run on two GPUs.) */
+ * context. */
 #define GR_CUDA_DEVICE_ONLY (1u << 31)
 #define GR_CUDA_STAGED (1u << 30)
 uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it);

@@ -251,13 +251,13 @@ typedef struct gr_config {
 
 /*
  * Device memory the CUDA backend holds per device beyond the budget and the CUDA context,
- * at most, with `workers` workers per device: each worker's stream, events and cache of up
- * to 8 instantiated graphs (about 2.3 MiB a worker for graphs of a few dozen nodes), and
- * the kernels' modules. Measured on an H200: 14 MiB with 3 workers, 148 MiB with 64 in the
- * long stress (docs/PERFORMANCE.md, "Device memory the runtime holds"). Graphs of hundreds
- * of nodes, many kernels of one's own, or more than 8 graph templates per worker in turn
- * (4 with two units in flight: each has graphs of its own) can take more: measure with
- * `graphrun stress` or the bench's device sampling.
+ * at most, with `workers` workers per device and graphs of a few dozen nodes: each
+ * worker's stream, events and cache of up to 8 instantiated graphs, and the kernels'
+ * modules. What the device reports with 3 to 64 workers is in docs/PERFORMANCE.md, "Device
+ * memory the runtime holds". Graphs of hundreds of nodes, many kernels of one's own, or
+ * more than 8 graph templates per worker in turn (4 with two units in flight: each has
+ * graphs of its own) can take more: measure with `graphrun stress` or the bench's device
+ * sampling.
  */
 #define GR_CUDA_OVERHEAD_BOUND(workers) ((8ull << 20) + (uint64_t)(workers) * (5ull << 19))
 

@@ -1,14 +1,13 @@
 // batch_submit_cost.cu - what one range of cudaMemcpyBatchAsync costs the submitting thread,
 // by how the host memory was allocated and by the batch's attributes. The runtime's 64 KiB
-// row is bound by it (docs/PERFORMANCE.md: 1.75 us a range from pooled slabs, 6.3 us from
-// one cudaHostAlloc each, against 1.3 us needed for 0.90 of the link).
+// rows are bound by it (docs/PERFORMANCE.md, "Separate pinned tensors": a unit's submission
+// is most of its time); 0.90 of the link leaves about 1.3 us a range.
 //   nvcc -O2 -arch=sm_90 -o probe batch_submit_cost.cu
 //   ./probe [ranges=256] [bytes=65536] [threads=1]
 // Each line: the memory, the attributes, the direction, the median submission time per
 // range over 40 batches (CPU), and the batch's copy bandwidth (stream time: each batch is
 // submitted behind a kernel that holds the stream, so its events time only the copies),
-// every byte of every range checked. (The first version, run on the H200 on 2026-12-02,
-// timed the submission into the bandwidth: its GB/s were too low.)
+// every byte of every range checked.
 // With threads > 1, then: that many threads at once, each with its own stream and memory
 // (separate allocations), each submitting a batch in and a batch out 40 times: the median
 // submission per range and the bandwidth of all of them together, each way; to tell the

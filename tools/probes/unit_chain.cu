@@ -3,8 +3,8 @@
 // the unit's device block, a batched copy out, an event), by submitting threads and by
 // units each keeps in flight? batch_submit_cost.cu's threads reach 0.96 of the link with
 // 64 KiB ranges when each queues 41 pairs of batches and no kernel; graphrun's 64 KiB row
-// stays near 0.78 with one or two units in flight per worker (docs/PERFORMANCE.md, sixth
-// session). This tells which of the depth and the kernel between the copies costs it.
+// stays near 0.78 with one or two units in flight per worker (docs/PERFORMANCE.md,
+// "Defaults"). This tells which of the depth and the kernel between the copies costs it.
 //   nvcc -O2 -arch=sm_90 -o probe unit_chain.cu
 //   ./probe [ranges=512] [bytes=65536] [units=16]
 // Each thread has `depth` streams (one per unit in flight, as graphrun's slots) and waits

@@ -282,8 +282,7 @@ int main(int argc, char **argv) {
       {FUSED, 1, 2, per_unit / 8, 0, 0}};
   // Interleaved, the plain batch way against the graph way, then each with graphrun's ~60
   // us of host time between units, then the graph way with the tensors 64 bytes past a page
-  // too. (The eighth session ran the list before this one, of offsets and 150 us between
-  // units against the batch way: docs/PERFORMANCE.md.)
+  // too.
   const std::vector<config> layouts = {
       {BATCH, 3, 1, per_unit, 0, 0},  {GRAPH, 3, 1, per_unit, 0, 0},
       {BATCH, 3, 1, per_unit, 0, 0},  {GRAPH, 3, 1, per_unit, 0, 0},
