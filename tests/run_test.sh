@@ -9,8 +9,9 @@
 # done; SIGKILL mid-run leaves no partial output and the next run removes what it left.
 # Inputs: what a directory holds (only .npy files unless raw; the rest skipped and named),
 # directories of other names, lists (and resuming them), stdin and stdout, flags that do not
-# apply, and `graphrun check`. Element types: graphs of every type (tests/graphs/) on .npy
-# inputs of either byte order, outputs compared byte for byte with what np.save writes for
+# apply, `graphrun check`, and a spec's constants (--const: streamed, resumed, every mistake
+# refused). Element types: graphs of every type (tests/graphs/) on .npy inputs of either
+# byte order, outputs compared byte for byte with what np.save writes for
 # NumPy's result; bfloat16 through ml_dtypes, SKIP where it cannot be imported.
 set -u
 bin="${TEST_SRCDIR}/graphrun/tools/graphrun/graphrun"
@@ -1018,6 +1019,109 @@ info_ceilings_without_cuda_warns() { # the host backend has no link to measure: 
 import json, sys
 assert json.load(open(sys.argv[1]))["ceilings_not_measured"]' "$out"
 }
+# Constants (--const NAME=FILE): a spec's `const` lines given from files, read once and given
+# to every job of a streaming run; NumPy computes what normalize should give.
+const_spec() { # the spec, and the constants' files: mean (.npy, big-endian), sd (raw)
+  mkdir -p "$T/cst" && printf '%s\n' 'const mean [3]' 'const sd float32 [1, 3]' 'buffer x' \
+    'buffer y' 'h2d l: in0 -> x' 'kernel k: normalize(x, mean, sd) -> y' 'd2h s: y -> out0' \
+    >"$T/cst/norm.graph" && "$py" -c '
+import numpy as np, sys
+d = sys.argv[1]
+np.save(d + "/mean.npy", np.array([0.5, -2, 3], ">f4"))
+np.array([2, 0.25, 8], "<f4").tofile(d + "/sd.raw")
+np.save(d + "/mean64.npy", np.array([0.5, -2, 3], "<f8"))
+np.save(d + "/mean4.npy", np.zeros((2, 2), "<f4"))
+np.save(d + "/sd13.npy", np.array([[2, 0.25, 8]], "<f4"))
+open(d + "/short.npy", "wb").write(open(d + "/sd13.npy", "rb").read()[:-4])' "$T/cst"
+}
+check_normalized() { # OUT_DIR IN_DIR: every output == (x - mean) / sd, per channel of 3
+  "$py" -c '
+import numpy as np, os, sys
+out, inp, d = sys.argv[1:4]
+m = np.load(d + "/mean.npy").astype("<f4")
+s = np.fromfile(d + "/sd.raw", "<f4")
+names = sorted(f for f in os.listdir(inp) if f.endswith(".npy"))
+assert sorted(os.listdir(out)) == names, (os.listdir(out), names)
+for n in names:
+    x, y = np.load(inp + "/" + n), np.load(out + "/" + n)
+    want = ((x.reshape(-1, 3) - m) / s).reshape(x.shape)
+    assert y.dtype == np.float32 and y.shape == x.shape, (n, y.dtype, y.shape)
+    assert np.array_equal(y, want), (n, abs(y - want).max())' "$1" "$2" "$T/cst"
+}
+constants_given_to_every_tensor() { # a directory streamed in several jobs; check; --resume
+  local i
+  const_spec && mkdir -p "$T/cst/in" || return 1
+  for i in 0 1 2 3 4 5; do np make "$T/cst/in/t$i.npy" "$((60000 + 3 * i)),3" "$((30 + i))" || return 1; done
+  # A window of two tensors: the tensors go in several jobs, each given the constants.
+  run 0 check --graph "$T/cst/norm.graph" --input "$T/cst/in" --const sd="$T/cst/sd.raw" \
+    --const mean="$T/cst/mean.npy" --host-memory 2MiB &&
+    has "$out" "constant mean: float32 [3], 12 bytes, from $T/cst/mean.npy (.npy)" &&
+    has "$out" "constant sd: float32 [1, 3], 12 bytes, from $T/cst/sd.raw (raw)" &&
+    run 0 run --graph "$T/cst/norm.graph" --input "$T/cst/in" --output "$T/cst/out" \
+      --const mean="$T/cst/mean.npy" --const sd="$T/cst/sd.raw" --host-memory 2MiB &&
+    has "$out" "ok: 6 of 6 tensors done" && check_normalized "$T/cst/out" "$T/cst/in" &&
+    run 0 run --graph "$T/cst/norm.graph" --input "$T/cst/in" --output "$T/cst/out" \
+      --const mean="$T/cst/mean.npy" --const sd="$T/cst/sd.raw" --resume &&
+    has "$out" "ok: 6 of 6 tensors done (6 by an earlier run)" || return 1
+  # Other constants make every output stale: --resume refuses, naming them.
+  run 2 run --graph "$T/cst/norm.graph" --input "$T/cst/in" --output "$T/cst/out" \
+    --const mean="$T/cst/mean.npy" --const sd="$T/cst/sd13.npy" --resume &&
+    has "$err" "--resume: the constants (--const: their names or files) changed since the run" &&
+    touch -d '1 hour ago' "$T/cst/sd.raw" &&
+    run 2 run --graph "$T/cst/norm.graph" --input "$T/cst/in" --output "$T/cst/out" \
+      --const mean="$T/cst/mean.npy" --const sd="$T/cst/sd.raw" --resume &&
+    has "$err" "the constants (--const: their names or files) changed since" || return 1
+  # The default budget holds the constants beside three iterations of the largest tensor.
+  printf '%s\n' 'const mean [65536]' 'const sd [1]' 'buffer x' 'h2d l: in0 -> x' \
+    'kernel k: normalize(x, mean, sd) -> x' 'd2h s: x -> out0' >"$T/cst/wide.graph" &&
+    "$py" -c '
+import numpy as np, sys
+np.save(sys.argv[1] + "/wide.npy", np.arange(65536, dtype="<f4"))
+np.save(sys.argv[1] + "/one.npy", np.array([4], "<f4"))' "$T/cst" &&
+    np make "$T/cst/x.npy" 5,7 40 &&
+    run 0 run --graph "$T/cst/wide.graph" --input "$T/cst/x.npy" --output "$T/cst/w.npy" \
+      --const mean="$T/cst/wide.npy" --const sd="$T/cst/one.npy" && "$py" -c '
+import numpy as np, sys
+x, y = np.load(sys.argv[1]), np.load(sys.argv[2])
+want = ((x.ravel() - np.arange(35, dtype="<f4")) / np.float32(4)).reshape(x.shape)
+assert np.array_equal(y, want), abs(y - want).max()' "$T/cst/x.npy" "$T/cst/w.npy"
+}
+constants_refused_clearly() { # each mistake named, exit 2, nothing created; check says the same
+  local c g=$T/cst/norm.graph m=$T/cst/mean.npy s=$T/cst/sd.raw
+  const_spec && np make "$T/cst/x.npy" 4,3 41 || return 1
+  cr() { # EXPECTED_MESSAGE CONST_ARGS...: refused by run and by check, run creating nothing
+    local want=$1
+    shift
+    run 2 run --graph "$g" --input "$T/cst/x.npy" --output "$T/cst/bad.npy" "$@" &&
+      has "$err" "$want" && absent "$T/cst/bad.npy" &&
+      run 2 check --graph "$g" --input "$T/cst/x.npy" "$@" && has "$err" "$want"
+  }
+  cr "$g declares constant 'mean' (float32 [3]) but no --const mean=FILE gives it (a .npy or raw file of 3 float32 elements)" &&
+    cr "$g declares constant 'sd' (float32 [1, 3]) but no --const sd=FILE gives it" --const mean="$m" &&
+    cr "--const W=$m: $g has no constant 'W' (it declares mean, sd)" --const mean="$m" --const sd="$s" --const W="$m" &&
+    cr "--const mean given twice ($m and $s): give each constant once" --const mean="$m" --const mean="$s" &&
+    cr "invalid value 'mean' for --const (want NAME=FILE" --const mean &&
+    cr "invalid value '=x' for --const (want NAME=FILE" --const =x &&
+    cr "--const mean=$T/cst/mean64.npy: the file holds float64 ('<f8') but $g declares mean float32 [3]: convert with a.astype(np.float32)" \
+      --const mean="$T/cst/mean64.npy" --const sd="$s" &&
+    cr "--const mean=$T/cst/mean4.npy: the file holds 4 elements (shape (2, 2)) but $g declares mean float32 [3], 3 elements" \
+      --const mean="$T/cst/mean4.npy" --const sd="$s" &&
+    cr "--const sd=$m.raw: cannot open: No such file or directory" --const mean="$m" --const sd="$m.raw" &&
+    cr "--const sd=$T/cst/short.npy: the header says 12 bytes of float32 data after a" \
+      --const mean="$m" --const sd="$T/cst/short.npy" &&
+    g=$examples/seed.graph cr "--const W=$m: $examples/seed.graph has no constant 'W' (it declares none)" \
+      --const W="$m" || return 1
+  # Raw of the wrong size; and with --json one object, the message as on stderr.
+  head -c 8 "$s" >"$T/cst/sd8.raw" &&
+    cr "--const sd=$T/cst/sd8.raw: $g declares sd float32 [1, 3], 12 bytes of raw data, but the file has 8 bytes" \
+      --const mean="$m" --const sd="$T/cst/sd8.raw" &&
+    run 2 run --graph "$g" --input "$T/cst/x.npy" --output "$T/cst/bad.npy" --json \
+      --const mean="$m" --const mean="$m" && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "refused" and d["exit"] == 2, d
+assert d["error"].startswith("--const mean given twice"), d' "$out" && absent "$T/cst/bad.npy"
+}
 help_says_the_defaults() { # the budget's and the host memory's
   run 0 run --help && has "$out" "Budget: --budget (per device), else room for three iterations of the largest" &&
     has "$out" "host memory for the tensors being read, run and written: a" &&
@@ -1331,4 +1435,6 @@ case_ info_ceilings_without_cuda_warns info_ceilings_without_cuda_warns
 case_ help_says_the_defaults help_says_the_defaults
 case_ progress_line_only_where_it_belongs progress_line_only_where_it_belongs
 case_ bench_io_checks_its_outputs bench_io_checks_its_outputs
+case_ constants_given_to_every_tensor constants_given_to_every_tensor
+case_ constants_refused_clearly constants_refused_clearly
 exit $failed

@@ -46,6 +46,10 @@ static void usage(FILE *f)
             "  --input PATH     input port 0, 1, ... as for run: a file, a directory, @LIST,\n"
             "                   or - (stdin, read whole)\n"
             "  --output PATH    output port 0, 1, ...: checked as run would (optional)\n"
+            "  --const NAME=FILE\n"
+            "                   constant NAME's file, as for run (one for each constant the\n"
+            "                   spec declares): its header (or a raw file's size), type and\n"
+            "                   element count checked against the declaration, not loaded\n"
             "  --dtype T        raw inputs' element type, as for run\n"
             "  --shape D0,D1..  raw inputs' shape, as for run\n"
             "  --raw            a directory's files are raw tensors, as for run\n"
@@ -58,9 +62,9 @@ static void usage(FILE *f)
             "and --sync, --io and --no-direct (drop them to check a run's command line).\n"
             "\n"
             "The budget is --budget, else run's default (three iterations of the largest\n"
-            "tensor). Exit status: 0 run would take the job, 2 it would refuse it (a bad\n"
-            "command line, graph, input, or a budget too small for a graph that cannot be\n"
-            "cut), 3 the backend is not there.\n");
+            "tensor, and the constants). Exit status: 0 run would take the job, 2 it would\n"
+            "refuse it (a bad command line, graph, input or constant, or a budget too small\n"
+            "for a graph that cannot be cut), 3 the backend is not there.\n");
 }
 
 /* check takes exactly the flags it shares with run, parsed by the same code (runopts.h). */
@@ -219,10 +223,11 @@ static json_t *need_json(const gr_host_need *n, const char *over)
 }
 
 /* The report of an accepted (or over-budget) plan. */
-static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *footprint,
-                   const gr_unit_cut *cut, const gr_units_plan_info *info, uint64_t budget,
-                   uint64_t host_memory, const char *host_how, const gr_host_need *need,
-                   const char *over, const char *refused)
+static void report(const check_args *a, const gr_io_plan *plan, const gr_consts *consts,
+                   const uint64_t *footprint, const gr_unit_cut *cut,
+                   const gr_units_plan_info *info, uint64_t budget, uint64_t host_memory,
+                   const char *host_how, const gr_host_need *need, const char *over,
+                   const char *refused)
 {
     uint32_t ni = a->n_inputs, lead = gr_io_lead_port(&plan->opt);
     uint64_t host_least = 0, host_sum = 0;
@@ -309,12 +314,14 @@ static void report(const check_args *a, const gr_io_plan *plan, const uint64_t *
         if (refused == NULL)
             json_object_set_new(doc, "units", json_integer((json_int_t)info->units));
         json_object_set_new(doc, "files", tensors);
+        json_object_set_new(doc, "constants", gr_consts_json(consts));
         json_object_set_new(doc, "skipped", skipped);
         json_dumpf(doc, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(doc);
         return;
     }
+    gr_consts_print(consts, stdout);
     printf("host memory: %s at once for the largest tensor, %s in all; the run streams "
            "within %s (%s)\n",
            gr_cli_bytes(host_least, b0, sizeof(b0)), gr_cli_bytes(host_sum, b1, sizeof(b1)),
@@ -341,6 +348,7 @@ int gr_cmd_check(int argc, char **argv)
     check_args *a = calloc(1, sizeof(*a));
     gr_io_options io = {0};
     gr_io_plan plan = {0};
+    gr_consts consts = {0};
     gr_units_plan_info info = {0};
     gr_error_info err;
     gr_backend chosen;
@@ -366,7 +374,7 @@ int gr_cmd_check(int argc, char **argv)
     }
     if ((rc = parse_args(argc, argv, a)) >= 0)
         goto out;
-    if ((rc = gr_run_opts_graph(a, &g, why, sizeof(why))) != GR_EXIT_OK ||
+    if ((rc = gr_run_opts_graph(a, &g, &consts, why, sizeof(why))) != GR_EXIT_OK ||
         (rc = gr_run_opts_backend(a, &chosen, &count, why, sizeof(why))) != GR_EXIT_OK) {
         rc = refuse(a, rc, why);
         goto out;
@@ -409,8 +417,7 @@ int gr_cmd_check(int argc, char **argv)
                 plan.bytes_out += (port.fixed_elems ? port.fixed_elems : elems[i]) *
                                   gr_dtype_size(port.dtype);
             }
-    gr_graph_footprint(g, largest, &budget);
-    budget = gr_runtime_opts_budget(&a->rt, chosen, budget);
+    budget = gr_run_opts_budget(a, chosen, g, &consts, largest);
     cfg = a->rt.cfg;
     cfg.backend = chosen;
     cfg.budget_bytes = budget;
@@ -424,14 +431,14 @@ int gr_cmd_check(int argc, char **argv)
         fprintf(stderr, "graphrun check: warning: %s%s\n", over,
                 certain ? " (run would fail for want of memory, exit 3)" : "");
     if (st == GR_OK) {
-        report(a, &plan, footprint, cut, &info, budget, host_memory,
+        report(a, &plan, &consts, footprint, cut, &info, budget, host_memory,
                a->host_memory ? NULL : how, &need, over, NULL);
         rc = GR_EXIT_OK;
     } else if (st == GR_ERR_OVER_BUDGET) {
         snprintf(why, sizeof(why), "refused: %s: %s (the least budget is %llu bytes)",
                  gr_status_str(st), err.message, (unsigned long long)info.least_budget);
         fprintf(stderr, "graphrun check: %s\n", why);
-        report(a, &plan, footprint, cut, &info, budget, host_memory,
+        report(a, &plan, &consts, footprint, cut, &info, budget, host_memory,
                a->host_memory ? NULL : how, &need, over, why);
         rc = GR_EXIT_USAGE;
     } else {

@@ -94,7 +94,8 @@ static int check_setup(run_state *s)
     uint32_t count = 0;
     int rc;
 
-    if ((rc = gr_run_opts_graph(&a->o, &s->g, s->why, sizeof(s->why))) != GR_EXIT_OK ||
+    if ((rc = gr_run_opts_graph(&a->o, &s->g, &s->consts, s->why, sizeof(s->why))) !=
+            GR_EXIT_OK ||
         (rc = gr_run_opts_backend(&a->o, &s->chosen, &count, s->why, sizeof(s->why))) !=
             GR_EXIT_OK)
         return rc;
@@ -329,7 +330,7 @@ static void say_no_runtime(run_state *s, gr_status st, const char *message)
 static int start_runtime(run_state *s)
 {
     run_args *a = &s->a;
-    uint64_t largest = 0, footprint = 0, copy = 0, n = 0, *elems, *which;
+    uint64_t largest = 0, copy = 0, n = 0, *elems, *which;
     gr_runtime_info info;
     gr_device_stats ds;
     gr_error_info err;
@@ -359,13 +360,15 @@ static int start_runtime(run_state *s)
         if (bytes > copy)
             copy = bytes; /* the ceilings are measured at the largest input's size */
     }
-    gr_graph_footprint(s->g, largest, &footprint);
-    a->o.rt.cfg.budget_bytes = gr_runtime_opts_budget(&a->o.rt, s->chosen, footprint);
+    a->o.rt.cfg.budget_bytes = gr_run_opts_budget(&a->o, s->chosen, s->g, &s->consts, largest);
     rc = n == 0 ? GR_EXIT_OK : check_job(s, elems, which, n);
     free(elems);
     free(which);
     if (n == 0 || rc != GR_EXIT_OK)
         return rc;
+    /* Once for the run: every job it submits reads this one copy. */
+    if ((st = gr_consts_load(&s->consts, s->why, sizeof(s->why))) != GR_OK)
+        return st == GR_ERR_OUT_OF_MEMORY ? GR_EXIT_RUNTIME : GR_EXIT_USAGE;
     /* What the run needs, reckoned while the process maps only itself, for the messages of
      * a run short of memory. The window before the runtime: what memory there is goes to
      * the tensors first (the runtime's threads and staging take address space that a limit
@@ -499,6 +502,8 @@ static int run_job(run_state *s)
     if (n > 0) {
         cfg.rt = s->rt;
         cfg.g = s->g;
+        cfg.constants = s->consts.data;
+        cfg.n_constants = s->consts.count;
         cfg.plan = &s->plan;
         cfg.skip = s->skip;
         cfg.keep_going = a->keep_going;
@@ -680,6 +685,7 @@ int gr_cmd_run(int argc, char **argv)
 
         h = hash_strings(h, s->a.o.inputs, s->a.o.n_inputs);
         h = hash_strings(h, s->a.o.outputs, s->a.o.n_outputs);
+        h = hash_strings(h, s->a.o.consts, s->a.o.n_consts);
         for (uint32_t d = 0; s->a.o.have_shape && d < s->a.o.shape.ndim; d++)
             h = (h ^ s->a.o.shape.dims[d]) * 0x100000001b3ull;
         rc = same_everywhere(&s->ranks, "checking the command line", (int64_t)h)
@@ -688,8 +694,8 @@ int gr_cmd_run(int argc, char **argv)
         if (rc != GR_EXIT_OK) {
             if (s->ranks.world.rank == 0)
                 fprintf(stderr, "graphrun run: the ranks were not all given the same --graph, "
-                                "--input, --output, --dtype, --shape, --force, --manifest, "
-                                "--resume, --keep-going and --all-or-nothing\n");
+                                "--input, --output, --const, --dtype, --shape, --force, "
+                                "--manifest, --resume, --keep-going and --all-or-nothing\n");
             goto out;
         }
     }
@@ -753,6 +759,7 @@ out:
     for (uint64_t k = 0; k < s->n_claimed; k++)
         free(s->claimed[k]);
     free(s->claimed);
+    gr_consts_free(&s->consts); /* after the runtime: its jobs read them until then */
     gr_graph_destroy(s->g);
 out_free:
     if (tensor_fd >= 0)

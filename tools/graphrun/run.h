@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include <graphrun.h>
+#include "tools/graphrun/consts.h"
 #include "tools/graphrun/cuda_measure.h"
 #include "tools/graphrun/fileio.h"
 #include "tools/graphrun/hostneed.h"
@@ -53,6 +54,7 @@ typedef struct run_state {
     int64_t started_ns;   /* the command's start */
     gr_ranks ranks;
     gr_graph *g;
+    gr_consts consts;     /* the graph's, from --const: planned in step 1, loaded in 3 */
     gr_backend chosen;
     uint32_t backend_devices; /* the chosen backend's devices (CUDA: those present) */
     gr_io_plan plan;
@@ -91,7 +93,8 @@ const char *gr_run_status_name(int rc);
 int gr_run_stage_manifests(run_state *s);
 
 /* What decides the outputs besides the graph file and the inputs (--dtype, --shape, --raw,
- * the kernel files), as the manifest records it for --resume; NULL when out of memory. */
+ * the kernel files, the constants' files), as the manifest records it for --resume; NULL
+ * when out of memory. */
 json_t *gr_run_settings_json(const run_args *a);
 
 /* --resume: refused (GR_EXIT_USAGE, s->why) when the settings differ from those of the run

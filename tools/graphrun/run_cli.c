@@ -39,6 +39,12 @@ static void usage(FILE *f)
             "                   .npy; the report then goes to stderr), a directory when the\n"
             "                   inputs are directories or lists (files named as in the\n"
             "                   first), or @LIST with a path per input tensor\n"
+            "  --const NAME=FILE\n"
+            "                   the contents of constant NAME that the spec declares ('const\n"
+            "                   NAME [TYPE] [D0, ...]'), given to every tensor: a .npy or a\n"
+            "                   raw file (this machine's byte order) of the declared type and\n"
+            "                   element count (its shape may differ); one for each constant\n"
+            "                   the spec declares (repeatable), read once for the whole run\n"
             "  --dtype T        element type of raw input files: float32, float16, bfloat16,\n"
             "                   float64, int32 or uint8 (default: each port's); a raw input\n"
             "                   whose port is of another type is refused, and so is a .npy\n"
@@ -68,7 +74,8 @@ static void usage(FILE *f)
             "                   there with their recorded size; run the others (replacing\n"
             "                   outputs the manifest lists, without --force; not with - for\n"
             "                   stdin or stdout); refused when the graph, --dtype, --shape,\n"
-            "                   --raw or a kernel file differs from the manifest's run\n"
+            "                   --raw, a kernel file or a --const file differs from the\n"
+            "                   manifest's run\n"
             "  --keep-going     go on past failed tensors (default: the first failure stops\n"
             "                   the run: no new tensor starts, those done stay written)\n"
             "  --all-or-nothing write the outputs only when every tensor is done (a failed or\n"
@@ -83,8 +90,8 @@ static void usage(FILE *f)
             "  --help           this text\n" GR_RUN_HOST_MEMORY_HELP GR_RUNTIME_OPTIONS_HELP
             "\n"
             "Budget: --budget (per device), else room for three iterations of the largest\n"
-            "tensor (at least 2 MiB on CUDA); a tensor larger than its share is cut into\n"
-            "chunks when the graph allows it.\n"
+            "tensor and the constants (at least 2 MiB on CUDA); a tensor larger than its\n"
+            "share is cut into chunks when the graph allows it.\n"
             "\n"
             "Streaming: inputs are read ahead into host memory (pinned on CUDA), each tensor\n"
             "submitted once its inputs are in and written as soon as it is done, its memory\n"
@@ -119,12 +126,13 @@ static void usage(FILE *f)
             "tensor's file is in $TMPDIR, copied to stdout only once the run has succeeded\n"
             "(nothing on stdout otherwise). A refused run creates nothing. Exit status: 0\n"
             "every tensor done, 1 some tensors failed (the done ones written, unless\n"
-            "--all-or-nothing), 2 bad command line, graph or input, 3 the runtime could not\n"
-            "start (short of host memory: the message says what the run held and needs,\n"
-            "the limit it met and what to lower), 130 interrupted (Ctrl-C or SIGTERM; in-flight tensors finish and are\n"
-            "written). With --mpi every rank exits with the highest status of any rank.\n"
-            "--json prints one JSON object for every outcome, refusals included (not with\n"
-            "--output -: stdout then holds the tensor or nothing).\n",
+            "--all-or-nothing), 2 bad command line, graph, input or constant, 3 the\n"
+            "runtime could not start (short of host memory: the message says what the run\n"
+            "held and needs, the limit it met and what to lower), 130 interrupted (Ctrl-C\n"
+            "or SIGTERM; in-flight tensors finish and are written). With --mpi every rank\n"
+            "exits with the highest status of any rank. --json prints one JSON object for\n"
+            "every outcome, refusals included (not with --output -: stdout then holds the\n"
+            "tensor or nothing).\n",
             GR_RUN_DEFAULT_MPI_TIMEOUT_S);
 }
 

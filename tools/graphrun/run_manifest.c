@@ -136,13 +136,14 @@ static void add_file_facts(json_t *files, const char *path)
 }
 
 /* What decides the outputs besides the graph file and the inputs, as the manifest records
- * it for --resume: --dtype, --shape and --raw as given, and the kernel files (--kernels,
- * and those the spec's `cuda "FILE"` lines name, from the spec's directory as its parser
- * takes them) with their size and mtime_ns. */
+ * it for --resume: --dtype, --shape and --raw as given, the kernel files (--kernels, and
+ * those the spec's `cuda "FILE"` lines name, from the spec's directory as its parser takes
+ * them) with their size and mtime_ns, and the constants' files (--const) the same way,
+ * recorded only when there are any (so that a manifest from before --const resumes). */
 json_t *gr_run_settings_json(const run_args *ra)
 {
     const gr_run_opts *a = &ra->o;
-    json_t *files = json_array(), *shape = json_null();
+    json_t *files = json_array(), *shape = json_null(), *settings;
     const char *slash = strrchr(a->graph, '/');
     char line[4096], path[8192];
     FILE *spec;
@@ -174,17 +175,34 @@ json_t *gr_run_settings_json(const run_args *ra)
         }
         fclose(spec);
     }
-    return json_pack("{s:o,s:o,s:b,s:o}", "dtype", a->dtype ? json_string(a->dtype) : json_null(),
-                     "shape", shape, "raw", a->raw, "kernel_files", files);
+    settings = json_pack("{s:o,s:o,s:b,s:o}", "dtype",
+                         a->dtype ? json_string(a->dtype) : json_null(), "shape", shape, "raw",
+                         a->raw, "kernel_files", files);
+    if (settings && a->n_consts &&
+        json_object_set_new(settings, "constants",
+                            gr_consts_settings_json(a->consts, a->n_consts)) != 0) {
+        json_decref(settings);
+        return NULL;
+    }
+    return settings;
+}
+
+/* Whether key k of two settings objects is the same; absent is as null. */
+static bool same_setting(const json_t *then, const json_t *now, const char *key)
+{
+    const json_t *x = json_object_get(then, key), *y = json_object_get(now, key);
+
+    return (x == NULL && y == NULL) || json_equal(x, y);
 }
 
 /* --resume: refused when what decides the outputs (settings_json) is not what the run that
  * wrote `doc` had, naming what differs. */
 int gr_run_same_settings(run_state *s, const json_t *doc, const char *path)
 {
-    static const char *const key[] = {"dtype", "shape", "raw", "kernel_files"};
+    static const char *const key[] = {"dtype", "shape", "raw", "kernel_files", "constants"};
     static const char *const what[] = {"--dtype", "--shape", "--raw",
-                                       "the kernel files (--kernels, the spec's cuda lines)"};
+                                       "the kernel files (--kernels, the spec's cuda lines)",
+                                       "the constants (--const: their names or files)"};
     const json_t *then = json_object_get(doc, "settings");
     const json_t *now = s->settings;
     int rc = GR_EXIT_OK;
@@ -196,8 +214,8 @@ int gr_run_same_settings(run_state *s, const json_t *doc, const char *path)
                  path);
         rc = GR_EXIT_USAGE;
     }
-    for (int k = 0; rc == GR_EXIT_OK && k < 4; k++)
-        if (!json_equal(json_object_get(then, key[k]), json_object_get(now, key[k]))) {
+    for (int k = 0; rc == GR_EXIT_OK && k < 5; k++)
+        if (!same_setting(then, now, key[k])) {
             snprintf(s->why, sizeof(s->why),
                      "--resume: %s %s the run that wrote %s: every output may be stale; run "
                      "again without --resume (with --force)",

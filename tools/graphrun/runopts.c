@@ -43,6 +43,11 @@ int gr_run_opt(const char *cmd, int opt, const char *arg, gr_run_opts *o)
         else
             o->outputs[o->n_outputs++] = arg;
         return 1;
+    case 'N':
+        if (!gr_consts_check_arg(cmd, arg, o->consts, o->n_consts))
+            return -1;
+        o->consts[o->n_consts++] = arg;
+        return 1;
     case 'd':
         o->dtype = arg;
         return 1;
@@ -91,7 +96,8 @@ int gr_run_opts_finish(const char *cmd, int argc, char **argv, const gr_run_opts
     return -1;
 }
 
-int gr_run_opts_graph(const gr_run_opts *o, gr_graph **g, char *why, size_t len)
+int gr_run_opts_graph(const gr_run_opts *o, gr_graph **g, gr_consts *consts, char *why,
+                      size_t len)
 {
     gr_error_info err;
 
@@ -112,7 +118,21 @@ int gr_run_opts_graph(const gr_run_opts *o, gr_graph **g, char *why, size_t len)
                  o->n_outputs);
         return GR_EXIT_USAGE;
     }
+    if (gr_consts_plan(consts, o->consts, o->n_consts, *g, o->graph, why, len) != GR_OK)
+        return GR_EXIT_USAGE;
     return GR_EXIT_OK;
+}
+
+uint64_t gr_run_opts_budget(const gr_run_opts *o, gr_backend chosen, const gr_graph *g,
+                            const gr_consts *consts, uint64_t largest)
+{
+    uint64_t footprint = 0;
+
+    if (o->rt.budget)
+        return o->rt.budget;
+    gr_graph_footprint(g, largest, &footprint);
+    /* The constants take their room once, before the iterations (docs/GRAPH_SPEC.md). */
+    return gr_runtime_opts_budget(&o->rt, chosen, footprint) + consts->device_bytes;
 }
 
 int gr_run_opts_backend(gr_run_opts *o, gr_backend *chosen, uint32_t *count, char *why,

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include <graphrun.h>
+#include "tools/graphrun/consts.h"
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/opts.h"
 
@@ -26,6 +27,8 @@ typedef struct gr_run_opts {
     uint32_t n_kernels;
     const char *inputs[GR_MAX_PORTS], *outputs[GR_MAX_PORTS];
     uint32_t n_inputs, n_outputs;
+    const char *consts[GR_CONSTS_MAX_ARGS]; /* --const NAME=FILE, as given */
+    uint32_t n_consts;
     const char *dtype;
     gr_io_shape shape;
     bool have_shape, raw, force, json;
@@ -33,7 +36,7 @@ typedef struct gr_run_opts {
     gr_runtime_opts rt;
 } gr_run_opts;
 
-/* Option letters 'g' 'K' 'i' 'o' 'd' 'S' 'f' 'j' 'Z', after the runtime options' (opts.h); each
+/* Option letters 'g' 'K' 'i' 'o' 'N' 'd' 'S' 'f' 'j' 'Z', after the runtime options' (opts.h); each
  * command adds {"raw", no_argument, NULL, 'R'} where its table has always had it: getopt lists
  * an ambiguous abbreviation's candidates in the table's order (run's --r: --resume, --raw). */
 #define GR_RUN_LONGOPTS                                                                     \
@@ -42,6 +45,7 @@ typedef struct gr_run_opts {
     {"kernels", required_argument, NULL, 'K'},                                              \
     {"input", required_argument, NULL, 'i'},                                                \
     {"output", required_argument, NULL, 'o'},                                               \
+    {"const", required_argument, NULL, 'N'},                                                \
     {"dtype", required_argument, NULL, 'd'},                                                \
     {"shape", required_argument, NULL, 'S'},                                                \
     {"force", no_argument, NULL, 'f'},                                                      \
@@ -74,10 +78,18 @@ int gr_run_opt(const char *cmd, int opt, const char *arg, gr_run_opts *o);
 int gr_run_opts_finish(const char *cmd, int argc, char **argv, const gr_run_opts *o,
                        bool need_outputs);
 
-/* Loads the --kernels files, then the graph into *g (the caller destroys it), and checks the
- * inputs and outputs (when any are given) against its ports. GR_EXIT_OK, or GR_EXIT_USAGE
- * with the reason in why[len]. */
-int gr_run_opts_graph(const gr_run_opts *o, gr_graph **g, char *why, size_t len);
+/* Loads the --kernels files, then the graph into *g (the caller destroys it), checks the
+ * inputs and outputs (when any are given) against its ports, and plans its constants from
+ * the --const files into *consts (consts.h: checked, not loaded). GR_EXIT_OK, or
+ * GR_EXIT_USAGE with the reason in why[len]. */
+int gr_run_opts_graph(const gr_run_opts *o, gr_graph **g, gr_consts *consts, char *why,
+                      size_t len);
+
+/* The budget per device: --budget, else room for three iterations of the largest tensor
+ * (of `largest` elements) beside the graph's constants (consts->device_bytes; at least
+ * the backend's granule on CUDA). */
+uint64_t gr_run_opts_budget(const gr_run_opts *o, gr_backend chosen, const gr_graph *g,
+                            const gr_consts *consts, uint64_t largest);
 
 /* Resolves the backend (gr_runtime_opts_resolve) into *chosen and probes it, counting its
  * devices into *count (NULL: not wanted). GR_EXIT_OK; GR_EXIT_USAGE for a mistake of the

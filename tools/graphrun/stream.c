@@ -400,6 +400,8 @@ static void submit_group(stream *s, uint64_t n)
     }
     opts.on_complete = job_ended;
     opts.user = s->fio;
+    opts.constants = s->cfg->constants;
+    opts.n_constants = s->cfg->n_constants;
     st = gr_job_submit(s->cfg->rt, s->cfg->g, v, n, &opts, &job, &err);
     free(v);
     if (st != GR_OK) {

@@ -81,6 +81,10 @@ typedef struct gr_stream_hooks {
 typedef struct gr_stream_config {
     gr_runtime *rt;
     gr_graph *g;
+    /* The graph's constants (gr_job_options.constants), given to every job submitted: host
+     * memory that stays valid until gr_stream_run returns. NULL and 0: none. */
+    const void *const *constants;
+    uint32_t n_constants;
     gr_io_plan *plan;
     const bool *skip;          /* plan->count: tensors not to run (resumed, or bad inputs) */
     bool keep_going, all_or_nothing;
