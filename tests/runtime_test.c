@@ -1,7 +1,7 @@
 /*
  * runtime_test.c - the embedding API on the host backend: configuration and submission
  * refusals with their messages, jobs, progress, per-index results, callbacks, cancellation,
- * deadlines, shutdown, and host-memory aliasing rules.
+ * deadlines, shutdown, host-memory aliasing rules, and the version the library says.
  *
  * To hold the workers still deterministically, a test takes the device's whole budget
  * itself: with one worker, that worker sleeps in the budget's queue with the first task it
@@ -155,6 +155,23 @@ static void cuda_backend_refused_or_present(void)
     ASSERT_STATUS(st, GR_ERR_UNAVAILABLE);
     ASSERT_TRUE(err.message[0] != '\0');
     ASSERT_PTR_EQ(rt, NULL);
+}
+
+/* The library's version is the header's it was built with (this test's), in both forms, and
+ * the header's string spells its numbers. */
+static void version_of_header_and_library(void)
+{
+    char spelled[32];
+    unsigned major, minor, patch;
+
+    snprintf(spelled, sizeof(spelled), "%d.%d.%d", GR_VERSION_MAJOR, GR_VERSION_MINOR,
+             GR_VERSION_PATCH);
+    ASSERT_STR_EQ(GR_VERSION, spelled);
+    ASSERT_STR_EQ(gr_version(), GR_VERSION);
+    ASSERT_EQ(gr_version_number(), (uint32_t)GR_VERSION_NUMBER);
+    ASSERT_EQ(sscanf(gr_version(), "%u.%u.%u", &major, &minor, &patch), 3);
+    ASSERT_EQ(gr_version_number(), major * 1000000 + minor * 1000 + patch);
+    ASSERT_TRUE(GR_VERSION_NUMBER >= 3000); /* 0.3.0 added them */
 }
 
 static void info_and_budget_rounding(void)
@@ -810,4 +827,5 @@ GR_TEST_MAIN(GR_TEST(two_units_in_flight), GR_TEST(config_refusals),
              GR_TEST(shutdown_cancels_queued_and_refuses_new),
              GR_TEST(shutdown_wakes_submit_sleeping_on_full_ring),
              GR_TEST(user_kernel_runs_in_chunks_and_batches),
-             GR_TEST(kernel_missing_on_backend_refused))
+             GR_TEST(kernel_missing_on_backend_refused),
+             GR_TEST(version_of_header_and_library))

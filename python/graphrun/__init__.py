@@ -43,13 +43,14 @@ from . import _lib as _c
 from ._arrays import reinterpret
 from ._pinned import pinned, pinned_empty
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
+_c.check_version(lib.gr_version().decode(), __version__)
 __all__ = [
     "Runtime", "Graph", "Job", "Port", "Constant", "Progress", "RuntimeInfo", "Probe",
     "Status", "Error", "InvalidArgument", "InvalidUsage", "OutOfMemory", "OverBudget",
     "CudaError", "DeviceLost", "Timeout", "Canceled", "Shutdown", "Unavailable", "Internal",
     "FunctionError", "seed", "pinned", "pinned_empty", "reinterpret", "now", "probe",
-    "kernels", "parse_size",
+    "kernels", "parse_size", "library_version",
 ]
 
 log = logging.getLogger("graphrun")
@@ -231,6 +232,12 @@ def parse_size(value):
         raise ValueError(f"not a size: {value!r} (units: K, KiB, KB, M, MiB, MB, G, GiB, "
                          "GB, T, TiB, TB)")
     return int(v * _UNITS[unit])
+
+
+def library_version():
+    """The C library's version, "MAJOR.MINOR.PATCH" (gr_version()): the one loaded, which
+    graphrun checks at import has this package's (__version__) major and minor."""
+    return lib.gr_version().decode()
 
 
 def now():

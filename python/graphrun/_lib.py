@@ -22,7 +22,7 @@ import os
 
 SONAME = "libgraphrun.so.0"
 
-# Mirrors graphrun.h (0.2). Enums are C ints.
+# Mirrors graphrun.h (0.3). Enums are C ints.
 GR_MAX_PORTS = 4
 GR_MAX_DIMS = 4
 GR_MAX_KERNEL_INPUTS = 4
@@ -299,6 +299,8 @@ _ERR = ctypes.POINTER(ErrorInfo)
 _PP = ctypes.POINTER(ctypes.c_void_p)
 # name: (restype, argtypes)
 _FUNCTIONS = {
+    "gr_version": (ctypes.c_char_p, []),
+    "gr_version_number": (ctypes.c_uint32, []),
     "gr_status_str": (ctypes.c_char_p, [c_enum]),
     "gr_now_ns": (ctypes.c_int64, []),
     "gr_backend_name": (ctypes.c_char_p, [c_enum]),
@@ -374,7 +376,14 @@ def load():
             tried.append(f"{path} ({where}): {e}")
             continue
         for name, (res, args) in _FUNCTIONS.items():
-            f = getattr(lib, name)
+            try:
+                f = getattr(lib, name)
+            except AttributeError:
+                # Before 0.3 the library had no gr_version: an older one lacks that first.
+                raise ImportError(
+                    f"graphrun: the C library {path} ({where}) has no {name}: it is older "
+                    "than this package; install the library of the package's version "
+                    "(graphrun.__version__), or point GRAPHRUN_LIBRARY at it") from None
             f.restype = res
             f.argtypes = args
         lib.graphrun_path = path
@@ -384,6 +393,19 @@ def load():
         ". Install the wheel that carries it (tools/wheel, then pip install "
         "graphrun-*.whl), or install it with tools/install PREFIX (and use "
         "PREFIX/lib/python3/site-packages), or set GRAPHRUN_LIBRARY to the library's path")
+
+
+def check_version(library, package):
+    """Raises ImportError unless the library's version (gr_version()) has the package's
+    major.minor: the structs above are laid out as that version's header lays them out, and
+    a library of another minor version may lay them out otherwise. Patch versions may
+    differ."""
+    if library.split(".")[:2] != package.split(".")[:2]:
+        raise ImportError(
+            f"graphrun: the C library {lib.graphrun_path} is version {library}, this package "
+            f"is {package}: their major.minor must be the same. Install the library of the "
+            "package's version (the wheel carries it; tools/install PREFIX installs both), "
+            "or point GRAPHRUN_LIBRARY at it")
 
 
 lib = load()

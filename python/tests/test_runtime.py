@@ -422,6 +422,22 @@ def test_missing_library_says_what_to_do():
     assert "tools/install" in r.stderr
 
 
+def test_library_version_is_the_packages():
+    from graphrun import _lib as c
+    v = graphrun.library_version()
+    assert v == graphrun.__version__
+    major, minor, patch = (int(x) for x in v.split("."))
+    assert c.lib.gr_version_number() == major * 1000000 + minor * 1000 + patch
+
+
+def test_a_library_of_another_minor_version_is_refused():
+    from graphrun import _lib as c
+    c.check_version("0.3.7", "0.3.0")  # patches may differ
+    for other in ("0.2.0", "0.4.0", "1.3.0"):
+        with pytest.raises(ImportError, match=f"version {other}, this package is 0.3.0"):
+            c.check_version(other, "0.3.0")
+
+
 def test_the_package_under_test():
     """When tools/test runs the suite it names the install it means to test."""
     want = os.environ.get("GRAPHRUN_EXPECT_PREFIX")

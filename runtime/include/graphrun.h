@@ -40,9 +40,24 @@
 extern "C" {
 #endif
 
+/* The version of this header. The library's own is gr_version() and gr_version_number():
+ * a program linked with the shared library may run with another build than the one whose
+ * header it was compiled with, and may compare the two (the soname guarantees only the
+ * same major version). GR_VERSION spells the three numbers (version_test checks). */
 #define GR_VERSION_MAJOR 0
-#define GR_VERSION_MINOR 2
+#define GR_VERSION_MINOR 3
 #define GR_VERSION_PATCH 0
+#define GR_VERSION "0.3.0"
+/* major * 1000000 + minor * 1000 + patch: 3000 for 0.3.0, so versions compare as numbers. */
+#define GR_VERSION_NUMBER                                                                   \
+    (GR_VERSION_MAJOR * 1000000 + GR_VERSION_MINOR * 1000 + GR_VERSION_PATCH)
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static text), and the same as
+ * GR_VERSION_NUMBER computes it: the GR_VERSION and GR_VERSION_NUMBER of the header the
+ * library was built with, whatever header the caller was compiled with (as SQLite's
+ * sqlite3_libversion and sqlite3_libversion_number). Any thread. */
+const char *gr_version(void);
+uint32_t gr_version_number(void);
 
 /* ---------------------------------------------------------------------------------------
  * Status codes. Each one says whose fault a failure is.

@@ -109,8 +109,7 @@ int gr_cmd_info(int argc, char **argv)
     gr_backend_probe(GR_BACKEND_AUTO, NULL, &auto_choice, &auto_err);
     gr_cuda_versions(&driver, &runtime);
 
-    json_object_set_new(root, "version", json_sprintf("%d.%d.%d", GR_VERSION_MAJOR,
-                                                      GR_VERSION_MINOR, GR_VERSION_PATCH));
+    json_object_set_new(root, "version", json_string(gr_version()));
     json_object_set_new(root, "auto_backend", json_string(gr_backend_name(auto_choice)));
     json_object_set_new(root, "cuda_available", json_boolean(cuda_st == GR_OK));
     if (cuda_st != GR_OK)
@@ -118,7 +117,7 @@ int gr_cmd_info(int argc, char **argv)
     json_object_set_new(root, "cuda_driver", version_json(driver));
     json_object_set_new(root, "cuda_runtime", version_json(runtime));
     if (!json) {
-        printf("graphrun %d.%d.%d\n", GR_VERSION_MAJOR, GR_VERSION_MINOR, GR_VERSION_PATCH);
+        printf("graphrun %s\n", gr_version());
         printf("backends: host (always); cuda: %s\n",
                cuda_st == GR_OK ? "available" : cuda_err.message);
         printf("auto chooses: %s\n", gr_backend_name(auto_choice));
