@@ -257,12 +257,29 @@ typedef struct gr_config {
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
+/* Every *_INIT macro is designated in C, so that each default stands beside its field's
+ * name and a field's place cannot shift its value, and positional in C++ (designated
+ * initializers arrived only in C++20), in the fields' order; tests/initializers_test
+ * checks that the two agree. */
+#ifdef __cplusplus
 #define GR_CONFIG_INIT                                                                      \
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
             GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, NULL, GR_LOG_INFO, \
             NULL, 0, 128ull << 20, 0                                                        \
     }
+#else
+#define GR_CONFIG_INIT                                                                      \
+    {                                                                                       \
+        .struct_size = sizeof(gr_config), .magic = GR_CONFIG_MAGIC,                         \
+        .backend = GR_BACKEND_AUTO, .budget_bytes = 0, .workers_per_device = 3,             \
+        .ring_capacity = 4096, .host_devices = 1, .context_mode = GR_CONTEXT_PRIMARY,       \
+        .copy_threads = 0, .staging_bytes = 64ull << 20, .batch_below_bytes = 1ull << 20,   \
+        .split_tensors = 1, .fault_plan = NULL, .log_callback = NULL, .log_user = NULL,     \
+        .log_level = GR_LOG_INFO, .devices = NULL, .device_count = 0,                       \
+        .pipeline_bytes = 128ull << 20, .host_cache_bytes = 0                               \
+    }
+#endif
 
 /*
  * Device memory the CUDA backend holds per device beyond the budget and the CUDA context,
@@ -571,10 +588,18 @@ typedef struct gr_buffer_desc {
 } gr_buffer_desc;
 
 #define GR_BUFFER_DESC_MAGIC 0x67724244u /* "grBD" */
+#ifdef __cplusplus
 #define GR_BUFFER_DESC_INIT                                                                 \
     {                                                                                       \
         sizeof(gr_buffer_desc), GR_BUFFER_DESC_MAGIC, GR_DTYPE_FLOAT32, 1, 1, 0             \
     }
+#else
+#define GR_BUFFER_DESC_INIT                                                                 \
+    {                                                                                       \
+        .struct_size = sizeof(gr_buffer_desc), .magic = GR_BUFFER_DESC_MAGIC,               \
+        .dtype = GR_DTYPE_FLOAT32, .num = 1, .den = 1, .fixed_elems = 0                     \
+    }
+#endif
 
 /* Owner. */
 gr_status gr_graph_add_buffer_desc(gr_graph *g, const char *name, const gr_buffer_desc *desc);
