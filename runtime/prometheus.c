@@ -90,7 +90,7 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
 {
     static const gr_stats init = GR_STATS_INIT;
     text t = {buf, size, 0};
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_stats *s;
     uint32_t n;
 

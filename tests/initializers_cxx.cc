@@ -41,4 +41,22 @@ gr_expr_def gr_test_cxx_expr_def(void)
     return v;
 }
 
+gr_runtime_info gr_test_cxx_runtime_info(void)
+{
+    gr_runtime_info v = GR_RUNTIME_INFO_INIT;
+    return v;
+}
+
+gr_job_progress gr_test_cxx_job_progress(void)
+{
+    gr_job_progress v = GR_JOB_PROGRESS_INIT;
+    return v;
+}
+
+gr_kernel_info gr_test_cxx_kernel_info(void)
+{
+    gr_kernel_info v = GR_KERNEL_INFO_INIT;
+    return v;
+}
+
 }

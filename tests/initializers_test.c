@@ -16,6 +16,9 @@ gr_buffer_desc gr_test_cxx_buffer_desc(void);
 gr_stats gr_test_cxx_stats(void);
 gr_kernel_def gr_test_cxx_kernel_def(void);
 gr_expr_def gr_test_cxx_expr_def(void);
+gr_runtime_info gr_test_cxx_runtime_info(void);
+gr_job_progress gr_test_cxx_job_progress(void);
+gr_kernel_info gr_test_cxx_kernel_info(void);
 
 static void config_init(void)
 {
@@ -85,6 +88,9 @@ static void header_only_inits(void)
     gr_stats s = GR_STATS_INIT, sx = gr_test_cxx_stats();
     gr_kernel_def k = GR_KERNEL_DEF_INIT, kx = gr_test_cxx_kernel_def();
     gr_expr_def e = GR_EXPR_DEF_INIT, ex = gr_test_cxx_expr_def();
+    gr_runtime_info i = GR_RUNTIME_INFO_INIT, ix = gr_test_cxx_runtime_info();
+    gr_job_progress p = GR_JOB_PROGRESS_INIT, px = gr_test_cxx_job_progress();
+    gr_kernel_info k2 = GR_KERNEL_INFO_INIT, k2x = gr_test_cxx_kernel_info();
 
     ASSERT_EQ(sx.struct_size, sizeof(gr_stats));
     ASSERT_EQ(sx.struct_size, s.struct_size);
@@ -95,6 +101,15 @@ static void header_only_inits(void)
     ASSERT_EQ(ex.struct_size, sizeof(gr_expr_def));
     ASSERT_EQ(ex.struct_size, e.struct_size);
     ASSERT_EQ(ex.magic, e.magic);
+    ASSERT_EQ(ix.struct_size, sizeof(gr_runtime_info));
+    ASSERT_EQ(ix.struct_size, i.struct_size);
+    ASSERT_EQ(ix.magic, i.magic);
+    ASSERT_EQ(px.struct_size, sizeof(gr_job_progress));
+    ASSERT_EQ(px.struct_size, p.struct_size);
+    ASSERT_EQ(px.magic, p.magic);
+    ASSERT_EQ(k2x.struct_size, sizeof(gr_kernel_info));
+    ASSERT_EQ(k2x.struct_size, k2.struct_size);
+    ASSERT_EQ(k2x.magic, k2.magic);
 }
 
 GR_TEST_MAIN(GR_TEST(config_init), GR_TEST(job_options_init), GR_TEST(buffer_desc_init),

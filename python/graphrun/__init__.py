@@ -276,7 +276,7 @@ def kernels():
     """Every registered kernel (the built-ins first), one KernelInfo per definition."""
     out = []
     for i in range(lib.gr_kernel_count()):
-        k = _c.KernelInfo()
+        k = _c.kernel_info_init()
         if lib.gr_kernel_info_get(i, ctypes.byref(k)) != 0:
             continue
         names = _arrays.DTYPES
@@ -622,7 +622,7 @@ class Runtime:
         """Backend in use, devices, workers per device, budget per device as the arenas
         hold it, how the backend was chosen, and the devices' ordinals."""
         h = self._h()
-        i = _c.RuntimeInfo()
+        i = _c.runtime_info_init()
         st = lib.gr_runtime_info_get(h, ctypes.byref(i))
         if st != 0:
             _raise(st)
@@ -1220,7 +1220,7 @@ class Job:
 
     def progress(self):
         """A snapshot: Progress(total, queued, in_flight, done, failed, canceled)."""
-        p = _c.JobProgress()
+        p = _c.job_progress_init()
         st = lib.gr_job_progress_get(self._handle, ctypes.byref(p))
         if st != 0:
             _raise(st, message="gr_job_progress_get")

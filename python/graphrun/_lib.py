@@ -36,6 +36,9 @@ GR_NO_DEADLINE = 0
 GR_CONFIG_MAGIC = 0x67724346
 GR_JOB_OPTIONS_MAGIC = 0x67724A4F
 GR_STATS_MAGIC = 0x67725354
+GR_RUNTIME_INFO_MAGIC = 0x67725249
+GR_JOB_PROGRESS_MAGIC = 0x67724A50
+GR_KERNEL_INFO_MAGIC = 0x67724B49
 
 c_enum = ctypes.c_int
 
@@ -102,12 +105,22 @@ def config_init():
 
 class RuntimeInfo(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("magic", ctypes.c_uint32),
         ("backend", c_enum),
         ("device_count", ctypes.c_uint32),
         ("workers_per_device", ctypes.c_uint32),
         ("budget_bytes", ctypes.c_uint64),
         ("backend_note", ctypes.c_char * 128),
     ]
+
+
+def runtime_info_init():
+    """GR_RUNTIME_INFO_INIT."""
+    i = RuntimeInfo()
+    i.struct_size = ctypes.sizeof(RuntimeInfo)
+    i.magic = GR_RUNTIME_INFO_MAGIC
+    return i
 
 
 class Histogram(ctypes.Structure):
@@ -208,8 +221,17 @@ def job_options_init():
 
 
 class JobProgress(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64)
-                for n in ("total", "queued", "in_flight", "done", "failed", "canceled")]
+    _fields_ = [("struct_size", ctypes.c_uint32), ("magic", ctypes.c_uint32)] + \
+        [(n, ctypes.c_uint64)
+         for n in ("total", "queued", "in_flight", "done", "failed", "canceled")]
+
+
+def job_progress_init():
+    """GR_JOB_PROGRESS_INIT."""
+    p = JobProgress()
+    p.struct_size = ctypes.sizeof(JobProgress)
+    p.magic = GR_JOB_PROGRESS_MAGIC
+    return p
 
 
 class ConstInfo(ctypes.Structure):
@@ -225,6 +247,8 @@ class ConstInfo(ctypes.Structure):
 
 class KernelInfo(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("magic", ctypes.c_uint32),
         ("name", ctypes.c_char_p),
         ("n_inputs", ctypes.c_uint32),
         ("n_scalars", ctypes.c_uint32),
@@ -233,6 +257,14 @@ class KernelInfo(ctypes.Structure):
         ("out_dtype", c_enum),
         ("in_dtype", c_enum * GR_MAX_KERNEL_INPUTS),
     ]
+
+
+def kernel_info_init():
+    """GR_KERNEL_INFO_INIT."""
+    k = KernelInfo()
+    k.struct_size = ctypes.sizeof(KernelInfo)
+    k.magic = GR_KERNEL_INFO_MAGIC
+    return k
 
 
 # The kernel definition and arguments: not part of the package's API, but the tests

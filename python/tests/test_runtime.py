@@ -362,8 +362,9 @@ def test_struct_layouts_match_the_header():
         for f in py._fields_:
             member = "in" if f[0] == "in_" else f[0]
             lines.append(f'printf("{cname} {f[0]} %zu\\n", offsetof({cname}, {member}));')
-    lines.append('printf("magic %u %u %u %u\\n", GR_CONFIG_MAGIC, GR_JOB_OPTIONS_MAGIC, '
-                 'GR_STATS_MAGIC, GR_KERNEL_DEF_MAGIC);')
+    lines.append('printf("magic %u %u %u %u %u %u %u\\n", GR_CONFIG_MAGIC, '
+                 'GR_JOB_OPTIONS_MAGIC, GR_STATS_MAGIC, GR_KERNEL_DEF_MAGIC, '
+                 'GR_RUNTIME_INFO_MAGIC, GR_JOB_PROGRESS_MAGIC, GR_KERNEL_INFO_MAGIC);')
     lines.append('printf("enums %d %d %d %d %d\\n", GR_CUDA_NONE, GR_CUDA_STREAM, '
                  'GR_OUT_ELEMS, GR_OUT_ONE, GR_NAME_MAX);')
     lines.append("return 0; }")
@@ -391,7 +392,9 @@ def test_struct_layouts_match_the_header():
         assert _plan.TENSOR.fields[field][1] == int(want[f"gr_tensor {member}"]), field
     magic = [line for line in out.splitlines() if line.startswith("magic")][0].split()[1:]
     assert [int(m) for m in magic] == [c.GR_CONFIG_MAGIC, c.GR_JOB_OPTIONS_MAGIC,
-                                       c.GR_STATS_MAGIC, c.GR_KERNEL_DEF_MAGIC]
+                                       c.GR_STATS_MAGIC, c.GR_KERNEL_DEF_MAGIC,
+                                       c.GR_RUNTIME_INFO_MAGIC, c.GR_JOB_PROGRESS_MAGIC,
+                                       c.GR_KERNEL_INFO_MAGIC]
     enums = [line for line in out.splitlines() if line.startswith("enums")][0].split()[1:]
     assert [int(v) for v in enums] == [c.GR_CUDA_NONE, c.GR_CUDA_STREAM, c.GR_OUT_ELEMS,
                                        c.GR_OUT_ONE, c.GR_NAME_MAX]

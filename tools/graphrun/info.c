@@ -49,7 +49,7 @@ static void print_kernel_once(uint32_t i, const gr_kernel_info *k)
     bool seen[GR_DTYPE_COUNT_] = {false};
 
     for (uint32_t j = 0; j < gr_kernel_count(); j++) {
-        gr_kernel_info o;
+        gr_kernel_info o = GR_KERNEL_INFO_INIT;
 
         gr_kernel_info_get(j, &o);
         if (strcmp(o.name, k->name) != 0)
@@ -182,7 +182,7 @@ int gr_cmd_info(int argc, char **argv)
     if (!json)
         printf("kernels:\n");
     for (uint32_t i = 0; i < gr_kernel_count(); i++) {
-        gr_kernel_info k;
+        gr_kernel_info k = GR_KERNEL_INFO_INIT;
         json_t *in_types = json_array();
 
         gr_kernel_info_get(i, &k);
