@@ -383,19 +383,30 @@ uint32_t gr_kernel_count(void)
     return published();
 }
 
+/* The end of the first version of gr_kernel_info (0.3's, the first with a struct_size):
+ * callers must know at least that much. */
+#define KERNEL_INFO_V1_SIZE                                                                 \
+    (offsetof(gr_kernel_info, in_dtype) + sizeof(((gr_kernel_info *)0)->in_dtype))
+
 gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out)
 {
     const gr_kernel *k = gr__kernel_at(i);
+    gr_kernel_info info;
 
-    if (k == NULL || out == NULL)
+    if (k == NULL || out == NULL || out->magic != GR_KERNEL_INFO_MAGIC ||
+        out->struct_size < KERNEL_INFO_V1_SIZE)
         return GR_ERR_INVALID_ARGUMENT;
-    out->name = k->name;
-    out->n_inputs = k->def.n_inputs;
-    out->n_scalars = k->def.n_scalars;
-    out->elementwise = k->def.elementwise;
-    out->doc = k->doc;
-    out->out_dtype = k->def.out_dtype;
-    memcpy(out->in_dtype, k->def.in_dtype, sizeof(out->in_dtype));
+    memset(&info, 0, sizeof(info));
+    info.struct_size = out->struct_size;
+    info.magic = GR_KERNEL_INFO_MAGIC;
+    info.name = k->name;
+    info.n_inputs = k->def.n_inputs;
+    info.n_scalars = k->def.n_scalars;
+    info.elementwise = k->def.elementwise;
+    info.doc = k->doc;
+    info.out_dtype = k->def.out_dtype;
+    memcpy(info.in_dtype, k->def.in_dtype, sizeof(info.in_dtype));
+    memcpy(out, &info, out->struct_size < sizeof(info) ? out->struct_size : sizeof(info));
     return GR_OK;
 }
 

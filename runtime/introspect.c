@@ -9,21 +9,31 @@
 #include "runtime/runtime.h"
 #include "runtime/sync.h"
 
+/* The end of the first version of gr_runtime_info (0.3's, the first with a struct_size):
+ * callers must know at least that much. */
+#define RUNTIME_INFO_V1_SIZE                                                                \
+    (offsetof(gr_runtime_info, backend_note) + sizeof(((gr_runtime_info *)0)->backend_note))
+
 gr_status gr_runtime_info_get(const gr_runtime *handle, gr_runtime_info *out)
 {
+    gr_runtime_info info;
     gr_status st;
     gr_runtime *rt;
 
-    if (out == NULL)
+    if (out == NULL || out->magic != GR_RUNTIME_INFO_MAGIC ||
+        out->struct_size < RUNTIME_INFO_V1_SIZE)
         return GR_ERR_INVALID_ARGUMENT;
     if ((rt = gr__runtime_get(handle, &st)) == NULL)
         return st;
-    memset(out, 0, sizeof(*out));
-    out->backend = rt->backend->kind;
-    out->device_count = rt->n_devices;
-    out->workers_per_device = rt->cfg.workers_per_device;
-    out->budget_bytes = gr_arena_size(rt->devices[0].arena);
-    gr_strlcpy(out->backend_note, rt->backend_note, sizeof(out->backend_note));
+    memset(&info, 0, sizeof(info));
+    info.struct_size = out->struct_size;
+    info.magic = GR_RUNTIME_INFO_MAGIC;
+    info.backend = rt->backend->kind;
+    info.device_count = rt->n_devices;
+    info.workers_per_device = rt->cfg.workers_per_device;
+    info.budget_bytes = gr_arena_size(rt->devices[0].arena);
+    gr_strlcpy(info.backend_note, rt->backend_note, sizeof(info.backend_note));
+    memcpy(out, &info, out->struct_size < sizeof(info) ? out->struct_size : sizeof(info));
     return GR_OK;
 }
 

@@ -873,27 +873,37 @@ gr_status gr_job_cancel(gr_job *handle)
     return GR_OK;
 }
 
+/* The end of the first version of gr_job_progress (0.3's, the first with a struct_size):
+ * callers must know at least that much. */
+#define JOB_PROGRESS_V1_SIZE (offsetof(gr_job_progress, canceled) + sizeof(uint64_t))
+
 gr_status gr_job_progress_get(const gr_job *handle, gr_job_progress *out)
 {
     uint64_t started, ended_running, ended_queued;
+    gr_job_progress p;
     gr_status st;
     gr_job *job;
 
-    if (out == NULL)
+    if (out == NULL || out->magic != GR_JOB_PROGRESS_MAGIC ||
+        out->struct_size < JOB_PROGRESS_V1_SIZE)
         return GR_ERR_INVALID_ARGUMENT;
     if ((job = job_get(handle, &st)) == NULL)
         return st;
-    out->total = job->count;
-    out->done = atomic_load_explicit(&job->done, memory_order_relaxed);
-    out->failed = atomic_load_explicit(&job->failed, memory_order_relaxed);
-    out->canceled = atomic_load_explicit(&job->canceled, memory_order_relaxed);
+    memset(&p, 0, sizeof(p));
+    p.struct_size = out->struct_size;
+    p.magic = GR_JOB_PROGRESS_MAGIC;
+    p.total = job->count;
+    p.done = atomic_load_explicit(&job->done, memory_order_relaxed);
+    p.failed = atomic_load_explicit(&job->failed, memory_order_relaxed);
+    p.canceled = atomic_load_explicit(&job->canceled, memory_order_relaxed);
     ended_queued = atomic_load_explicit(&job->ended_queued, memory_order_relaxed);
     ended_running = atomic_load_explicit(&job->ended_running, memory_order_relaxed);
     started = atomic_load_explicit(&job->started, memory_order_relaxed);
     /* Loaded in this order, each counter can only have grown past the ones before it; clamp
      * the differences so a snapshot taken mid-transition never wraps around. */
-    out->in_flight = started > ended_running ? started - ended_running : 0;
-    out->queued = job->count > started + ended_queued ? job->count - started - ended_queued : 0;
+    p.in_flight = started > ended_running ? started - ended_running : 0;
+    p.queued = job->count > started + ended_queued ? job->count - started - ended_queued : 0;
+    memcpy(out, &p, out->struct_size < sizeof(p) ? out->struct_size : sizeof(p));
     return GR_OK;
 }
 

@@ -90,7 +90,7 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
 {
     static const gr_stats init = GR_STATS_INIT;
     text t = {buf, size, 0};
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_stats *s;
     uint32_t n;
 
@@ -111,8 +111,8 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
         buf[0] = '\0';
 
     family(&t, "graphrun_info", "gauge", "The runtime's backend and graphrun's version.");
-    put(&t, "graphrun_info{backend=\"%s\",version=\"%d.%d.%d\"} 1\n",
-        gr_backend_name(info.backend), GR_VERSION_MAJOR, GR_VERSION_MINOR, GR_VERSION_PATCH);
+    put(&t, "graphrun_info{backend=\"%s\",version=\"%s\"} 1\n", gr_backend_name(info.backend),
+        gr_version());
     family(&t, "graphrun_devices", "gauge", "Devices in use.");
     put(&t, "graphrun_devices %u\n", n);
     family(&t, "graphrun_devices_lost", "gauge", "Devices lost to a sticky device error.");

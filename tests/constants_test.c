@@ -444,7 +444,7 @@ static void cancel_while_waiting(void)
     gr_graph *g = affine_graph(2);
     set s = make_set(2000, 6, w, 3000);
     gr_job *job = submit(rt, g, &s, w);
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
 
     ASSERT_STATUS(gr_job_cancel(job), GR_OK);
     ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_ERR_CANCELED);

@@ -66,7 +66,7 @@ static void private_context_fault_isolation(void)
     gr_graph *fg, *seed;
     gr_tensor_set set;
     gr_device_stats st;
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_error_info err;
     gr_runtime *rt;
     gr_job *job;
@@ -125,7 +125,7 @@ static void primary_context_fault_loses_device(void)
 {
     gr_graph *fg, *seed;
     gr_tensor_set set;
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_error_info err;
     gr_runtime *rt, *other;
     gr_job *job, *late;

@@ -234,7 +234,7 @@ static void budget_fits_exactly_one_iteration(void)
 static void cancel_mid_job(void)
 {
     gr_tensor_set set;
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_runtime *rt;
     gr_graph *g;
     gr_job *job;

@@ -130,7 +130,7 @@ static void device_list_is_honoured(void)
     gr_config cfg = host_config(4, 2, 1 << 20);
     float *data = malloc(N * E * sizeof(float));
     gr_tensor *t = seed_tensors(data, N, E, 7);
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats st;
     gr_error_info err;
     gr_runtime *rt;
@@ -226,7 +226,7 @@ static void lost_device_mid_job(bool chunks)
     float *data = malloc((size_t)N * E * sizeof(float));
     gr_tensor *t = seed_tensors(data, N, E, 9);
     gr_device_stats st, lost_at;
-    gr_job_progress p, at_loss;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT, at_loss = GR_JOB_PROGRESS_INIT;
     uint64_t others_at_loss = 0, others_after = 0;
     gr_error_info err, first;
     gr_runtime *rt;

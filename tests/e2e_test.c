@@ -57,7 +57,7 @@ static void run_seed(gr_runtime *rt, const uint64_t *elems, uint64_t count, uint
 
 static void check_budget_never_exceeded(gr_runtime *rt)
 {
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats st;
 
     ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_OK);

@@ -171,7 +171,7 @@ static outcome run_plan(const char *plan)
                              gr_status_str(o.result));
         }
         gr_job_destroy(job);
-        gr_runtime_info info;
+        gr_runtime_info info = GR_RUNTIME_INFO_INIT;
 
         ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_OK);
         for (uint32_t d = 0; d < info.device_count; d++) {

@@ -273,7 +273,7 @@ static void dag_layout_and_in_place_rules(void)
 
 static void kernel_listing(void)
 {
-    gr_kernel_info info;
+    gr_kernel_info info = GR_KERNEL_INFO_INIT;
     int found_seed = 0;
 
     ASSERT_GE(gr_kernel_count(), 5);

@@ -189,7 +189,7 @@ static void user_kernel_registered(void)
     gr_kernel_def d = twice_def(name);
     static float out[N];
     const gr_kernel *k;
-    gr_kernel_info info;
+    gr_kernel_info info = GR_KERNEL_INFO_INIT;
     gr_kernel_args a;
     gr_error_info err;
     uint32_t before = gr_kernel_count();

@@ -97,7 +97,7 @@ static void destroy_waits_for_validating_submit(void)
     pthread_join(th, NULL);
     /* Either refused at shutdown, or accepted and complete (destroy ended every index). */
     if (a.st == GR_OK) {
-        gr_job_progress p;
+        gr_job_progress p = GR_JOB_PROGRESS_INIT;
         ASSERT_STATUS(gr_job_wait(a.job, 0, NULL), GR_OK);
         ASSERT_STATUS(gr_job_progress_get(a.job, &p), GR_OK);
         ASSERT_EQ_U64(p.done + p.failed + p.canceled, a.n);
@@ -118,7 +118,7 @@ static void lost_device_leaves_work_to_the_others(void)
     float *data = malloc(N * E * sizeof(float));
     gr_tensor *t = tensors_over(data, N, E);
     gr_device_stats st0, st1;
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_graph *g;
     gr_job *job;
 
@@ -161,7 +161,7 @@ static void retired_workers_leave_work_to_the_others(void)
     float *data = malloc(N * E * sizeof(float));
     gr_tensor *t = tensors_over(data, N, E);
     gr_device_stats st;
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_graph *g;
     gr_job *job;
 

@@ -265,7 +265,7 @@ static void threshold_filters(void)
  * with a GPU it chose CUDA and says nothing of the kind. */
 static void auto_fallback(void)
 {
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     sink *s = sink_new();
     gr_config cfg = collecting_config(4 << 20, s);
     gr_runtime *rt;

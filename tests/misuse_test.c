@@ -62,7 +62,7 @@ static gr_job *submit(gr_runtime *rt, gr_graph *g, const gr_job_options *opts)
 static void destroyed_runtime_handle_is_refused(void)
 {
     gr_runtime *rt = make_rt(), *other;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats stats;
     gr_error_info err;
     gr_graph *g;
@@ -93,7 +93,7 @@ static void destroyed_runtime_handle_is_refused(void)
 static void freed_job_handle_is_refused(void)
 {
     gr_runtime *rt = make_rt();
-    gr_job_progress progress;
+    gr_job_progress progress = GR_JOB_PROGRESS_INIT;
     gr_index_state state;
     gr_error_info info;
     gr_status result;
@@ -120,7 +120,7 @@ static void freed_job_handle_is_refused(void)
 static void job_outlives_its_runtime(void)
 {
     gr_runtime *rt = make_rt();
-    gr_job_progress progress;
+    gr_job_progress progress = GR_JOB_PROGRESS_INIT;
     gr_status result;
     gr_graph *g;
     gr_job *job;
@@ -309,8 +309,8 @@ static void null_arguments(void)
 {
     gr_config cfg = GR_CONFIG_INIT;
     gr_runtime *rt = make_rt();
-    gr_job_progress progress;
-    gr_runtime_info info;
+    gr_job_progress progress = GR_JOB_PROGRESS_INIT;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats stats;
     gr_error_info err;
     gr_graph *g, *unused;
@@ -361,7 +361,7 @@ static void out_of_range_and_foreign_handles(void)
 {
     gr_runtime *rt = make_rt();
     gr_index_state state;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_status result;
     gr_graph *g;
     gr_job *job;
@@ -437,7 +437,8 @@ static void concurrent_destroys(void)
         for (int i = 0; i < RACERS; i++)
             pthread_join(th[i], NULL);
         pthread_barrier_destroy(&start);
-        ASSERT_STATUS(gr_runtime_info_get(rt, &(gr_runtime_info){0}), GR_ERR_INVALID_USAGE);
+        ASSERT_STATUS(gr_runtime_info_get(rt, &(gr_runtime_info)GR_RUNTIME_INFO_INIT),
+                      GR_ERR_INVALID_USAGE);
     }
 }
 

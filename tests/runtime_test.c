@@ -1,7 +1,8 @@
 /*
  * runtime_test.c - the embedding API on the host backend: configuration and submission
  * refusals with their messages, jobs, progress, per-index results, callbacks, cancellation,
- * deadlines, shutdown, and host-memory aliasing rules.
+ * deadlines, shutdown, host-memory aliasing rules, the version the library says, and the
+ * output structs the library fills as far as the caller's struct_size says.
  *
  * To hold the workers still deterministically, a test takes the device's whole budget
  * itself: with one worker, that worker sleeps in the budget's queue with the first task it
@@ -157,10 +158,109 @@ static void cuda_backend_refused_or_present(void)
     ASSERT_PTR_EQ(rt, NULL);
 }
 
+/* The library's version is the header's it was built with (this test's), in both forms, and
+ * the header's string spells its numbers. */
+static void version_of_header_and_library(void)
+{
+    char spelled[32];
+    unsigned major, minor, patch;
+
+    snprintf(spelled, sizeof(spelled), "%d.%d.%d", GR_VERSION_MAJOR, GR_VERSION_MINOR,
+             GR_VERSION_PATCH);
+    ASSERT_STR_EQ(GR_VERSION, spelled);
+    ASSERT_STR_EQ(gr_version(), GR_VERSION);
+    ASSERT_EQ(gr_version_number(), (uint32_t)GR_VERSION_NUMBER);
+    ASSERT_EQ(sscanf(gr_version(), "%u.%u.%u", &major, &minor, &patch), 3);
+    ASSERT_EQ(gr_version_number(), major * 1000000 + minor * 1000 + patch);
+    ASSERT_TRUE(GR_VERSION_NUMBER >= 3000); /* 0.3.0 added them */
+}
+
+/* A struct of a newer caller, `extra` bytes past what this library knows, set to 0xA5. */
+#define NEWER(type)                                                                         \
+    struct {                                                                                \
+        type known;                                                                         \
+        unsigned char extra[24];                                                            \
+    }
+
+static void assert_untouched(const unsigned char *extra, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (extra[i] != 0xA5)
+            GR_TEST_FAIL("byte %zu past the library's struct written: %#x", i, extra[i]);
+}
+
+/* gr_runtime_info, gr_job_progress and gr_kernel_info: refused when not from their *_INIT
+ * (magic) or shorter than the first version with a struct_size; filled only up to the
+ * library's own size when the caller's is larger (a caller compiled against a newer
+ * header), the caller's struct_size kept. */
+static void output_structs_sized_by_the_caller(void)
+{
+    gr_runtime *rt = make_runtime(1, 1 << 20);
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
+    gr_kernel_info k = GR_KERNEL_INFO_INIT;
+    NEWER(gr_runtime_info) ni;
+    NEWER(gr_job_progress) np;
+    NEWER(gr_kernel_info) nk;
+    gr_graph *g;
+    float x[64] = {0};
+    gr_tensor t = {.in = {x}, .out = {x}, .elems = 64};
+    gr_job *job;
+
+    info.magic = 0;
+    ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_ERR_INVALID_ARGUMENT);
+    info = (gr_runtime_info)GR_RUNTIME_INFO_INIT;
+    info.struct_size = offsetof(gr_runtime_info, backend_note);
+    ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_ERR_INVALID_ARGUMENT);
+    memset(&ni, 0xA5, sizeof(ni));
+    ni.known.struct_size = sizeof(ni);
+    ni.known.magic = GR_RUNTIME_INFO_MAGIC;
+    ASSERT_STATUS(gr_runtime_info_get(rt, &ni.known), GR_OK);
+    ASSERT_EQ(ni.known.struct_size, sizeof(ni));
+    ASSERT_EQ(ni.known.backend, GR_BACKEND_HOST);
+    ASSERT_EQ(ni.known.workers_per_device, 1);
+    assert_untouched(ni.extra, sizeof(ni.extra));
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, &t, 1, NULL, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_job_wait(job, GR_WAIT_FOREVER, NULL), GR_OK);
+    p.magic = 0;
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_ERR_INVALID_ARGUMENT);
+    p = (gr_job_progress)GR_JOB_PROGRESS_INIT;
+    p.struct_size = offsetof(gr_job_progress, canceled);
+    ASSERT_STATUS(gr_job_progress_get(job, &p), GR_ERR_INVALID_ARGUMENT);
+    memset(&np, 0xA5, sizeof(np));
+    np.known.struct_size = sizeof(np);
+    np.known.magic = GR_JOB_PROGRESS_MAGIC;
+    ASSERT_STATUS(gr_job_progress_get(job, &np.known), GR_OK);
+    ASSERT_EQ(np.known.struct_size, sizeof(np));
+    ASSERT_EQ_U64(np.known.total, 1);
+    ASSERT_EQ_U64(np.known.done, 1);
+    ASSERT_EQ_U64(np.known.canceled, 0);
+    assert_untouched(np.extra, sizeof(np.extra));
+    gr_job_destroy(job);
+
+    k.magic = 0;
+    ASSERT_STATUS(gr_kernel_info_get(0, &k), GR_ERR_INVALID_ARGUMENT);
+    k = (gr_kernel_info)GR_KERNEL_INFO_INIT;
+    k.struct_size = offsetof(gr_kernel_info, in_dtype);
+    ASSERT_STATUS(gr_kernel_info_get(0, &k), GR_ERR_INVALID_ARGUMENT);
+    memset(&nk, 0xA5, sizeof(nk));
+    nk.known.struct_size = sizeof(nk);
+    nk.known.magic = GR_KERNEL_INFO_MAGIC;
+    ASSERT_STATUS(gr_kernel_info_get(0, &nk.known), GR_OK);
+    ASSERT_EQ(nk.known.struct_size, sizeof(nk));
+    ASSERT_TRUE(nk.known.name != NULL && nk.known.name[0] != '\0');
+    assert_untouched(nk.extra, sizeof(nk.extra));
+
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+}
+
 static void info_and_budget_rounding(void)
 {
     gr_runtime *rt = make_runtime(2, 10000);
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats st;
 
     ASSERT_STATUS(gr_runtime_info_get(rt, &info), GR_OK);
@@ -315,7 +415,7 @@ static gr_status callback_status;
 
 static void count_callback(gr_job *job, gr_status st, void *user)
 {
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
 
     ASSERT_PTR_EQ(user, &callback_calls);
     /* The job is complete when its callback runs. */
@@ -333,7 +433,7 @@ static void job_runs_reports_and_calls_back(void)
     gr_runtime *rt = make_runtime(3, 1 << 20);
     gr_test_tensors s = gr_test_tensors_make(SEED, 10, 1000);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_index_state state;
     gr_status status;
     gr_error_info err;
@@ -412,7 +512,7 @@ static void cancel_ends_queued_indices_at_once(void)
     gr_test_tensors s = gr_test_tensors_make(SEED, 50, 100);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_budget *budget = hold_budget(rt);
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_index_state state;
     gr_status status;
     gr_error_info err;
@@ -465,7 +565,7 @@ static void deadline_fails_unstarted_indices(void)
     gr_test_tensors s = gr_test_tensors_make(SEED, 20, 100);
     gr_job_options o = GR_JOB_OPTIONS_INIT;
     gr_budget *budget = hold_budget(rt);
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_error_info err;
     gr_graph *g;
     gr_job *job;
@@ -507,7 +607,7 @@ static void shutdown_cancels_queued_and_refuses_new(void)
     gr_test_tensors s = gr_test_tensors_make(SEED, 30, 100);
     gr_budget *budget = hold_budget(rt);
     gr_job *job, *late = NULL;
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_error_info err;
     gr_graph *g;
 
@@ -556,7 +656,7 @@ static void shutdown_wakes_submit_sleeping_on_full_ring(void)
     gr_config cfg = GR_CONFIG_INIT;
     gr_test_tensors s = gr_test_tensors_make(SEED, 64, 10);
     submit_arg a = {.s = &s};
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_budget *budget;
     pthread_t th;
 
@@ -810,4 +910,6 @@ GR_TEST_MAIN(GR_TEST(two_units_in_flight), GR_TEST(config_refusals),
              GR_TEST(shutdown_cancels_queued_and_refuses_new),
              GR_TEST(shutdown_wakes_submit_sleeping_on_full_ring),
              GR_TEST(user_kernel_runs_in_chunks_and_batches),
-             GR_TEST(kernel_missing_on_backend_refused))
+             GR_TEST(kernel_missing_on_backend_refused),
+             GR_TEST(version_of_header_and_library),
+             GR_TEST(output_structs_sized_by_the_caller))

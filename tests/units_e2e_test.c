@@ -273,7 +273,7 @@ static void cancel_in_the_middle_of_chunked_tensors(void)
     enum { N = 40 };
     uint64_t elems[N];
     gr_runtime *rt = gr_test_runtime((gr_test_shape){.workers = 2, .budget = 64 * 1024});
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_graph *g;
     gr_job *job;
     set s;

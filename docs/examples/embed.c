@@ -86,7 +86,7 @@ static int same_bits(float a, float b)
 /* Wait for the job and check that every index is done. */
 static int wait_all_done(gr_job *job, uint64_t count)
 {
-    gr_job_progress p;
+    gr_job_progress p = GR_JOB_PROGRESS_INIT;
     gr_error_info e;
     gr_status result;
 
@@ -384,7 +384,7 @@ static int check_refusals(gr_runtime *rt, gr_graph *g)
 
 static int check_stats(const gr_runtime *rt)
 {
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats s;
 
     if (gr_runtime_info_get(rt, &info) != GR_OK)

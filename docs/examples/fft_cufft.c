@@ -171,7 +171,7 @@ int main(int argc, char **argv)
     gr_kernel_def fft = GR_KERNEL_DEF_INIT, mag = GR_KERNEL_DEF_INIT;
     gr_buffer_desc odesc = GR_BUFFER_DESC_INIT;
     gr_config cfg = GR_CONFIG_INIT;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     const char *x = "x", *c = "c";
     float **in, **out, *spec;
     gr_tensor *t;

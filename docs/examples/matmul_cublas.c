@@ -155,7 +155,7 @@ int main(int argc, char **argv)
     gr_config cfg = GR_CONFIG_INIT;
     gr_job_options opts = GR_JOB_OPTIONS_INIT;
     gr_stats st = GR_STATS_INIT;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     const uint64_t wshape[2] = {n, n};
     const char *ins[2] = {"x", "W"};
     const void *consts[1];

@@ -43,13 +43,14 @@ from . import _lib as _c
 from ._arrays import reinterpret
 from ._pinned import pinned, pinned_empty
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
+_c.check_version(lib.gr_version().decode(), __version__)
 __all__ = [
     "Runtime", "Graph", "Job", "Port", "Constant", "Progress", "RuntimeInfo", "Probe",
     "Status", "Error", "InvalidArgument", "InvalidUsage", "OutOfMemory", "OverBudget",
     "CudaError", "DeviceLost", "Timeout", "Canceled", "Shutdown", "Unavailable", "Internal",
     "FunctionError", "seed", "pinned", "pinned_empty", "reinterpret", "now", "probe",
-    "kernels", "parse_size",
+    "kernels", "parse_size", "library_version",
 ]
 
 log = logging.getLogger("graphrun")
@@ -233,6 +234,12 @@ def parse_size(value):
     return int(v * _UNITS[unit])
 
 
+def library_version():
+    """The C library's version, "MAJOR.MINOR.PATCH" (gr_version()): the one loaded, which
+    graphrun checks at import has this package's (__version__) major and minor."""
+    return lib.gr_version().decode()
+
+
 def now():
     """The runtime's clock (CLOCK_MONOTONIC), in seconds."""
     return lib.gr_now_ns() / 1e9
@@ -269,7 +276,7 @@ def kernels():
     """Every registered kernel (the built-ins first), one KernelInfo per definition."""
     out = []
     for i in range(lib.gr_kernel_count()):
-        k = _c.KernelInfo()
+        k = _c.kernel_info_init()
         if lib.gr_kernel_info_get(i, ctypes.byref(k)) != 0:
             continue
         names = _arrays.DTYPES
@@ -615,7 +622,7 @@ class Runtime:
         """Backend in use, devices, workers per device, budget per device as the arenas
         hold it, how the backend was chosen, and the devices' ordinals."""
         h = self._h()
-        i = _c.RuntimeInfo()
+        i = _c.runtime_info_init()
         st = lib.gr_runtime_info_get(h, ctypes.byref(i))
         if st != 0:
             _raise(st)
@@ -1213,7 +1220,7 @@ class Job:
 
     def progress(self):
         """A snapshot: Progress(total, queued, in_flight, done, failed, canceled)."""
-        p = _c.JobProgress()
+        p = _c.job_progress_init()
         st = lib.gr_job_progress_get(self._handle, ctypes.byref(p))
         if st != 0:
             _raise(st, message="gr_job_progress_get")

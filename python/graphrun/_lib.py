@@ -22,7 +22,7 @@ import os
 
 SONAME = "libgraphrun.so.0"
 
-# Mirrors graphrun.h (0.2). Enums are C ints.
+# Mirrors graphrun.h (0.3). Enums are C ints.
 GR_MAX_PORTS = 4
 GR_MAX_DIMS = 4
 GR_MAX_KERNEL_INPUTS = 4
@@ -36,6 +36,9 @@ GR_NO_DEADLINE = 0
 GR_CONFIG_MAGIC = 0x67724346
 GR_JOB_OPTIONS_MAGIC = 0x67724A4F
 GR_STATS_MAGIC = 0x67725354
+GR_RUNTIME_INFO_MAGIC = 0x67725249
+GR_JOB_PROGRESS_MAGIC = 0x67724A50
+GR_KERNEL_INFO_MAGIC = 0x67724B49
 
 c_enum = ctypes.c_int
 
@@ -102,12 +105,22 @@ def config_init():
 
 class RuntimeInfo(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("magic", ctypes.c_uint32),
         ("backend", c_enum),
         ("device_count", ctypes.c_uint32),
         ("workers_per_device", ctypes.c_uint32),
         ("budget_bytes", ctypes.c_uint64),
         ("backend_note", ctypes.c_char * 128),
     ]
+
+
+def runtime_info_init():
+    """GR_RUNTIME_INFO_INIT."""
+    i = RuntimeInfo()
+    i.struct_size = ctypes.sizeof(RuntimeInfo)
+    i.magic = GR_RUNTIME_INFO_MAGIC
+    return i
 
 
 class Histogram(ctypes.Structure):
@@ -208,8 +221,17 @@ def job_options_init():
 
 
 class JobProgress(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64)
-                for n in ("total", "queued", "in_flight", "done", "failed", "canceled")]
+    _fields_ = [("struct_size", ctypes.c_uint32), ("magic", ctypes.c_uint32)] + \
+        [(n, ctypes.c_uint64)
+         for n in ("total", "queued", "in_flight", "done", "failed", "canceled")]
+
+
+def job_progress_init():
+    """GR_JOB_PROGRESS_INIT."""
+    p = JobProgress()
+    p.struct_size = ctypes.sizeof(JobProgress)
+    p.magic = GR_JOB_PROGRESS_MAGIC
+    return p
 
 
 class ConstInfo(ctypes.Structure):
@@ -225,6 +247,8 @@ class ConstInfo(ctypes.Structure):
 
 class KernelInfo(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("magic", ctypes.c_uint32),
         ("name", ctypes.c_char_p),
         ("n_inputs", ctypes.c_uint32),
         ("n_scalars", ctypes.c_uint32),
@@ -233,6 +257,14 @@ class KernelInfo(ctypes.Structure):
         ("out_dtype", c_enum),
         ("in_dtype", c_enum * GR_MAX_KERNEL_INPUTS),
     ]
+
+
+def kernel_info_init():
+    """GR_KERNEL_INFO_INIT."""
+    k = KernelInfo()
+    k.struct_size = ctypes.sizeof(KernelInfo)
+    k.magic = GR_KERNEL_INFO_MAGIC
+    return k
 
 
 # The kernel definition and arguments: not part of the package's API, but the tests
@@ -299,6 +331,8 @@ _ERR = ctypes.POINTER(ErrorInfo)
 _PP = ctypes.POINTER(ctypes.c_void_p)
 # name: (restype, argtypes)
 _FUNCTIONS = {
+    "gr_version": (ctypes.c_char_p, []),
+    "gr_version_number": (ctypes.c_uint32, []),
     "gr_status_str": (ctypes.c_char_p, [c_enum]),
     "gr_now_ns": (ctypes.c_int64, []),
     "gr_backend_name": (ctypes.c_char_p, [c_enum]),
@@ -374,7 +408,14 @@ def load():
             tried.append(f"{path} ({where}): {e}")
             continue
         for name, (res, args) in _FUNCTIONS.items():
-            f = getattr(lib, name)
+            try:
+                f = getattr(lib, name)
+            except AttributeError:
+                # Before 0.3 the library had no gr_version: an older one lacks that first.
+                raise ImportError(
+                    f"graphrun: the C library {path} ({where}) has no {name}: it is older "
+                    "than this package; install the library of the package's version "
+                    "(graphrun.__version__), or point GRAPHRUN_LIBRARY at it") from None
             f.restype = res
             f.argtypes = args
         lib.graphrun_path = path
@@ -384,6 +425,19 @@ def load():
         ". Install the wheel that carries it (tools/wheel, then pip install "
         "graphrun-*.whl), or install it with tools/install PREFIX (and use "
         "PREFIX/lib/python3/site-packages), or set GRAPHRUN_LIBRARY to the library's path")
+
+
+def check_version(library, package):
+    """Raises ImportError unless the library's version (gr_version()) has the package's
+    major.minor: the structs above are laid out as that version's header lays them out, and
+    a library of another minor version may lay them out otherwise. Patch versions may
+    differ."""
+    if library.split(".")[:2] != package.split(".")[:2]:
+        raise ImportError(
+            f"graphrun: the C library {lib.graphrun_path} is version {library}, this package "
+            f"is {package}: their major.minor must be the same. Install the library of the "
+            "package's version (the wheel carries it; tools/install PREFIX installs both), "
+            "or point GRAPHRUN_LIBRARY at it")
 
 
 lib = load()

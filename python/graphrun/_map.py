@@ -84,7 +84,7 @@ _names = itertools.count(1)
 def _registered_names():
     out = set()
     for i in range(lib.gr_kernel_count()):
-        k = _c.KernelInfo()
+        k = _c.kernel_info_init()
         if lib.gr_kernel_info_get(i, ctypes.byref(k)) == 0:
             out.add(k.name.decode())
     return out

@@ -362,8 +362,9 @@ def test_struct_layouts_match_the_header():
         for f in py._fields_:
             member = "in" if f[0] == "in_" else f[0]
             lines.append(f'printf("{cname} {f[0]} %zu\\n", offsetof({cname}, {member}));')
-    lines.append('printf("magic %u %u %u %u\\n", GR_CONFIG_MAGIC, GR_JOB_OPTIONS_MAGIC, '
-                 'GR_STATS_MAGIC, GR_KERNEL_DEF_MAGIC);')
+    lines.append('printf("magic %u %u %u %u %u %u %u\\n", GR_CONFIG_MAGIC, '
+                 'GR_JOB_OPTIONS_MAGIC, GR_STATS_MAGIC, GR_KERNEL_DEF_MAGIC, '
+                 'GR_RUNTIME_INFO_MAGIC, GR_JOB_PROGRESS_MAGIC, GR_KERNEL_INFO_MAGIC);')
     lines.append('printf("enums %d %d %d %d %d\\n", GR_CUDA_NONE, GR_CUDA_STREAM, '
                  'GR_OUT_ELEMS, GR_OUT_ONE, GR_NAME_MAX);')
     lines.append("return 0; }")
@@ -391,7 +392,9 @@ def test_struct_layouts_match_the_header():
         assert _plan.TENSOR.fields[field][1] == int(want[f"gr_tensor {member}"]), field
     magic = [line for line in out.splitlines() if line.startswith("magic")][0].split()[1:]
     assert [int(m) for m in magic] == [c.GR_CONFIG_MAGIC, c.GR_JOB_OPTIONS_MAGIC,
-                                       c.GR_STATS_MAGIC, c.GR_KERNEL_DEF_MAGIC]
+                                       c.GR_STATS_MAGIC, c.GR_KERNEL_DEF_MAGIC,
+                                       c.GR_RUNTIME_INFO_MAGIC, c.GR_JOB_PROGRESS_MAGIC,
+                                       c.GR_KERNEL_INFO_MAGIC]
     enums = [line for line in out.splitlines() if line.startswith("enums")][0].split()[1:]
     assert [int(v) for v in enums] == [c.GR_CUDA_NONE, c.GR_CUDA_STREAM, c.GR_OUT_ELEMS,
                                        c.GR_OUT_ONE, c.GR_NAME_MAX]
@@ -420,6 +423,22 @@ def test_missing_library_says_what_to_do():
     assert r.returncode != 0
     assert "ImportError" in r.stderr and "GRAPHRUN_LIBRARY" in r.stderr
     assert "tools/install" in r.stderr
+
+
+def test_library_version_is_the_packages():
+    from graphrun import _lib as c
+    v = graphrun.library_version()
+    assert v == graphrun.__version__
+    major, minor, patch = (int(x) for x in v.split("."))
+    assert c.lib.gr_version_number() == major * 1000000 + minor * 1000 + patch
+
+
+def test_a_library_of_another_minor_version_is_refused():
+    from graphrun import _lib as c
+    c.check_version("0.3.7", "0.3.0")  # patches may differ
+    for other in ("0.2.0", "0.4.0", "1.3.0"):
+        with pytest.raises(ImportError, match=f"version {other}, this package is 0.3.0"):
+            c.check_version(other, "0.3.0")
 
 
 def test_the_package_under_test():

@@ -40,9 +40,24 @@
 extern "C" {
 #endif
 
+/* The version of this header. The library's own is gr_version() and gr_version_number():
+ * a program linked with the shared library may run with another build than the one whose
+ * header it was compiled with, and may compare the two (the soname guarantees only the
+ * same major version). GR_VERSION spells the three numbers (version_test checks). */
 #define GR_VERSION_MAJOR 0
-#define GR_VERSION_MINOR 2
+#define GR_VERSION_MINOR 3
 #define GR_VERSION_PATCH 0
+#define GR_VERSION "0.3.0"
+/* major * 1000000 + minor * 1000 + patch: 3000 for 0.3.0, so versions compare as numbers. */
+#define GR_VERSION_NUMBER                                                                   \
+    (GR_VERSION_MAJOR * 1000000 + GR_VERSION_MINOR * 1000 + GR_VERSION_PATCH)
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static text), and the same as
+ * GR_VERSION_NUMBER computes it: the GR_VERSION and GR_VERSION_NUMBER of the header the
+ * library was built with, whatever header the caller was compiled with (as SQLite's
+ * sqlite3_libversion and sqlite3_libversion_number). Any thread. */
+const char *gr_version(void);
+uint32_t gr_version_number(void);
 
 /* ---------------------------------------------------------------------------------------
  * Status codes. Each one says whose fault a failure is.
@@ -66,7 +81,13 @@ typedef enum gr_status {
 /* Static text for a status; never NULL, also for out-of-range values. Any thread. */
 const char *gr_status_str(gr_status s);
 
-/* Detail of a failure: which tensor index, which graph node, and why. */
+/* Detail of a failure: which tensor index, which graph node, and why.
+ *
+ * Frozen: unlike the structs the library fills through an *_INIT macro (gr_stats,
+ * gr_runtime_info, gr_job_progress, gr_kernel_info), it has no struct_size and never grows.
+ * It is the optional `err` of most calls, which callers declare without initializing, and a
+ * size read from such a struct could not be trusted. More detail, if ever, comes through
+ * calls of its own. */
 typedef struct gr_error_info {
     gr_status status;
     uint64_t index;    /* tensor index, or GR_NO_INDEX when the failure is not about one */
@@ -242,12 +263,29 @@ typedef struct gr_config {
 } gr_config;
 
 #define GR_CONFIG_MAGIC 0x67724346u /* "grCF" */
+/* Every *_INIT macro is designated in C, so that each default stands beside its field's
+ * name and a field's place cannot shift its value, and positional in C++ (designated
+ * initializers arrived only in C++20), in the fields' order; tests/initializers_test
+ * checks that the two agree. */
+#ifdef __cplusplus
 #define GR_CONFIG_INIT                                                                      \
     {                                                                                       \
         sizeof(gr_config), GR_CONFIG_MAGIC, GR_BACKEND_AUTO, 0, 3, 4096, 1,                 \
             GR_CONTEXT_PRIMARY, 0, 64ull << 20, 1ull << 20, 1, NULL, NULL, NULL, GR_LOG_INFO, \
             NULL, 0, 128ull << 20, 0                                                        \
     }
+#else
+#define GR_CONFIG_INIT                                                                      \
+    {                                                                                       \
+        .struct_size = sizeof(gr_config), .magic = GR_CONFIG_MAGIC,                         \
+        .backend = GR_BACKEND_AUTO, .budget_bytes = 0, .workers_per_device = 3,             \
+        .ring_capacity = 4096, .host_devices = 1, .context_mode = GR_CONTEXT_PRIMARY,       \
+        .copy_threads = 0, .staging_bytes = 64ull << 20, .batch_below_bytes = 1ull << 20,   \
+        .split_tensors = 1, .fault_plan = NULL, .log_callback = NULL, .log_user = NULL,     \
+        .log_level = GR_LOG_INFO, .devices = NULL, .device_count = 0,                       \
+        .pipeline_bytes = 128ull << 20, .host_cache_bytes = 0                               \
+    }
+#endif
 
 /*
  * Device memory the CUDA backend holds per device beyond the budget and the CUDA context,
@@ -286,7 +324,12 @@ void gr_runtime_shutdown(gr_runtime *rt);
  */
 void gr_runtime_destroy(gr_runtime *rt);
 
+/* How a runtime was set up. Initialize with GR_RUNTIME_INFO_INIT: fields are only ever
+ * appended, and a caller compiled against an older, shorter struct gets the fields it
+ * knows (as gr_stats). */
 typedef struct gr_runtime_info {
+    uint32_t struct_size;         /* sizeof(gr_runtime_info) at the caller's compile time */
+    uint32_t magic;               /* GR_RUNTIME_INFO_MAGIC */
     gr_backend backend;           /* the backend actually in use (never AUTO) */
     uint32_t device_count;        /* devices in use */
     uint32_t workers_per_device;
@@ -294,7 +337,17 @@ typedef struct gr_runtime_info {
     char backend_note[128];       /* how the backend was chosen (why AUTO fell back) */
 } gr_runtime_info;
 
-/* Any thread. */
+#define GR_RUNTIME_INFO_MAGIC 0x67725249u /* "grRI" */
+#ifdef __cplusplus
+#define GR_RUNTIME_INFO_INIT                                                                \
+    {sizeof(gr_runtime_info), GR_RUNTIME_INFO_MAGIC, GR_BACKEND_AUTO, 0, 0, 0, {0}}
+#else
+#define GR_RUNTIME_INFO_INIT                                                                \
+    {.struct_size = sizeof(gr_runtime_info), .magic = GR_RUNTIME_INFO_MAGIC}
+#endif
+
+/* Fill `out` (initialized with GR_RUNTIME_INFO_INIT) up to its struct_size.
+ * GR_ERR_INVALID_ARGUMENT for NULL or an uninitialized struct. Any thread. */
 gr_status gr_runtime_info_get(const gr_runtime *rt, gr_runtime_info *out);
 
 typedef struct gr_device_stats {
@@ -308,7 +361,9 @@ typedef struct gr_device_stats {
 } gr_device_stats;
 
 /* Statistics of one device, a consistent snapshot per field. Any thread. (The first
- * statistics call, kept as it was; gr_runtime_stats_get below has these and more.) */
+ * statistics call, kept as it was; gr_runtime_stats_get below has these and more.
+ * gr_device_stats is frozen: it has no struct_size and never grows; new statistics go to
+ * gr_stats.) */
 gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_device_stats *out);
 
 /* The backend's number of runtime device `device` (0 .. device_count - 1): its CUDA ordinal,
@@ -556,10 +611,18 @@ typedef struct gr_buffer_desc {
 } gr_buffer_desc;
 
 #define GR_BUFFER_DESC_MAGIC 0x67724244u /* "grBD" */
+#ifdef __cplusplus
 #define GR_BUFFER_DESC_INIT                                                                 \
     {                                                                                       \
         sizeof(gr_buffer_desc), GR_BUFFER_DESC_MAGIC, GR_DTYPE_FLOAT32, 1, 1, 0             \
     }
+#else
+#define GR_BUFFER_DESC_INIT                                                                 \
+    {                                                                                       \
+        .struct_size = sizeof(gr_buffer_desc), .magic = GR_BUFFER_DESC_MAGIC,               \
+        .dtype = GR_DTYPE_FLOAT32, .num = 1, .den = 1, .fixed_elems = 0                     \
+    }
+#endif
 
 /* Owner. */
 gr_status gr_graph_add_buffer_desc(gr_graph *g, const char *name, const gr_buffer_desc *desc);
@@ -933,8 +996,12 @@ typedef struct gr_expr_def {
 gr_status gr_kernel_register_expr(const gr_expr_def *def, char *name, size_t name_size,
                                   gr_error_info *err);
 
-/* Registered kernels, for listing (the built-ins first, then in registration order). */
+/* Registered kernels, for listing (the built-ins first, then in registration order).
+ * Initialize with GR_KERNEL_INFO_INIT: fields are only ever appended, and a caller compiled
+ * against an older, shorter struct gets the fields it knows (as gr_stats). */
 typedef struct gr_kernel_info {
+    uint32_t struct_size; /* sizeof(gr_kernel_info) at the caller's compile time */
+    uint32_t magic;       /* GR_KERNEL_INFO_MAGIC */
     const char *name;
     uint32_t n_inputs;
     uint32_t n_scalars;
@@ -946,11 +1013,23 @@ typedef struct gr_kernel_info {
     gr_dtype in_dtype[GR_MAX_KERNEL_INPUTS];
 } gr_kernel_info;
 
+#define GR_KERNEL_INFO_MAGIC 0x67724b49u /* "grKI" */
+#ifdef __cplusplus
+#define GR_KERNEL_INFO_INIT                                                                 \
+    {sizeof(gr_kernel_info), GR_KERNEL_INFO_MAGIC, NULL, 0, 0, 0, NULL, GR_DTYPE_FLOAT32, \
+     {GR_DTYPE_FLOAT32}}
+#else
+#define GR_KERNEL_INFO_INIT                                                                 \
+    {.struct_size = sizeof(gr_kernel_info), .magic = GR_KERNEL_INFO_MAGIC}
+#endif
+
 /* How many kernels are registered now. Any thread. */
 uint32_t gr_kernel_count(void);
 
-/* The i-th registered kernel (i < gr_kernel_count()); its strings live as long as the
- * process. Any thread. */
+/* The i-th registered kernel (i < gr_kernel_count()) into `out` (initialized with
+ * GR_KERNEL_INFO_INIT), up to its struct_size; its strings live as long as the process.
+ * GR_ERR_INVALID_ARGUMENT for i out of range, NULL or an uninitialized struct. Any
+ * thread. */
 gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out);
 
 /* ---------------------------------------------------------------------------------------
@@ -1059,7 +1138,11 @@ gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result);
  * each with its correct result. */
 gr_status gr_job_cancel(gr_job *job);
 
+/* Initialize with GR_JOB_PROGRESS_INIT: fields are only ever appended, and a caller
+ * compiled against an older, shorter struct gets the fields it knows (as gr_stats). */
 typedef struct gr_job_progress {
+    uint32_t struct_size; /* sizeof(gr_job_progress) at the caller's compile time */
+    uint32_t magic;       /* GR_JOB_PROGRESS_MAGIC */
     uint64_t total;
     uint64_t queued;    /* not started */
     uint64_t in_flight; /* started, not ended */
@@ -1068,10 +1151,21 @@ typedef struct gr_job_progress {
     uint64_t canceled;
 } gr_job_progress;
 
-/* A snapshot; the fields are read one after another while work goes on, so they may be off
- * by in-progress transitions, and they lag gr_job_index_get by up to a unit's tensors (a
- * unit counts its indices' ends together; a stop, all of the job's queued ones). done +
- * failed + canceled == total exactly once the job is complete. Any thread. */
+#define GR_JOB_PROGRESS_MAGIC 0x67724a50u /* "grJP" */
+#ifdef __cplusplus
+#define GR_JOB_PROGRESS_INIT                                                                \
+    {sizeof(gr_job_progress), GR_JOB_PROGRESS_MAGIC, 0, 0, 0, 0, 0, 0}
+#else
+#define GR_JOB_PROGRESS_INIT                                                                \
+    {.struct_size = sizeof(gr_job_progress), .magic = GR_JOB_PROGRESS_MAGIC}
+#endif
+
+/* A snapshot into `out` (initialized with GR_JOB_PROGRESS_INIT), up to its struct_size;
+ * GR_ERR_INVALID_ARGUMENT for NULL or an uninitialized struct. The fields are read one
+ * after another while work goes on, so they may be off by in-progress transitions, and they
+ * lag gr_job_index_get by up to a unit's tensors (a unit counts its indices' ends together;
+ * a stop, all of the job's queued ones). done + failed + canceled == total exactly once the
+ * job is complete. Any thread. */
 gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out);
 
 typedef enum gr_index_state {

@@ -130,7 +130,7 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
     gr_devmem_sampler *samplers[GR_OPTS_MAX_DEVICES] = {NULL};
     gr_runtime *rt = NULL;
     gr_job *job = NULL;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_status st;
     int64_t t0;
 
@@ -176,6 +176,7 @@ static gr_status run_once(const gr_seed_opts *o, gr_config cfg, gr_graph *g, gr_
     }
     r->seconds = r->pass_s[0];
     sample_rss(r);
+    r->prog = (gr_job_progress)GR_JOB_PROGRESS_INIT;
     gr_job_progress_get(job, &r->prog);
     gr_job_error_get(job, &r->error);
     /* Graph statistics summed over the devices; iterations per device. */

@@ -47,9 +47,9 @@ int gr_cmd_demo(int argc, char **argv)
     gr_runtime *rt = NULL;
     gr_graph *graph = NULL;
     gr_job *job = NULL;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats stats;
-    gr_job_progress prog;
+    gr_job_progress prog = GR_JOB_PROGRESS_INIT;
     gr_error_info err;
     gr_backend chosen;
     uint64_t footprint, wrong, first_wrong;

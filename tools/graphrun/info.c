@@ -49,7 +49,7 @@ static void print_kernel_once(uint32_t i, const gr_kernel_info *k)
     bool seen[GR_DTYPE_COUNT_] = {false};
 
     for (uint32_t j = 0; j < gr_kernel_count(); j++) {
-        gr_kernel_info o;
+        gr_kernel_info o = GR_KERNEL_INFO_INIT;
 
         gr_kernel_info_get(j, &o);
         if (strcmp(o.name, k->name) != 0)
@@ -109,8 +109,7 @@ int gr_cmd_info(int argc, char **argv)
     gr_backend_probe(GR_BACKEND_AUTO, NULL, &auto_choice, &auto_err);
     gr_cuda_versions(&driver, &runtime);
 
-    json_object_set_new(root, "version", json_sprintf("%d.%d.%d", GR_VERSION_MAJOR,
-                                                      GR_VERSION_MINOR, GR_VERSION_PATCH));
+    json_object_set_new(root, "version", json_string(gr_version()));
     json_object_set_new(root, "auto_backend", json_string(gr_backend_name(auto_choice)));
     json_object_set_new(root, "cuda_available", json_boolean(cuda_st == GR_OK));
     if (cuda_st != GR_OK)
@@ -118,7 +117,7 @@ int gr_cmd_info(int argc, char **argv)
     json_object_set_new(root, "cuda_driver", version_json(driver));
     json_object_set_new(root, "cuda_runtime", version_json(runtime));
     if (!json) {
-        printf("graphrun %d.%d.%d\n", GR_VERSION_MAJOR, GR_VERSION_MINOR, GR_VERSION_PATCH);
+        printf("graphrun %s\n", gr_version());
         printf("backends: host (always); cuda: %s\n",
                cuda_st == GR_OK ? "available" : cuda_err.message);
         printf("auto chooses: %s\n", gr_backend_name(auto_choice));
@@ -183,7 +182,7 @@ int gr_cmd_info(int argc, char **argv)
     if (!json)
         printf("kernels:\n");
     for (uint32_t i = 0; i < gr_kernel_count(); i++) {
-        gr_kernel_info k;
+        gr_kernel_info k = GR_KERNEL_INFO_INIT;
         json_t *in_types = json_array();
 
         gr_kernel_info_get(i, &k);

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
         return GR_EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("graphrun %d.%d.%d\n", GR_VERSION_MAJOR, GR_VERSION_MINOR, GR_VERSION_PATCH);
+        printf("graphrun %s\n", gr_version());
         return GR_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

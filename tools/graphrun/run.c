@@ -331,7 +331,7 @@ static int start_runtime(run_state *s)
 {
     run_args *a = &s->a;
     uint64_t largest = 0, copy = 0, n = 0, *elems, *which;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats ds;
     gr_error_info err;
     gr_status st;
@@ -490,7 +490,7 @@ static int run_job(run_state *s)
     gr_run_report *r = &s->report;
     gr_stream_config cfg = {0};
     gr_stream_result res = {0};
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     struct rusage ru;
     uint64_t base = 0, peak = 0, total = 0, n = 0;
     int rc = GR_EXIT_OK;

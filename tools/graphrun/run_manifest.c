@@ -234,12 +234,9 @@ const char *gr_run_status_name(int rc)
 static void set_run_fields(const run_state *s, json_t *doc)
 {
     const run_args *a = &s->a;
-    char version[32];
     json_t *v;
 
-    snprintf(version, sizeof(version), "%d.%d.%d", GR_VERSION_MAJOR, GR_VERSION_MINOR,
-             GR_VERSION_PATCH);
-    json_object_set_new(doc, "graphrun", json_string(version));
+    json_object_set_new(doc, "graphrun", json_string(gr_version()));
     if (s->ranks.mpi)
         json_object_set_new(doc, "mpi", json_string(s->ranks.mpi->library));
     json_object_set_new(doc, "graph", json_string(a->o.graph));

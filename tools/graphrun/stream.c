@@ -527,7 +527,7 @@ static void reap(stream *s)
  * over (every index handled, its callback returned) and destroyed. */
 static bool collect(stream *s, job_rec *j)
 {
-    gr_job_progress jp;
+    gr_job_progress jp = GR_JOB_PROGRESS_INIT;
     bool over = gr_job_wait(j->job, 0, NULL) == GR_OK;
 
     gr_job_progress_get(j->job, &jp);

@@ -273,6 +273,7 @@ static void on_complete(gr_job *job, gr_status st, void *user)
         gr_job_index_get(job, i, &state, &r->status[i]);
         r->state[i] = (uint8_t)state;
     }
+    r->progress = (gr_job_progress)GR_JOB_PROGRESS_INIT;
     gr_job_progress_get(job, &r->progress);
     r->anomalies = gr__job_anomalies(job);
     pthread_mutex_lock(&r->mu);
@@ -495,7 +496,7 @@ static long thread_count(void)
 static void *monitor_main(void *p)
 {
     shared *s = p;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_device_stats st;
     int64_t next_rss = 0, quarter = s->stop_at - (int64_t)(s->c->duration_s * 0.75e9);
 
@@ -542,7 +543,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
     submitter *w = calloc(n, sizeof(*w));
     pthread_t *th = calloc(n, sizeof(*th)), mon;
     gr_config cfg = c->cfg;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     uint64_t footprint;
     gr_backend chosen;
     gr_status st;

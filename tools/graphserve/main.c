@@ -114,7 +114,7 @@ int main(int argc, char **argv)
     const char *graphs = "graph/examples";
     double timeout_s = 30, drain_s = 10;
     gs_pipelines pipelines;
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_error_info err;
     gs_server *server;
     gr_runtime *rt;

@@ -248,7 +248,7 @@ static enum MHD_Result get_metrics(gs_server *s, struct MHD_Connection *conn)
 
 static enum MHD_Result get_healthz(gs_server *s, struct MHD_Connection *conn)
 {
-    gr_runtime_info info;
+    gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     gr_stats st = GR_STATS_INIT;
     char text[256];
 
