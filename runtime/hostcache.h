@@ -6,7 +6,7 @@
  *
  * When: registering costs about as long as staging the range once (cudaHostRegister of 400
  * MB takes 23 ms on an H200, 17 GB/s), and while the driver registers, other threads' calls
- * into it wait: tools/probes/register_stall.cu measures a copy submission blocked for the
+ * into it wait: tools/bench/probes/register_stall.cu measures a copy submission blocked for the
  * whole of a registration beside it, and DMA copies beside registrations at 0.6 of their
  * speed alone. So a range first seen by a job is queued, and registered by a background
  * thread only while no job of the runtime is live (between jobs): a job that runs once is

@@ -67,7 +67,7 @@ void gr__host_pool_no_slabs_here(void);
  * from a slab: for one long-lived buffer made on a worker's thread, its staging buffer,
  * through the worker's own backend (a host-backend runtime starts no CUDA for it). A slab
  * is made under the calling thread's CUDA context, and destroying a context frees the
- * pinned memory made under it (tools/probes/graph_update_contexts.cu): a worker's private
+ * pinned memory made under it (tools/bench/probes/graph_update_contexts.cu): a worker's private
  * context would take a slab that others share with it. Nor does one buffer gain from
  * sharing a slab. Freed with gr_host_free. Any thread. */
 gr_status gr__host_alloc_unpooled(const gr_pinned_ops *pinned, uint64_t bytes, void **out);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# bench_smoke_test.sh - the two host-side benchmarks (tests/copier_bench, tests/scale_bench)
+# bench_smoke_test.sh - the two host-side benchmarks (tools/bench/copier_bench, scale_bench)
 # still build, run and verify what they measure, in small sizes: timing is not judged here
 # (docs/PERFORMANCE.md has the figures), only that every output they check is right and
 # that bad arguments are refused.
 set -u
-dir="${TEST_SRCDIR}/graphrun/tests"
+dir="${TEST_SRCDIR}/graphrun/tools/bench"
 out="${TEST_TMPDIR}/out"
 failed=0
 case_() {

@@ -1,5 +1,5 @@
 # bench_stand_in.sh - sourced by tests/sizes_test.sh and tests/targets_test.sh, which test
-# tools that run `graphrun bench --json` (tools/sizes_bench, tools/targets_bench) without a
+# tools that run `graphrun bench --json` (tools/bench/sizes_bench, targets_bench) without a
 # GPU: the case runner and output checks they share, and $work/graphrun, a stand-in for
 # graphrun that runs tests/sizes_fake_graphrun.py. Set `work` (an empty folder) first; the
 # caller is in the runfiles root.

@@ -1,12 +1,12 @@
 """sizes_fake_graphrun.py - a stand-in for `graphrun bench --json` where there is no GPU, for
-tests/sizes_test.sh: it prints one object with the fields tools/sizes_bench reads, with
+tests/sizes_test.sh: it prints one object with the fields tools/bench/sizes_bench reads, with
 plausible figures (a link of 100 GB/s both ways, a per-tensor cost), and does no work.
 
     python3 sizes_fake_graphrun.py bench --count N --elems N --budget B --memory M
                                    --layout L [--workers N] [--passes N] [--host-cache S]
                                    --json
 
-Also tests/targets_test.sh's, for tools/targets_bench.
+Also tests/targets_test.sh's, for tools/bench/targets_bench.
 
 SIZES_FAKE_WRONG=ELEMS: the run of that many elements reports 3 wrong tensors.
 SIZES_FAKE_FAIL=ELEMS: that run exits with status 3 and prints nothing.

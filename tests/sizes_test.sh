@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# sizes_test.sh - the size sweep and its picture without a GPU: tools/sizes_bench's
+# sizes_test.sh - the size sweep and its picture without a GPU: tools/bench/sizes_bench's
 # plan and command line (--dry-run, refusals with status 2), its graphrun rows end to end
 # through a stand-in for `graphrun bench --json` (tests/sizes_fake_graphrun.py: a wrong or
-# failed row fails the run), tools/bench's helpers loaded as sizes_bench loads them, and
-# tools/plot_sizes on tests/data/sizes_sample.jsonl and on the stand-in's sweep: an SVG that
+# failed row fails the run), peers_bench's helpers loaded as sizes_bench loads them, and
+# tools/bench/plot_sizes on tests/data/sizes_sample.jsonl and on the stand-in's sweep: an SVG that
 # parses with one line per method and the ceiling, a PNG, the same bytes twice. The plot
 # cases SKIP where /usr/bin/python3 has no matplotlib (tools/ensure_deps installs it).
 set -u
@@ -13,7 +13,7 @@ rm -rf "$work" && mkdir -p "$work"
 export MPLCONFIGDIR="$work/mpl"
 . tests/bench_stand_in.sh
 
-sb=($py tools/sizes_bench --bin "$work/graphrun")
+sb=($py tools/bench/sizes_bench --bin "$work/graphrun")
 
 dry_run_default_plan() {
   status 0 "${sb[@]}" --dry-run || return 1
@@ -64,7 +64,7 @@ failed_row_fails_the_run() {
 bench_helpers_load() {
   $py - <<'PY' >"$out" 2>&1 || { show; return 1; }
 import importlib.machinery, importlib.util
-loader = importlib.machinery.SourceFileLoader("sizes_bench", "tools/sizes_bench")
+loader = importlib.machinery.SourceFileLoader("sizes_bench", "tools/bench/sizes_bench")
 spec = importlib.util.spec_from_loader(loader.name, loader)
 sb = importlib.util.module_from_spec(spec)
 loader.exec_module(sb)
@@ -84,8 +84,8 @@ PY
 # the ceiling, a PNG, the same bytes from a second run.
 plot() {
   local jsonl=$1; shift
-  status 0 $py tools/plot_sizes "$jsonl" "$work/p1" || return 1
-  status 0 $py tools/plot_sizes "$jsonl" "$work/p2" || return 1
+  status 0 $py tools/bench/plot_sizes "$jsonl" "$work/p1" || return 1
+  status 0 $py tools/bench/plot_sizes "$jsonl" "$work/p2" || return 1
   cmp -s "$work/p1.svg" "$work/p2.svg" || { echo "    the SVG differs between two runs"; return 1; }
   cmp -s "$work/p1.png" "$work/p2.png" || { echo "    the PNG differs between two runs"; return 1; }
   $py - "$work/p1" "$@" <<'PY'
@@ -114,7 +114,7 @@ plot_graphrun_sweep() {
 }
 plot_refuses_empty() {
   $py -c 'import json; print(json.dumps({"header": True}))' >"$work/empty.jsonl"
-  status 1 $py tools/plot_sizes "$work/empty.jsonl" "$work/e" && has "no verified row"
+  status 1 $py tools/bench/plot_sizes "$work/empty.jsonl" "$work/e" && has "no verified row"
 }
 
 case_ sizes_dry_run_default_plan dry_run_default_plan

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# targets_test.sh - tools/targets_bench (the performance targets in one run) without a GPU:
+# targets_test.sh - tools/bench/targets_bench (the performance targets in one run) without a GPU:
 # the plan, the refusals, every row end to end through the stand-in for `graphrun bench
 # --json` (tests/sizes_fake_graphrun.py): the table, the JSON Lines, a wrong or failed row
 # failing the run while the others still run.
@@ -8,7 +8,7 @@ cd "${TEST_SRCDIR}/graphrun" || exit 1
 work="${TEST_TMPDIR}/targets"
 rm -rf "$work" && mkdir -p "$work"
 . tests/bench_stand_in.sh
-tb=($py tools/targets_bench --bin "$work/graphrun")
+tb=($py tools/bench/targets_bench --bin "$work/graphrun")
 
 plan_lists_every_row() {
   status 0 "${tb[@]}" --dry-run && (($(grep -c '^plan: ' "$out") == 18)) &&

@@ -1,5 +1,5 @@
 """python/examples/seed_torch.py, small: graphrun beside PyTorch, outputs bit for bit; the
-rt.map examples (map_*.py) beside the same PyTorch pipeline; and tools/python_overhead_bench,
+rt.map examples (map_*.py) beside the same PyTorch pipeline; and tools/bench/python_overhead_bench,
 small."""
 import os
 import subprocess
@@ -39,9 +39,10 @@ def test_seed_torch_example_on_the_gpu(cuda):
 
 
 def test_overhead_bench_checks_its_outputs():
-    # tools/python_overhead_bench, small: it runs on this package, and says 0 wrong.
+    # tools/bench/python_overhead_bench, small: it runs on this package, and says 0 wrong.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    r = subprocess.run([sys.executable, os.path.join(REPO, "tools", "python_overhead_bench"),
+    bench = os.path.join(REPO, "tools", "bench", "python_overhead_bench")
+    r = subprocess.run([sys.executable, bench,
                         "--count", "300", "--size", "4KiB", "--passes", "1", "--kinds",
                         "numpy,pinned,iface", "--outputs", "inplace,new,given"],
                        capture_output=True, text=True, timeout=300, env=env)

@@ -550,7 +550,7 @@ static void context_of(const void *p, char *buf, size_t size)
  * which copy update the driver refused, its operands before and after and the contexts
  * they were made under, beside the worker's own. The driver refuses moving a copy between
  * memory of two contexts, and in a private context a second move of a graph's copies
- * (tools/probes/graph_update_contexts.cu), which gr_cuda_graph_update rebuilds for without
+ * (tools/bench/probes/graph_update_contexts.cu), which gr_cuda_graph_update rebuilds for without
  * asking (gr_cuda_target.copies_move_once); a refusal still seen costs a rebuild and counts
  * in gr_device.graph_update_refusals. */
 static void log_refusal(const gr_worker *w, const cuda_worker *cw, const gr_graph *g,

@@ -63,7 +63,7 @@ typedef struct gr_cuda_target {
     cudaStream_t capture_stream;
     /* A private context: there the driver moves an instantiated graph's copies once and
      * refuses (invalid value) the next move until the graph is instantiated again, in every
-     * variant the probe tried (tools/probes/graph_update_contexts.cu, its "sequence" cases:
+     * variant the probe tried (tools/bench/probes/graph_update_contexts.cu, its "sequence" cases:
      * "buRuRu" against the primary context's "buuuuu"). Its sequences move both of a
      * unit's copies each time, so whether the driver allows one move per node or per graph
      * is not told apart; gr_cuda_graph_update rebuilds before a graph's second move, which
@@ -151,7 +151,7 @@ void gr_cuda_graph_release(gr_cuda_graph *cg);
  * (gr_iteration.h2d), GR_CUDA_DEVICE_ONLY alone: the graph is lowered without its copy
  * nodes. Iterations of one template and the same kinds on one slot share a graph, updated
  * in place: the driver refuses to move a copy node between memory of two kinds, or pinned
- * memory of two contexts (tools/probes/graph_update_contexts.cu: invalid value). A
+ * memory of two contexts (tools/bench/probes/graph_update_contexts.cu: invalid value). A
  * worker's staging buffer is made under its context (its private one, or its device's
  * primary one), the tensors' pinned memory usually under the first device's primary
  * context. */

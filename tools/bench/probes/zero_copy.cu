@@ -1,7 +1,7 @@
 // zero_copy.cu - can the SMs move separate small tensors across the link faster than the
 // copy engines fed by cudaMemcpyBatchAsync? graphrun's 64 KiB row stays near 0.78 of the
 // link (docs/PERFORMANCE.md), bound by the driver's cost per range (about 0.45 us a range on
-// one thread, serialised across threads: tools/probes/batch_submit_cost.cu). A kernel that
+// one thread, serialised across threads: tools/bench/probes/batch_submit_cost.cu). A kernel that
 // reads each tensor from pinned host memory where it lies (host memory is mapped for the
 // device under unified addressing) and one that writes each back pays no such cost: one
 // launch per unit and direction, its table of ranges in pinned host memory too.
