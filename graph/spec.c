@@ -32,11 +32,9 @@
  * names in error_node / error_buffer (graph.h), or at the end of the text when the problem
  * is the graph as a whole.
  */
-#define _GNU_SOURCE /* strtod_l, newlocale: numbers read the same whatever the locale */
+#define _GNU_SOURCE /* strerror_r returning the text */
 #include <errno.h>
-#include <locale.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,12 +44,11 @@
 
 #include "graph/graph.h"
 #include "kernels/expr.h"
+#include "kernels/lex.h"
 #include "runtime/sync.h"
 
 /* The largest file gr_graph_load reads: far above any graph of GR_MAX_NODES nodes. */
 #define SPEC_MAX_FILE_BYTES (1u << 20)
-/* The longest number token: far more digits than a float32 needs (9 round-trip it). */
-#define NUMBER_MAX 63
 
 typedef struct spec_pos {
     size_t line, col;
@@ -107,8 +104,7 @@ typedef struct parser {
     spec_pass pass;
     bool files; /* `cuda` statements may read files: a spec from a file (gr_graph_load) */
 
-    /* The cursor. */
-    size_t at, line, line_start;
+    gr_lex lx; /* the cursor */
 
     char lex_why[128];
     spec_pos node_pos[GR_MAX_NODES];     /* where each node's name was declared */
@@ -168,46 +164,25 @@ static gr_status perr(parser *p, spec_pos at, const char *fmt, ...)
 }
 
 /* ------------------------------------------------------------------------------------
- * The lexer.
+ * The lexer: kernels/lex.c's, with the spec's rules (kernels/lex.h says how they differ
+ * from the expressions').
  * ---------------------------------------------------------------------------------- */
 
-static bool is_alpha(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static bool is_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r';
-}
+static const char *const spec_pairs[] = {"->", NULL};
+static const gr_lex_rules spec_rules = {
+    .flags = GR_LEX_LINES | GR_LEX_STRINGS | GR_LEX_DASH_IN_WORDS | GR_LEX_ARROWS |
+             GR_LEX_LOOSE_NUMBERS | GR_LEX_ANY_EXPONENT_SIGN | GR_LEX_STRICT_ENDS,
+    .punct = ":(),/=[]",
+    .pairs = spec_pairs,
+    /* Characters that may follow a word or number directly (beside blanks, a newline,
+     * "->" and the end): punctuation, a comment, and the operators of expressions. */
+    .enders = "#:(),/[]=*+-<>!",
+};
 
 static spec_pos cursor(const parser *p)
 {
-    spec_pos at = {p->line, p->at - p->line_start + 1};
+    spec_pos at = {p->lx.line, p->lx.at - p->lx.line_start + 1};
     return at;
-}
-
-static bool arrow_at(const parser *p, size_t i)
-{
-    return i + 1 < p->len && p->text[i] == '-' && p->text[i + 1] == '>';
-}
-
-/* Characters that may follow a word or number directly. */
-static bool ends_token(const parser *p, size_t i)
-{
-    char c;
-
-    if (i >= p->len || arrow_at(p, i))
-        return true;
-    c = p->text[i];
-    return is_blank(c) || c == '\n' || c == '#' || c == ':' || c == '(' || c == ')' ||
-           c == ',' || c == '/' || c == '[' || c == ']' || c == '=' || c == '*' || c == '+' ||
-           c == '-' || c == '<' || c == '>' || c == '!';
 }
 
 /* `c` as a message shows it: 'c' when printable, else its byte value. */
@@ -222,76 +197,42 @@ static const char *show_char(char c, char *buf, size_t size)
     return buf;
 }
 
-static tok bad_char(parser *p, size_t i, const char *where)
+/* A lexical error: the token says where, p->lex_why what. */
+static tok bad_token(parser *p, const gr_lex_tok *l)
 {
-    tok t = {T_BAD, p->text + i, 1, {p->line, i - p->line_start + 1}};
+    tok t = {T_BAD, p->text + l->pos, l->len, {l->line, l->col}};
     char shown[16];
+    const char *where = l->bad == GR_LEX_BAD_IN_WORD
+                            ? " in a name (names are letters, digits, '_', '.' and '-')"
+                        : l->bad == GR_LEX_BAD_IN_NUMBER ? " in a number"
+                                                         : "";
 
-    if (p->text[i] == '\0')
+    if (l->bad == GR_LEX_BAD_STRING)
+        snprintf(p->lex_why, sizeof(p->lex_why),
+                 "a string that the line does not close with '\"'");
+    else if (p->text[l->bad_at] == '\0')
         snprintf(p->lex_why, sizeof(p->lex_why),
                  "NUL byte in the text (a graph spec is text, not binary data)");
     else
         snprintf(p->lex_why, sizeof(p->lex_why), "unexpected %s%s",
-                 show_char(p->text[i], shown, sizeof(shown)), where);
+                 show_char(p->text[l->bad_at], shown, sizeof(shown)), where);
     return t;
 }
 
 static tok next(parser *p)
 {
-    tok t;
-    size_t i;
-    char c;
+    gr_lex_tok l = gr__lex_next(&p->lx);
+    tok t = {T_EOF, p->text + l.pos, l.len, {l.line, l.col}};
 
-    while (p->at < p->len && is_blank(p->text[p->at]))
-        p->at++;
-    t.p = p->text + p->at;
-    t.len = 0;
-    t.pos = cursor(p);
-    if (p->at >= p->len) {
-        t.kind = T_EOF;
-        return t;
-    }
-    c = p->text[p->at];
-    if (c == '#' || c == '\n') {
-        /* A comment runs to the end of the line; the token stands where the statement
-         * stopped. A NUL byte is refused there too: it means binary data, not text. */
-        for (i = p->at; i < p->len && p->text[i] != '\n'; i++)
-            if (p->text[i] == '\0')
-                return bad_char(p, i, "");
-        if (i == p->len) {
-            p->at = i;
-            t.kind = T_EOF;
-            return t;
-        }
-        p->at = i + 1;
-        p->line++;
-        p->line_start = p->at;
-        t.kind = T_EOL;
-        return t;
-    }
-    if (is_alpha(c)) {
-        for (i = p->at + 1; i < p->len && !arrow_at(p, i); i++) {
-            char d = p->text[i];
-            if (!is_alpha(d) && !is_digit(d) && d != '.' && d != '-')
-                break;
-        }
-        if (!ends_token(p, i))
-            return bad_char(p, i,
-                            " in a name (names are letters, digits, '_', '.' and '-')");
-        t.kind = T_WORD;
-    } else if (is_digit(c) || c == '.' || ((c == '+' || c == '-') && !arrow_at(p, p->at))) {
-        for (i = p->at + 1; i < p->len && !arrow_at(p, i); i++) {
-            char d = p->text[i], e = p->text[i - 1];
-            if (!is_alpha(d) && !is_digit(d) && d != '.' &&
-                !((d == '+' || d == '-') && (e == 'e' || e == 'E' || e == 'p' || e == 'P')))
-                break;
-        }
-        if (!ends_token(p, i))
-            return bad_char(p, i, " in a number");
-        t.kind = T_NUMBER;
-    } else {
-        i = p->at + 1;
-        switch (c) {
+    switch (l.kind) {
+    case GR_LEX_END: t.kind = T_EOF; break;
+    case GR_LEX_EOL: t.kind = T_EOL; break;
+    case GR_LEX_WORD: t.kind = T_WORD; break;
+    case GR_LEX_NUMBER: t.kind = T_NUMBER; break;
+    case GR_LEX_STRING: t.kind = T_STRING; break;
+    case GR_LEX_BAD: return bad_token(p, &l);
+    case GR_LEX_PUNCT:
+        switch (p->text[l.pos]) {
         case ':': t.kind = T_COLON; break;
         case '(': t.kind = T_LPAREN; break;
         case ')': t.kind = T_RPAREN; break;
@@ -300,40 +241,20 @@ static tok next(parser *p)
         case '=': t.kind = T_EQUALS; break;
         case '[': t.kind = T_LBRACKET; break;
         case ']': t.kind = T_RBRACKET; break;
-        case '"':
-            while (i < p->len && p->text[i] != '"' && p->text[i] != '\n' && p->text[i] != '\0')
-                i++;
-            if (i >= p->len || p->text[i] != '"') {
-                snprintf(p->lex_why, sizeof(p->lex_why),
-                         "a string that the line does not close with '\"'");
-                t.kind = T_BAD;
-                return t;
-            }
-            i++;
-            t.kind = T_STRING;
-            break;
-        case '-': /* not a number: so "->" */
-            t.kind = T_ARROW;
-            i++;
-            break;
-        default:
-            return bad_char(p, p->at, "");
+        default: t.kind = T_ARROW; break; /* "->" */
         }
+        break;
     }
-    t.len = i - p->at;
-    p->at = i;
     return t;
 }
 
 /* The next token, without consuming it. */
 static tok peek(parser *p)
 {
-    size_t at = p->at, line = p->line, line_start = p->line_start;
+    gr_lex at = p->lx;
     tok t = next(p);
 
-    p->at = at;
-    p->line = line;
-    p->line_start = line_start;
+    p->lx = at;
     return t;
 }
 
@@ -413,42 +334,29 @@ static gr_status take_name(parser *p, const tok *t, bool declared, char *out)
     return GR_OK;
 }
 
-static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
-static locale_t c_locale = (locale_t)0;
-
-static void make_c_locale(void)
-{
-    c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-}
-
 /* A scalar argument: C float syntax, finite as a double. Whether the kernel's scalar type
  * holds it is check_scalars' question, once the kernel is known. */
 static gr_status take_number(parser *p, const tok *t, double *out)
 {
-    char buf[NUMBER_MAX + 1], *end;
-    double v;
+    int n = (int)t->len;
 
-    if (t->len > NUMBER_MAX)
+    switch (gr__lex_number(t->p, t->len, out)) {
+    case GR_LEX_NUM_OK:
+        return GR_OK;
+    case GR_LEX_NUM_TOO_LONG:
         return perr(p, t->pos, "number '%.24s...' is too long (at most %d characters)", t->p,
-                    NUMBER_MAX);
-    memcpy(buf, t->p, t->len);
-    buf[t->len] = '\0';
-    /* The C locale, so a host program that set a locale with a decimal comma still reads
-     * "1.01" as written; the process locale only when no C locale could be made. */
-    pthread_once(&c_locale_once, make_c_locale);
-    errno = 0;
-    v = c_locale != (locale_t)0 ? strtod_l(buf, &end, c_locale) : strtod(buf, &end);
-    if (end != buf + t->len || t->len == 0)
-        return perr(p, t->pos, "invalid number '%s' (scalars are C floats: 2, -0.5, 1e-3)",
-                    buf);
-    if (isnan(v) || (isinf(v) && errno != ERANGE))
-        return perr(p, t->pos, "number '%s' is not finite (scalars must be finite)", buf);
-    if (errno == ERANGE && isinf(v))
-        return perr(p, t->pos, "number '%s' is out of range (at most 1.8e308)", buf);
-    if (errno == ERANGE && v == 0.0)
-        return perr(p, t->pos, "number '%s' is too small (it would be 0)", buf);
-    *out = v;
-    return GR_OK;
+                    GR_LEX_NUMBER_MAX);
+    case GR_LEX_NUM_INVALID:
+        return perr(p, t->pos, "invalid number '%.*s' (scalars are C floats: 2, -0.5, 1e-3)",
+                    n, t->p);
+    case GR_LEX_NUM_NOT_FINITE:
+        return perr(p, t->pos, "number '%.*s' is not finite (scalars must be finite)", n,
+                    t->p);
+    case GR_LEX_NUM_OVERFLOW:
+        return perr(p, t->pos, "number '%.*s' is out of range (at most 1.8e308)", n, t->p);
+    default:
+        return perr(p, t->pos, "number '%.*s' is too small (it would be 0)", n, t->p);
+    }
 }
 
 /* Whether scalar `v`, written at `t` (a number, or with `expr` a constant expression), is a
@@ -484,7 +392,7 @@ static gr_status take_ratio_term(parser *p, const tok *t, uint32_t *out)
     uint64_t v = 0;
 
     for (size_t i = 0; i < t->len; i++) {
-        if (!is_digit(t->p[i]))
+        if (!gr__lex_is_digit(t->p[i]))
             return expected(p, t, "a size ratio NUM/DEN of positive integers");
         v = v * 10 + (uint64_t)(t->p[i] - '0');
         if (v > UINT32_MAX)
@@ -508,7 +416,7 @@ static gr_status take_port(parser *p, const tok *t, const char *prefix, const ch
                         prefix[0] == 'i' ? "an input" : "an output", prefix, prefix,
                         GR_MAX_PORTS - 1, after);
     for (i = n; i < t->len; i++) {
-        if (!is_digit(t->p[i]))
+        if (!gr__lex_is_digit(t->p[i]))
             return expected(p, t, "%s port %s0..%s%d after %s",
                             prefix[0] == 'i' ? "an input" : "an output", prefix, prefix,
                             GR_MAX_PORTS - 1, after);
@@ -611,7 +519,7 @@ static gr_status take_count(parser *p, const tok *t, uint64_t *out)
     if (t->kind != T_NUMBER)
         return expected(p, t, "an element count after '['");
     for (size_t i = 0; i < t->len; i++) {
-        if (!is_digit(t->p[i]))
+        if (!gr__lex_is_digit(t->p[i]))
             return expected(p, t, "an element count (a positive integer) after '['");
         v = v * 10 + (uint64_t)(t->p[i] - '0');
         if (v > (1ull << 40))
@@ -816,12 +724,12 @@ static gr_status parse_cuda(parser *p)
 /* The rest of the line, unread: the first pass reads only `cuda` statements. */
 static void skip_line(parser *p)
 {
-    while (p->at < p->len && p->text[p->at] != '\n')
-        p->at++;
-    if (p->at < p->len) {
-        p->at++;
-        p->line++;
-        p->line_start = p->at;
+    while (p->lx.at < p->len && p->text[p->lx.at] != '\n')
+        p->lx.at++;
+    if (p->lx.at < p->len) {
+        p->lx.at++;
+        p->lx.line++;
+        p->lx.line_start = p->lx.at;
     }
 }
 
@@ -993,7 +901,7 @@ static int find_param(const parser *p, const char *s, size_t len, uint32_t among
  * its byte `offset`. */
 static spec_pos pos_in_line(const parser *p, size_t start, size_t offset)
 {
-    spec_pos at = {p->line, start + offset - p->line_start + 1};
+    spec_pos at = {p->lx.line, start + offset - p->lx.line_start + 1};
     return at;
 }
 
@@ -1012,7 +920,7 @@ static size_t const_extent(const parser *p, size_t start)
             break;
         depth += c == '(' ? 1 : c == ')' ? -1 : 0;
     }
-    for (end = i; end > start && is_blank(p->text[end - 1]); end--)
+    for (end = i; end > start && gr__lex_is_blank(p->text[end - 1]); end--)
         ;
     return end;
 }
@@ -1089,9 +997,9 @@ static gr_status parse_param(parser *p)
     eq = next(p);
     if (eq.kind != T_EQUALS)
         return expected(p, &eq, "'=' after param name '%s'", name);
-    while (p->at < p->len && is_blank(p->text[p->at]))
-        p->at++;
-    start = p->at;
+    while (p->lx.at < p->len && gr__lex_is_blank(p->text[p->lx.at]))
+        p->lx.at++;
+    start = p->lx.at;
     end = const_extent(p, start);
     if (end == start) {
         tok none = peek(p);
@@ -1123,7 +1031,7 @@ static gr_status parse_param(parser *p)
         if (gr__expr_check_syntax(p->text + start, end - start, &e) != GR_OK)
             return expr_refused(p, pos_in_line(p, start, 0), &e, NULL);
     }
-    p->at = end;
+    p->lx.at = end;
     return expect_end(p, "the constant");
 }
 
@@ -1131,9 +1039,9 @@ static gr_status parse_param(parser *p)
  * read. */
 static bool operator_follows(const parser *p)
 {
-    size_t i = p->at;
+    size_t i = p->lx.at;
 
-    while (i < p->len && is_blank(p->text[i]))
+    while (i < p->len && gr__lex_is_blank(p->text[i]))
         i++;
     if (i >= p->len)
         return false;
@@ -1141,7 +1049,7 @@ static bool operator_follows(const parser *p)
     case '*': case '/': case '+': case '(': case '<': case '>': case '=': case '!':
         return true;
     case '-':
-        return !arrow_at(p, i);
+        return !gr__lex_arrow_at(&p->lx, i);
     default:
         return false;
     }
@@ -1168,7 +1076,7 @@ static bool arg_is_constant(const parser *p, const tok *t)
     if (t->p[0] == '+' || t->p[0] == '-') {
         tok rest = {T_WORD, t->p + 1, t->len - 1, t->pos};
 
-        return t->len == 1 || (is_alpha(t->p[1]) && !is_nonfinite_word(&rest));
+        return t->len == 1 || (gr__lex_is_alpha(t->p[1]) && !is_nonfinite_word(&rest));
     }
     return false;
 }
@@ -1203,7 +1111,7 @@ static gr_status parse_args(parser *p, kernel_stmt *k)
                     return expr_refused(p, t.pos, &e, NULL);
             }
             t.len = end - start;
-            p->at = end;
+            p->lx.at = end;
             if (k->n_scalars < GR_MAX_SCALARS) {
                 k->scalars[k->n_scalars] = v;
                 k->scalar_toks[k->n_scalars] = t;
@@ -1668,12 +1576,10 @@ static gr_status parse_statement(parser *p)
             }
         }
         if (tok_is(&t, "cuda")) {
-            size_t at = p->at, line = p->line, line_start = p->line_start;
+            gr_lex at = p->lx;
             tok path = next(p), end = next(p);
 
-            p->at = at;
-            p->line = line;
-            p->line_start = line_start;
+            p->lx = at;
             if (path.kind == T_STRING && (end.kind == T_EOL || end.kind == T_EOF))
                 return parse_cuda(p);
         }
@@ -1714,10 +1620,8 @@ static gr_status run_pass(parser *p, spec_pass pass)
     gr_status st;
 
     p->pass = pass;
-    p->at = 0;
-    p->line = 1;
-    p->line_start = 0;
-    while (p->at < p->len)
+    gr__lex_init(&p->lx, p->text, p->len, &spec_rules);
+    while (p->lx.at < p->len)
         if ((st = parse_statement(p)) != GR_OK)
             return st;
     return GR_OK;
