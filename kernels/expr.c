@@ -22,9 +22,6 @@
  * name). Registered programs are the kernels' `user` pointers and are never freed, as the
  * registry's entries are not.
  */
-#define _GNU_SOURCE /* strtod_l, newlocale */
-#include <errno.h>
-#include <locale.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -34,9 +31,9 @@
 
 #include "kernels/expr_impl.h"
 #include "kernels/kernels.h"
+#include "kernels/lex.h"
 #include "runtime/sync.h"
 
-#define NUMBER_MAX 63 /* longest number token */
 #define MAX_SLOTS 2048 /* registers of a program (expr_cpu.c's bound) */
 
 /* ------------------------------------------------------------------------------------
@@ -115,7 +112,8 @@ typedef enum tk {
 
 typedef struct xp {
     const char *s;
-    size_t len, at;
+    size_t len;
+    gr_lex lx;
     gr_expr_node *nodes;
     uint32_t n;
     int depth;
@@ -125,23 +123,13 @@ typedef struct xp {
     double tnum;
 } xp;
 
-static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
-static locale_t c_locale = (locale_t)0;
-
-static void make_c_locale(void)
-{
-    c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-}
-
-static bool alpha(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
-static bool digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
+/* The expression's tokens (kernels/lex.h says how they differ from the spec's). */
+static const char *const expr_pairs[] = {"<=", ">=", "==", "!=", NULL};
+static const gr_lex_rules expr_rules = {
+    .flags = 0,
+    .punct = "(),+-*/<>",
+    .pairs = expr_pairs,
+};
 
 /* The current token as messages quote it. */
 static const char *shown(const xp *p, char *buf, size_t size)
@@ -168,77 +156,51 @@ static gr_status bad_byte(xp *p, size_t i)
     return fail(p->e, i, "unexpected byte 0x%02x", c);
 }
 
-/* A number token at p->at: C float syntax as strtod reads it in the C locale, whole. */
-static gr_status lex_number(xp *p)
+/* The number token just read: C float syntax as strtod reads it in the C locale, whole. */
+static gr_status take_number(xp *p)
 {
-    size_t i = p->at + 1, n;
-    char buf[NUMBER_MAX + 1], *end;
-    bool hex = p->s[p->at] == '0' && i < p->len && (p->s[i] == 'x' || p->s[i] == 'X');
-    double v;
+    const char *s = p->s + p->tpos;
+    int n = (int)p->tlen;
 
-    while (i < p->len) {
-        char d = p->s[i], e = p->s[i - 1];
-
-        if (!alpha(d) && !digit(d) && d != '.' &&
-            !((d == '+' || d == '-') &&
-              (hex ? (e == 'p' || e == 'P') : (e == 'e' || e == 'E'))))
-            break;
-        i++;
+    switch (gr__lex_number(s, p->tlen, &p->tnum)) {
+    case GR_LEX_NUM_OK:
+        return GR_OK;
+    case GR_LEX_NUM_TOO_LONG:
+        return fail(p->e, p->tpos, "number '%.20s...' is too long (at most %d characters)", s,
+                    GR_LEX_NUMBER_MAX);
+    case GR_LEX_NUM_OVERFLOW:
+        return fail(p->e, p->tpos, "number '%.*s' is out of range (at most 1.8e308)", n, s);
+    case GR_LEX_NUM_UNDERFLOW:
+        return fail(p->e, p->tpos, "number '%.*s' is too small (it would be 0)", n, s);
+    default: /* a number token starts with a digit: never "inf" or "nan" */
+        return fail(p->e, p->tpos,
+                    "invalid number '%.*s' (numbers are C floats: 2, -0.5, 1e-3)", n, s);
     }
-    n = i - p->at;
-    p->t = TK_NUM;
-    p->tpos = p->at;
-    p->tlen = n;
-    p->at = i;
-    if (n > NUMBER_MAX)
-        return fail(p->e, p->tpos, "number '%.20s...' is too long (at most %d characters)",
-                    p->s + p->tpos, NUMBER_MAX);
-    memcpy(buf, p->s + p->tpos, n);
-    buf[n] = '\0';
-    pthread_once(&c_locale_once, make_c_locale);
-    errno = 0;
-    v = c_locale != (locale_t)0 ? strtod_l(buf, &end, c_locale) : strtod(buf, &end);
-    if (end != buf + n || isnan(v) || (isinf(v) && errno != ERANGE))
-        return fail(p->e, p->tpos, "invalid number '%s' (numbers are C floats: 2, -0.5, 1e-3)",
-                    buf);
-    if (errno == ERANGE && isinf(v))
-        return fail(p->e, p->tpos, "number '%s' is out of range (at most 1.8e308)", buf);
-    if (errno == ERANGE && v == 0.0)
-        return fail(p->e, p->tpos, "number '%s' is too small (it would be 0)", buf);
-    p->tnum = v;
-    return GR_OK;
 }
 
 static gr_status lex(xp *p)
 {
-    char c, d;
+    gr_lex_tok t = gr__lex_next(&p->lx);
 
-    while (p->at < p->len &&
-           (p->s[p->at] == ' ' || p->s[p->at] == '\t' || p->s[p->at] == '\r' ||
-            p->s[p->at] == '\n'))
-        p->at++;
-    p->tpos = p->at;
-    p->tlen = 1;
-    if (p->at >= p->len) {
+    p->tpos = t.pos;
+    p->tlen = t.len;
+    switch (t.kind) {
+    case GR_LEX_END:
         p->t = TK_END;
-        p->tlen = 0;
         return GR_OK;
-    }
-    c = p->s[p->at];
-    d = p->at + 1 < p->len ? p->s[p->at + 1] : '\0';
-    if (digit(c) || (c == '.' && digit(d)))
-        return lex_number(p);
-    if (alpha(c)) {
-        size_t i = p->at + 1;
-
-        while (i < p->len && (alpha(p->s[i]) || digit(p->s[i]) || p->s[i] == '.'))
-            i++;
+    case GR_LEX_NUMBER:
+        p->t = TK_NUM;
+        return take_number(p);
+    case GR_LEX_WORD:
         p->t = TK_NAME;
-        p->tlen = i - p->at;
-        p->at = i;
         return GR_OK;
+    case GR_LEX_PUNCT:
+        break;
+    default:
+        p->t = TK_BAD;
+        return bad_byte(p, t.bad_at);
     }
-    switch (c) {
+    switch (p->s[t.pos]) {
     case '(': p->t = TK_LP; break;
     case ')': p->t = TK_RP; break;
     case ',': p->t = TK_COMMA; break;
@@ -246,25 +208,11 @@ static gr_status lex(xp *p)
     case '-': p->t = TK_MINUS; break;
     case '*': p->t = TK_STAR; break;
     case '/': p->t = TK_SLASH; break;
-    case '<': p->t = d == '=' ? TK_LE : TK_LT; break;
-    case '>': p->t = d == '=' ? TK_GE : TK_GT; break;
-    case '=':
-        if (d != '=')
-            return bad_byte(p, p->at);
-        p->t = TK_EQ;
-        break;
-    case '!':
-        if (d != '=')
-            return bad_byte(p, p->at);
-        p->t = TK_NE;
-        break;
-    default:
-        p->t = TK_BAD;
-        return bad_byte(p, p->at);
+    case '<': p->t = t.len == 2 ? TK_LE : TK_LT; break;
+    case '>': p->t = t.len == 2 ? TK_GE : TK_GT; break;
+    case '=': p->t = TK_EQ; break;
+    default: p->t = TK_NE; break; /* "!=" */
     }
-    if (p->t == TK_LE || p->t == TK_GE || p->t == TK_EQ || p->t == TK_NE)
-        p->tlen = 2;
-    p->at += p->tlen;
     return GR_OK;
 }
 
@@ -458,6 +406,7 @@ static gr_status parse(xp *p, const char *text, size_t len, gr_expr_node *nodes,
     memset(p, 0, sizeof(*p));
     p->s = text;
     p->len = len;
+    gr__lex_init(&p->lx, text, len, &expr_rules);
     p->nodes = nodes;
     p->e = e;
     memset(e, 0, sizeof(*e));
@@ -520,10 +469,10 @@ static double fold(const gr_expr_node *x, const gr_expr_node *nodes)
 
 int gr__expr_name_ok(const char *name, size_t len)
 {
-    if (name == NULL || len == 0 || !alpha(name[0]) || find_func(name, len) != NULL)
+    if (name == NULL || len == 0 || !gr__lex_is_alpha(name[0]) || find_func(name, len) != NULL)
         return 0;
     for (size_t i = 1; i < len; i++)
-        if (!alpha(name[i]) && !digit(name[i]) && name[i] != '.')
+        if (!gr__lex_is_alpha(name[i]) && !gr__lex_is_digit(name[i]) && name[i] != '.')
             return 0;
     return 1;
 }

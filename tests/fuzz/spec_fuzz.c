@@ -1,5 +1,5 @@
 /*
- * spec_fuzz.c - libFuzzer target: any bytes through gr_graph_parse (graph/spec.c).
+ * spec_fuzz.c - libFuzzer target: any bytes through gr_graph_parse (graph/spec*.c).
  *
  * The parser must never crash, read past the input, leak or hang, and must keep its
  * contract: on GR_OK a finalized graph that lays out; on a refusal *out NULL and a message

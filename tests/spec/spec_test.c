@@ -1,5 +1,5 @@
 /*
- * spec_test.c - the graph spec parser (graph/spec.c, docs/GRAPH_SPEC.md): the shipped
+ * spec_test.c - the graph spec parser (graph/spec*.c, docs/GRAPH_SPEC.md): the shipped
  * examples parse into the graphs they describe, every accepted form is read as written, and
  * every refusal names the right line and column with its exact message.
  */
