@@ -70,12 +70,12 @@ gr_status gr_graph_create(gr_graph **out)
     return GR_OK;
 }
 
-void gr_graph_ref(gr_graph *g)
+void gr__graph_ref(gr_graph *g)
 {
     atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
 }
 
-void gr_graph_unref(gr_graph *g)
+void gr__graph_unref(gr_graph *g)
 {
     /* acq_rel: the last owner must see every other owner's accesses before freeing. */
     if (g != NULL && atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1)
@@ -84,7 +84,7 @@ void gr_graph_unref(gr_graph *g)
 
 void gr_graph_destroy(gr_graph *g)
 {
-    gr_graph_unref(g);
+    gr__graph_unref(g);
 }
 
 const char *gr_graph_error(const gr_graph *g)
@@ -126,12 +126,12 @@ static int find_node(const gr_graph *g, const char *name)
     return -1;
 }
 
-int gr_graph_buffer_index(const gr_graph *g, const char *name)
+int gr__graph_buffer_index(const gr_graph *g, const char *name)
 {
     return g && name ? find_buffer(g, name) : -1;
 }
 
-int gr_graph_node_index(const gr_graph *g, const char *name)
+int gr__graph_node_index(const gr_graph *g, const char *name)
 {
     return g && name ? find_node(g, name) : -1;
 }
@@ -177,7 +177,7 @@ gr_status gr_graph_add_buffer_desc(gr_graph *g, const char *name, const gr_buffe
         return fail(g, GR_ERR_INVALID_ARGUMENT, "too many buffers (at most %d)", GR_MAX_BUFFERS);
     b = &g->buffers[g->n_buffers++];
     memset(b, 0, sizeof(*b));
-    gr_strlcpy(b->name, name, sizeof(b->name));
+    gr__strlcpy(b->name, name, sizeof(b->name));
     b->fixed = desc->fixed_elems;
     b->num = b->fixed ? 0 : desc->num;
     b->den = b->fixed ? 0 : desc->den;
@@ -246,7 +246,7 @@ gr_status gr_graph_const_get(const gr_graph *g, uint32_t i, gr_const_info *out)
         return GR_ERR_INVALID_ARGUMENT;
     b = &g->buffers[g->const_buffer[i]];
     memset(out, 0, sizeof(*out));
-    gr_strlcpy(out->name, b->name, sizeof(out->name));
+    gr__strlcpy(out->name, b->name, sizeof(out->name));
     out->dtype = b->dtype;
     out->elems = b->fixed;
     out->bytes = b->fixed * gr_dtype_size(b->dtype);
@@ -279,7 +279,7 @@ static gr_status new_node(gr_graph *g, const char *name, gr_node_kind kind, gr_n
     n = &g->nodes[g->n_nodes];
     memset(n, 0, sizeof(*n));
     n->kind = kind;
-    gr_strlcpy(n->name, name, sizeof(n->name));
+    gr__strlcpy(n->name, name, sizeof(n->name));
     n->write = GR_NO_BUFFER;
     *out = n;
     return GR_OK;
@@ -880,7 +880,7 @@ gr_status gr_graph_port_get(const gr_graph *g, int output, uint32_t port, gr_por
     return GR_OK;
 }
 
-uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems)
+uint64_t gr__graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems)
 {
     const gr_buffer_def *d = &g->buffers[b];
     unsigned __int128 e = (unsigned __int128)elems * d->num;
@@ -891,15 +891,15 @@ uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems)
     return e > UINT64_MAX ? UINT64_MAX : (uint64_t)e;
 }
 
-gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
-                          uint64_t *total)
+gr_status gr__graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
+                           uint64_t *total)
 {
     uint64_t off = 0;
 
     if (g == NULL || !g->finalized || elems == 0)
         return GR_ERR_INVALID_ARGUMENT;
     for (uint32_t b = 0; b < g->n_buffers; b++) {
-        uint64_t n = gr_graph_buffer_elems(g, b, elems);
+        uint64_t n = gr__graph_buffer_elems(g, b, elems);
         uint32_t size = gr_dtype_size(g->buffers[b].dtype);
         uint64_t bytes;
 
@@ -921,7 +921,7 @@ gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
     return GR_OK;
 }
 
-uint32_t gr_graph_widest_port(const gr_graph *g)
+uint32_t gr__graph_widest_port(const gr_graph *g)
 {
     uint32_t widest = 1;
 
@@ -932,7 +932,7 @@ uint32_t gr_graph_widest_port(const gr_graph *g)
     return widest;
 }
 
-void gr_graph_unit_group(const gr_graph *g, uint64_t *elems, uint64_t *bytes)
+void gr__graph_unit_group(const gr_graph *g, uint64_t *elems, uint64_t *bytes)
 {
     uint32_t smallest = UINT32_MAX;
     uint64_t group, total = 0;
@@ -950,8 +950,8 @@ void gr_graph_unit_group(const gr_graph *g, uint64_t *elems, uint64_t *bytes)
     *bytes = total;
 }
 
-void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
-                        const void **src, uint64_t *bytes)
+void gr__graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
+                         const void **src, uint64_t *bytes)
 {
     const gr_graph *g = it->graph;
     bool output = node->kind == GR_NODE_D2H;
@@ -966,7 +966,7 @@ void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
     }
 }
 
-void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_args *out)
+void gr__graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_args *out)
 {
     const gr_tensor *t = it->tensor;
 
@@ -1001,7 +1001,7 @@ gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes)
 {
     if (bytes == NULL)
         return GR_ERR_INVALID_ARGUMENT;
-    return gr_graph_layout(g, elems, NULL, bytes);
+    return gr__graph_layout(g, elems, NULL, bytes);
 }
 
 gr_status gr_graph_create_seed(gr_graph **out)

@@ -130,11 +130,11 @@ typedef struct gr_iteration {
 } gr_iteration;
 
 /* The copy node `node` does in iteration `it` (H2D or D2H): destination, source, bytes. */
-void gr_graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
-                        const void **src, uint64_t *bytes);
+void gr__graph_node_copy(const gr_iteration *it, const gr_node *node, void **dst,
+                         const void **src, uint64_t *bytes);
 
 /* The kernel arguments of kernel node `node` in iteration `it`. */
-void gr_graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_args *out);
+void gr__graph_node_args(const gr_iteration *it, const gr_node *node, gr_kernel_args *out);
 
 /* Bytes host input port `port` (output port when `output`) moves for a tensor of `elems`
  * elements (a port of fixed buffers: their fixed size), or every input (or output) port
@@ -165,23 +165,23 @@ static inline uint64_t gr_graph_port_offset(const gr_graph *g, bool output, uint
 }
 
 /* Bytes per element of the widest host port (at least 1). Finalized graphs. */
-uint32_t gr_graph_widest_port(const gr_graph *g);
+uint32_t gr__graph_widest_port(const gr_graph *g);
 
 /* For cutting a splittable graph's tensors (every buffer the tensor's size): a group of
  * *elems elements takes exactly *bytes bytes of device memory, alignment included, and
  * n groups take n times as much. Finalized graphs. */
-void gr_graph_unit_group(const gr_graph *g, uint64_t *elems, uint64_t *bytes);
+void gr__graph_unit_group(const gr_graph *g, uint64_t *elems, uint64_t *bytes);
 
 /* Index of the buffer or node called `name` (NUL-terminated), or -1. Owner. */
-int gr_graph_buffer_index(const gr_graph *g, const char *name);
-int gr_graph_node_index(const gr_graph *g, const char *name);
+int gr__graph_buffer_index(const gr_graph *g, const char *name);
+int gr__graph_node_index(const gr_graph *g, const char *name);
 
 /* Reference counting: jobs hold a reference to their (finalized) graph. Any thread. */
-void gr_graph_ref(gr_graph *g);
-void gr_graph_unref(gr_graph *g);
+void gr__graph_ref(gr_graph *g);
+void gr__graph_unref(gr_graph *g);
 
 /* Elements of buffer `b` for a tensor of `elems`; UINT64_MAX on overflow. */
-uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems);
+uint64_t gr__graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems);
 
 /*
  * Layout of one iteration's buffers inside its block: offsets[b] (GR_MAX_BUFFERS entries)
@@ -189,7 +189,7 @@ uint64_t gr_graph_buffer_elems(const gr_graph *g, uint32_t b, uint64_t elems);
  * (their offsets are left as they were). Returns GR_ERR_INVALID_ARGUMENT on overflow.
  * Finalized graphs only. Any thread.
  */
-gr_status gr_graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
-                          uint64_t *total);
+gr_status gr__graph_layout(const gr_graph *g, uint64_t elems, uint64_t *offsets,
+                           uint64_t *total);
 
 #endif /* GR_GRAPH_H */

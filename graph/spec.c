@@ -64,7 +64,7 @@ static gr_status finalize(parser *p)
         at = p->node_pos[g->error_node];
         perr(p, at, "%s", g->error);
         if (p->err != NULL)
-            gr_strlcpy(p->err->node, g->nodes[g->error_node].name, sizeof(p->err->node));
+            gr__strlcpy(p->err->node, g->nodes[g->error_node].name, sizeof(p->err->node));
         return GR_ERR_INVALID_ARGUMENT;
     }
     if (g->error_buffer >= 0 && (uint32_t)g->error_buffer < g->n_buffers)
@@ -83,21 +83,21 @@ static gr_status parse_spec(const char *text, size_t len, const char *name, bool
     if (out != NULL)
         *out = NULL;
     if (out == NULL || (text == NULL && len > 0))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "gr_graph_parse: %s is NULL", out == NULL ? "out" : "text");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "gr_graph_parse: %s is NULL", out == NULL ? "out" : "text");
     /* On the heap: the position tables make the parser too large for a small thread stack. */
     p = calloc(1, sizeof(*p));
     if (p == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                            "out of memory parsing a graph spec");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                             "out of memory parsing a graph spec");
     p->text = text ? text : "";
     p->len = len;
     p->name = name ? name : "<graph spec>";
     p->err = err;
     p->files = files;
     if ((st = gr_graph_create(&p->g)) != GR_OK) {
-        gr_error_set(err, st, GR_NO_INDEX, NULL, "cannot create a graph: %s",
-                     gr_status_str(st));
+        gr__error_set(err, st, GR_NO_INDEX, NULL, "cannot create a graph: %s",
+                      gr_status_str(st));
         goto out_free_parser;
     }
     if ((st = run_pass(p, PASS_SOURCES)) != GR_OK || (st = run_pass(p, PASS_BUFFERS)) != GR_OK ||
@@ -132,17 +132,17 @@ gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err)
     if (out != NULL)
         *out = NULL;
     if (path == NULL || out == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "gr_graph_load: %s is NULL", path == NULL ? "path" : "out");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "gr_graph_load: %s is NULL", path == NULL ? "path" : "out");
     f = fopen(path, "rb");
     if (f == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "%s: cannot read: %s", path, strerror_r(errno, why, sizeof(why)));
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "%s: cannot read: %s", path, strerror_r(errno, why, sizeof(why)));
     buf = malloc(cap);
     if (buf == NULL) {
         fclose(f);
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                            "%s: out of memory reading it", path);
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                             "%s: out of memory reading it", path);
     }
     /* Read until a short read (end of file or error), doubling the buffer while it fills. */
     for (;;) {
@@ -151,8 +151,8 @@ gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err)
             break;
         grown = realloc(buf, cap * 2);
         if (grown == NULL) {
-            st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                              "%s: out of memory reading it", path);
+            st = gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                               "%s: out of memory reading it", path);
             goto out_free;
         }
         buf = grown;
@@ -160,14 +160,14 @@ gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err)
     }
     if (ferror(f)) {
         /* fread leaves errno as the failed read(2) set it (EISDIR for a directory...). */
-        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                          "%s: cannot read: %s", path, strerror_r(errno, why, sizeof(why)));
+        st = gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                           "%s: cannot read: %s", path, strerror_r(errno, why, sizeof(why)));
         goto out_free;
     }
     if (used > SPEC_MAX_FILE_BYTES) {
-        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                          "%s: larger than %u bytes: not a graph spec", path,
-                          SPEC_MAX_FILE_BYTES);
+        st = gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                           "%s: larger than %u bytes: not a graph spec", path,
+                           SPEC_MAX_FILE_BYTES);
         goto out_free;
     }
     st = parse_spec(buf, used, path, true, out, err);

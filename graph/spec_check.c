@@ -166,7 +166,7 @@ gr_status check_reads_follow_writes(parser *p)
             if (above >= 0 || below < 0)
                 continue;
             if (p->err != NULL)
-                gr_strlcpy(p->err->node, g->nodes[j].name, sizeof(p->err->node));
+                gr__strlcpy(p->err->node, g->nodes[j].name, sizeof(p->err->node));
             return perr(p, p->node_pos[j],
                         "node '%s' reads buffer '%s' before any node writes it: '%s' (line "
                         "%zu) writes it below, and nodes that share a buffer run in the order "

@@ -68,8 +68,8 @@ static gr_status expr_refused(parser *p, spec_pos base, const gr_expr_error *e,
     spec_pos at = {base.line, base.col + e->offset};
 
     if (e->status != GR_ERR_INVALID_ARGUMENT) /* the registry's: full, out of memory */
-        return gr_error_set(p->err, e->status, GR_NO_INDEX, NULL, "%s:%zu:%zu: %s", p->name,
-                            at.line, at.col, e->why);
+        return gr__error_set(p->err, e->status, GR_NO_INDEX, NULL, "%s:%zu:%zu: %s", p->name,
+                             at.line, at.col, e->why);
     return perr(p, at, "%s%s", e->why, hint ? hint : "");
 }
 
@@ -86,7 +86,7 @@ static void unknown_name_hint(parser *p, size_t start, const gr_expr_error *e,
         return;
     memcpy(name, p->text + start + e->offset, e->name_len);
     name[e->name_len] = '\0';
-    if (gr_graph_buffer_index(p->g, name) >= 0)
+    if (gr__graph_buffer_index(p->g, name) >= 0)
         snprintf(hint, size, buffer_fmt, name);
     else if (find_param(p, name, e->name_len, p->n_params) >= 0)
         snprintf(hint, size, ": param '%s' is declared below, and must be above its use", name);
@@ -141,7 +141,7 @@ gr_status parse_param(parser *p)
         return expected(p, &none, "a constant after '='");
     }
     if (p->pass == PASS_BUFFERS) {
-        int b = gr_graph_buffer_index(p->g, name);
+        int b = gr__graph_buffer_index(p->g, name);
 
         if ((other = find_param(p, t.p, t.len, p->n_params)) >= 0)
             return perr(p, t.pos, "param '%s' is defined twice (first on line %zu)", name,
@@ -154,7 +154,7 @@ gr_status parse_param(parser *p)
             return perr(p, t.pos, "too many params (at most %d)", GR_EXPR_MAX_PARAMS);
         if ((st = eval_const(p, start, end, pos_in_line(p, start, 0), &v)) != GR_OK)
             return st;
-        gr_strlcpy(p->params[p->n_params].name, name, sizeof(p->params[0].name));
+        gr__strlcpy(p->params[p->n_params].name, name, sizeof(p->params[0].name));
         p->params[p->n_params].value = v;
         p->params[p->n_params].pos = t.pos;
         p->expr_params[p->n_params] =
@@ -302,11 +302,11 @@ gr_status check_scalars(parser *p, const kernel_stmt *k, const char *kname,
     int b;
 
     for (uint32_t i = 0; i < k->n_inputs; i++) {
-        if ((b = gr_graph_buffer_index(p->g, inputs[i])) < 0)
+        if ((b = gr__graph_buffer_index(p->g, inputs[i])) < 0)
             return GR_OK;
         in[i] = p->g->buffers[b].dtype;
     }
-    if ((b = gr_graph_buffer_index(p->g, out)) < 0)
+    if ((b = gr__graph_buffer_index(p->g, out)) < 0)
         return GR_OK;
     def = gr__kernel_find_typed(kname, in, k->n_inputs, p->g->buffers[b].dtype);
     for (uint32_t i = 0; def != NULL && i < k->n_scalars; i++)
@@ -383,9 +383,9 @@ gr_status register_expr(parser *p, const kernel_stmt *k, const tok *text,
                         inputs[i], memchr(in->p, '-', in->len) ? "'-' would read as a minus"
                                                                : "it is a function's name");
         env.input_names[i] = inputs[i];
-        env.input_dtype[i] = p->g->buffers[gr_graph_buffer_index(p->g, inputs[i])].dtype;
+        env.input_dtype[i] = p->g->buffers[gr__graph_buffer_index(p->g, inputs[i])].dtype;
     }
-    env.out_dtype = p->g->buffers[gr_graph_buffer_index(p->g, out)].dtype;
+    env.out_dtype = p->g->buffers[gr__graph_buffer_index(p->g, out)].dtype;
     env.params = p->expr_params;
     env.n_params = params_above(p, in.line);
     if (gr__expr_register(text->p + 1, text->len - 2, &env, kname, &e) == GR_OK)

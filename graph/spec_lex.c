@@ -14,8 +14,8 @@ static gr_status vperr(parser *p, gr_status st, spec_pos at, const char *fmt, va
     char why[256];
 
     vsnprintf(why, sizeof(why), fmt, ap);
-    return gr_error_set(p->err, st, GR_NO_INDEX, NULL, "%s:%zu:%zu: %s", p->name, at.line,
-                        at.col, why);
+    return gr__error_set(p->err, st, GR_NO_INDEX, NULL, "%s:%zu:%zu: %s", p->name, at.line,
+                         at.col, why);
 }
 
 gr_status perr(parser *p, spec_pos at, const char *fmt, ...)
@@ -309,7 +309,7 @@ gr_status expect_end(parser *p, const char *after)
 
 gr_status new_buffer_name(parser *p, const tok *t, const char *name)
 {
-    int b = gr_graph_buffer_index(p->g, name), q = find_param(p, t->p, t->len, p->n_params);
+    int b = gr__graph_buffer_index(p->g, name), q = find_param(p, t->p, t->len, p->n_params);
 
     if (b >= 0)
         return perr(p, t->pos, "buffer '%s' is defined twice (first on line %zu)", name,
@@ -323,7 +323,7 @@ gr_status new_buffer_name(parser *p, const tok *t, const char *name)
 
 gr_status new_node_name(parser *p, const tok *t, const char *name)
 {
-    int n = gr_graph_node_index(p->g, name);
+    int n = gr__graph_node_index(p->g, name);
 
     if (n >= 0)
         return perr(p, t->pos, "node '%s' is defined twice (first on line %zu)", name,
@@ -337,9 +337,9 @@ gr_status known_buffer(parser *p, const tok *t, char *name)
 
     if (st != GR_OK)
         return st;
-    if (gr_graph_buffer_index(p->g, name) < 0)
+    if (gr__graph_buffer_index(p->g, name) < 0)
         return perr(p, t->pos, "unknown buffer '%s'%s", name,
-                    gr_graph_node_index(p->g, name) >= 0 ? " (it is a node)" : "");
+                    gr__graph_node_index(p->g, name) >= 0 ? " (it is a node)" : "");
     return GR_OK;
 }
 
@@ -349,9 +349,9 @@ gr_status known_node(parser *p, const tok *t, char *name)
 
     if (st != GR_OK)
         return st;
-    if (gr_graph_node_index(p->g, name) < 0)
+    if (gr__graph_node_index(p->g, name) < 0)
         return perr(p, t->pos, "dependency on unknown node '%s'%s", name,
-                    gr_graph_buffer_index(p->g, name) >= 0
+                    gr__graph_buffer_index(p->g, name) >= 0
                         ? " (it is a buffer: dependencies order nodes)"
                         : "");
     return GR_OK;

@@ -213,8 +213,8 @@ static gr_status parse_cuda(parser *p)
     if ((st = source_path(p, &t, path, sizeof(path))) != GR_OK)
         return st;
     if ((st = gr_kernel_load_file(path, &inner)) != GR_OK) {
-        gr_error_set(p->err, st, GR_NO_INDEX, NULL, "%s", inner.message);
-        gr_error_prefix(p->err, "%s:%zu:%zu: ", p->name, t.pos.line, t.pos.col);
+        gr__error_set(p->err, st, GR_NO_INDEX, NULL, "%s", inner.message);
+        gr__error_prefix(p->err, "%s:%zu:%zu: ", p->name, t.pos.line, t.pos.col);
         return st;
     }
     return GR_OK;
@@ -489,8 +489,8 @@ static gr_status parse_chain(parser *p, tok first)
             if (strcmp(before, after) == 0)
                 return perr(p, t.pos, "node '%s' cannot depend on itself", after);
             if ((st = check_contradiction(p, prev.pos,
-                                          (uint32_t)gr_graph_node_index(p->g, before),
-                                          (uint32_t)gr_graph_node_index(p->g, after))) != GR_OK)
+                                          (uint32_t)gr__graph_node_index(p->g, before),
+                                          (uint32_t)gr__graph_node_index(p->g, after))) != GR_OK)
                 return st;
             if (gr_graph_add_dep(p->g, before, after) != GR_OK)
                 return builder_refused(p, &t);

@@ -27,7 +27,7 @@ typedef struct builtin {
 /* An elementwise row: the default launch rule, no small inputs, and versions for the other
  * float types. */
 #define EW(name, in, sc, doc)                                                               \
-    {#name, in, sc, 1, GR_OUT_ELEMS, 0, 0, 0, gr_cpu_##name, gr_cuda_##name, doc, GR_OP_##name}
+    {#name, in, sc, 1, GR_OUT_ELEMS, 0, 0, 0, gr__cpu_##name, gr__cuda_##name, doc, GR_OP_##name}
 
 /* GR_OP_##name for EW's rows (typed.h spells them in capitals). */
 #define GR_OP_mul GR_OP_MUL
@@ -61,11 +61,11 @@ static const builtin table[] = {
     EW(mul2, 2, 0, "out = x * y"),
     EW(add2, 2, 0, "out = x + y"),
     /* Not elementwise: each sees whole tensors (and their shapes). */
-    {"softmax", 1, 0, 0, GR_OUT_ELEMS, 0, 256, 0, gr_cpu_softmax, gr_cuda_softmax,
+    {"softmax", 1, 0, 0, GR_OUT_ELEMS, 0, 256, 0, gr__cpu_softmax, gr__cuda_softmax,
      "softmax of each row of the last dimension (the whole tensor without a shape)", -1},
-    {"sum", 1, 0, 0, GR_OUT_ONE, 0, 1024, 1, gr_cpu_sum, gr_cuda_sum,
+    {"sum", 1, 0, 0, GR_OUT_ONE, 0, 1024, 1, gr__cpu_sum, gr__cuda_sum,
      "out[0] = the sum of the tensor, accumulated in double", -1},
-    {"normalize", 3, 0, 0, GR_OUT_ELEMS, 0x6, 0, 0, gr_cpu_normalize, gr_cuda_normalize,
+    {"normalize", 3, 0, 0, GR_OUT_ELEMS, 0x6, 0, 0, gr__cpu_normalize, gr__cuda_normalize,
      "out = (x - mean[c]) / std[c], c = i % C: per channel, channels last (mean, std: C each)",
      -1},
 };
@@ -94,10 +94,10 @@ static void register_typed(const builtin *b)
             d.in_dtype[k] = t;
         for (uint32_t k = 0; k < b->n_scalars; k++)
             d.scalar_dtype[k] = t == GR_DTYPE_FLOAT64 ? GR_DTYPE_FLOAT64 : GR_DTYPE_FLOAT32;
-        d.cpu = gr_cpu_typed;
+        d.cpu = gr__cpu_typed;
         d.user = u;
         d.cuda_kind = GR_CUDA_ENTRY;
-        d.cuda = gr_cuda_typed_entry(u->op, t);
+        d.cuda = gr__cuda_typed_entry(u->op, t);
         (void)gr__kernels_add_builtin(&d, &err);
     }
 }
@@ -121,10 +121,10 @@ static void register_casts(void)
             d.elementwise = 1;
             d.in_dtype[0] = u->from;
             d.out_dtype = u->to;
-            d.cpu = gr_cpu_cast;
+            d.cpu = gr__cpu_cast;
             d.user = u;
             d.cuda_kind = GR_CUDA_ENTRY;
-            d.cuda = gr_cuda_cast_entry(u->from, u->to);
+            d.cuda = gr__cuda_cast_entry(u->from, u->to);
             (void)gr__kernels_add_builtin(&d, &err);
         }
 }

@@ -12,43 +12,43 @@
 extern "C" {
 #endif
 
-void gr_cpu_mul(const gr_kernel_args *a, void *user);
-void gr_cpu_add(const gr_kernel_args *a, void *user);
-void gr_cpu_pow(const gr_kernel_args *a, void *user);
-void gr_cpu_axpby(const gr_kernel_args *a, void *user);
-void gr_cpu_seed(const gr_kernel_args *a, void *user);
-void gr_cpu_sub(const gr_kernel_args *a, void *user);
-void gr_cpu_div(const gr_kernel_args *a, void *user);
-void gr_cpu_exp(const gr_kernel_args *a, void *user);
-void gr_cpu_log(const gr_kernel_args *a, void *user);
-void gr_cpu_tanh(const gr_kernel_args *a, void *user);
-void gr_cpu_sigmoid(const gr_kernel_args *a, void *user);
-void gr_cpu_clamp(const gr_kernel_args *a, void *user);
-void gr_cpu_mul2(const gr_kernel_args *a, void *user);
-void gr_cpu_add2(const gr_kernel_args *a, void *user);
-void gr_cpu_softmax(const gr_kernel_args *a, void *user);
-void gr_cpu_sum(const gr_kernel_args *a, void *user);
-void gr_cpu_normalize(const gr_kernel_args *a, void *user);
+void gr__cpu_mul(const gr_kernel_args *a, void *user);
+void gr__cpu_add(const gr_kernel_args *a, void *user);
+void gr__cpu_pow(const gr_kernel_args *a, void *user);
+void gr__cpu_axpby(const gr_kernel_args *a, void *user);
+void gr__cpu_seed(const gr_kernel_args *a, void *user);
+void gr__cpu_sub(const gr_kernel_args *a, void *user);
+void gr__cpu_div(const gr_kernel_args *a, void *user);
+void gr__cpu_exp(const gr_kernel_args *a, void *user);
+void gr__cpu_log(const gr_kernel_args *a, void *user);
+void gr__cpu_tanh(const gr_kernel_args *a, void *user);
+void gr__cpu_sigmoid(const gr_kernel_args *a, void *user);
+void gr__cpu_clamp(const gr_kernel_args *a, void *user);
+void gr__cpu_mul2(const gr_kernel_args *a, void *user);
+void gr__cpu_add2(const gr_kernel_args *a, void *user);
+void gr__cpu_softmax(const gr_kernel_args *a, void *user);
+void gr__cpu_sum(const gr_kernel_args *a, void *user);
+void gr__cpu_normalize(const gr_kernel_args *a, void *user);
 
 #ifndef __CUDACC__
 /* Declared here as the plain C functions nvcc makes of them (their host stubs). */
-void gr_cuda_mul(gr_kernel_args a);
-void gr_cuda_add(gr_kernel_args a);
-void gr_cuda_pow(gr_kernel_args a);
-void gr_cuda_axpby(gr_kernel_args a);
-void gr_cuda_seed(gr_kernel_args a);
-void gr_cuda_sub(gr_kernel_args a);
-void gr_cuda_div(gr_kernel_args a);
-void gr_cuda_exp(gr_kernel_args a);
-void gr_cuda_log(gr_kernel_args a);
-void gr_cuda_tanh(gr_kernel_args a);
-void gr_cuda_sigmoid(gr_kernel_args a);
-void gr_cuda_clamp(gr_kernel_args a);
-void gr_cuda_mul2(gr_kernel_args a);
-void gr_cuda_add2(gr_kernel_args a);
-void gr_cuda_softmax(gr_kernel_args a);
-void gr_cuda_sum(gr_kernel_args a);
-void gr_cuda_normalize(gr_kernel_args a);
+void gr__cuda_mul(gr_kernel_args a);
+void gr__cuda_add(gr_kernel_args a);
+void gr__cuda_pow(gr_kernel_args a);
+void gr__cuda_axpby(gr_kernel_args a);
+void gr__cuda_seed(gr_kernel_args a);
+void gr__cuda_sub(gr_kernel_args a);
+void gr__cuda_div(gr_kernel_args a);
+void gr__cuda_exp(gr_kernel_args a);
+void gr__cuda_log(gr_kernel_args a);
+void gr__cuda_tanh(gr_kernel_args a);
+void gr__cuda_sigmoid(gr_kernel_args a);
+void gr__cuda_clamp(gr_kernel_args a);
+void gr__cuda_mul2(gr_kernel_args a);
+void gr__cuda_add2(gr_kernel_args a);
+void gr__cuda_softmax(gr_kernel_args a);
+void gr__cuda_sum(gr_kernel_args a);
+void gr__cuda_normalize(gr_kernel_args a);
 #endif
 
 /* Register the built-ins (builtin.c), once: registry.c calls it the first time the

@@ -28,28 +28,28 @@ __device__ static inline float pow_scalar(float x, float e)
     return powf(x, e);
 }
 
-extern "C" __global__ void gr_cuda_mul(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_mul(gr_kernel_args a)
 {
     GRID_STRIDE_LOOP(i, a.n) OUT(a)[i] = __fmul_rn(IN(a, 0)[i], a.s[0].f32);
 }
 
-extern "C" __global__ void gr_cuda_add(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_add(gr_kernel_args a)
 {
     GRID_STRIDE_LOOP(i, a.n) OUT(a)[i] = __fadd_rn(IN(a, 0)[i], a.s[0].f32);
 }
 
-extern "C" __global__ void gr_cuda_pow(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_pow(gr_kernel_args a)
 {
     GRID_STRIDE_LOOP(i, a.n) OUT(a)[i] = pow_scalar(IN(a, 0)[i], a.s[0].f32);
 }
 
-extern "C" __global__ void gr_cuda_axpby(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_axpby(gr_kernel_args a)
 {
     GRID_STRIDE_LOOP(i, a.n)
     OUT(a)[i] = __fadd_rn(__fmul_rn(a.s[0].f32, IN(a, 0)[i]), __fmul_rn(a.s[1].f32, IN(a, 1)[i]));
 }
 
-extern "C" __global__ void gr_cuda_seed(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_seed(gr_kernel_args a)
 {
     GRID_STRIDE_LOOP(i, a.n)
     {
@@ -62,7 +62,7 @@ extern "C" __global__ void gr_cuda_seed(gr_kernel_args a)
 }
 
 #define UNARY_CUDA(name, expr)                                                              \
-    extern "C" __global__ void gr_cuda_##name(gr_kernel_args a)                             \
+    extern "C" __global__ void gr__cuda_##name(gr_kernel_args a)                             \
     {                                                                                       \
         GRID_STRIDE_LOOP(i, a.n)                                                            \
         {                                                                                   \
@@ -81,12 +81,12 @@ UNARY_CUDA(tanh, tanhf(x))
 UNARY_CUDA(sigmoid, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x))))
 UNARY_CUDA(clamp, fminf(fmaxf(x, a.s[0].f32), a.s[1].f32))
 
-extern "C" __global__ void gr_cuda_mul2(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_mul2(gr_kernel_args a)
 {
     GRID_STRIDE_LOOP(i, a.n) OUT(a)[i] = __fmul_rn(IN(a, 0)[i], IN(a, 1)[i]);
 }
 
-extern "C" __global__ void gr_cuda_add2(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_add2(gr_kernel_args a)
 {
     GRID_STRIDE_LOOP(i, a.n) OUT(a)[i] = __fadd_rn(IN(a, 0)[i], IN(a, 1)[i]);
 }
@@ -119,7 +119,7 @@ struct sum_op {
 /* One block per row (a grid-stride loop over rows): the row's max, the sum of exp(x - max)
  * in double, then each element. The same arithmetic as the CPU version but for the order
  * of the sum and CUDA's expf: within a few ulp of it. */
-extern "C" __global__ void gr_cuda_softmax(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_softmax(gr_kernel_args a)
 {
     uint64_t len = a.rank ? a.shape[a.rank - 1] : a.in_n[0], rows = a.n / len;
 
@@ -141,7 +141,7 @@ extern "C" __global__ void gr_cuda_softmax(gr_kernel_args a)
 
 /* The whole tensor into out[0], in double, by one block (the definition caps the grid at
  * one), so the result is the same from run to run. */
-extern "C" __global__ void gr_cuda_sum(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_sum(gr_kernel_args a)
 {
     double sum = 0.0;
 
@@ -152,7 +152,7 @@ extern "C" __global__ void gr_cuda_sum(gr_kernel_args a)
         OUT(a)[0] = (float)sum;
 }
 
-extern "C" __global__ void gr_cuda_normalize(gr_kernel_args a)
+extern "C" __global__ void gr__cuda_normalize(gr_kernel_args a)
 {
     uint64_t cm = a.in_n[1], cs = a.in_n[2];
 

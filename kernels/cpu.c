@@ -23,14 +23,14 @@ static inline float pow_scalar(float x, float e)
     return powf(x, e);
 }
 
-float gr_seed_ref(float x)
+float gr__seed_ref(float x)
 {
     for (int r = 0; r < GR_SEED_ROUNDS; r++)
         x = sqrtf(x * GR_SEED_MUL + GR_SEED_ADD);
     return x;
 }
 
-void gr_cpu_mul(const gr_kernel_args *a, void *user)
+void gr__cpu_mul(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
     float *out = a->out, s = a->s[0].f32;
@@ -40,7 +40,7 @@ void gr_cpu_mul(const gr_kernel_args *a, void *user)
         out[i] = x[i] * s;
 }
 
-void gr_cpu_add(const gr_kernel_args *a, void *user)
+void gr__cpu_add(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
     float *out = a->out, s = a->s[0].f32;
@@ -50,7 +50,7 @@ void gr_cpu_add(const gr_kernel_args *a, void *user)
         out[i] = x[i] + s;
 }
 
-void gr_cpu_pow(const gr_kernel_args *a, void *user)
+void gr__cpu_pow(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
     float *out = a->out, e = a->s[0].f32;
@@ -60,7 +60,7 @@ void gr_cpu_pow(const gr_kernel_args *a, void *user)
         out[i] = pow_scalar(x[i], e);
 }
 
-void gr_cpu_axpby(const gr_kernel_args *a, void *user)
+void gr__cpu_axpby(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0], *y = a->in[1];
     float *out = a->out, alpha = a->s[0].f32, beta = a->s[1].f32;
@@ -70,19 +70,19 @@ void gr_cpu_axpby(const gr_kernel_args *a, void *user)
         out[i] = alpha * x[i] + beta * y[i];
 }
 
-void gr_cpu_seed(const gr_kernel_args *a, void *user)
+void gr__cpu_seed(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
     float *out = a->out;
 
     (void)user;
     for (uint64_t i = 0; i < a->n; i++)
-        out[i] = gr_seed_ref(x[i]);
+        out[i] = gr__seed_ref(x[i]);
 }
 
 /* Elementwise over one input: out[i] = f(x[i]), with the scalars in `s`. */
 #define UNARY_CPU(name, expr)                                                               \
-    void gr_cpu_##name(const gr_kernel_args *a, void *user)                                  \
+    void gr__cpu_##name(const gr_kernel_args *a, void *user)                                  \
     {                                                                                       \
         const float *in = a->in[0];                                                          \
         float *out = a->out;                                                                \
@@ -104,7 +104,7 @@ UNARY_CPU(tanh, tanhf(x))
 UNARY_CPU(sigmoid, 1.0f / (1.0f + expf(-x)))
 UNARY_CPU(clamp, gr__minf(gr__maxf(x, s[0].f32), s[1].f32))
 
-void gr_cpu_mul2(const gr_kernel_args *a, void *user)
+void gr__cpu_mul2(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0], *y = a->in[1];
     float *out = a->out;
@@ -114,7 +114,7 @@ void gr_cpu_mul2(const gr_kernel_args *a, void *user)
         out[i] = x[i] * y[i];
 }
 
-void gr_cpu_add2(const gr_kernel_args *a, void *user)
+void gr__cpu_add2(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0], *y = a->in[1];
     float *out = a->out;
@@ -130,7 +130,7 @@ static uint64_t row_length(const gr_kernel_args *a)
     return a->rank ? a->shape[a->rank - 1] : a->in_n[0];
 }
 
-void gr_cpu_softmax(const gr_kernel_args *a, void *user)
+void gr__cpu_softmax(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
     float *out = a->out;
@@ -151,7 +151,7 @@ void gr_cpu_softmax(const gr_kernel_args *a, void *user)
     }
 }
 
-void gr_cpu_sum(const gr_kernel_args *a, void *user)
+void gr__cpu_sum(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0];
     double sum = 0.0;
@@ -162,7 +162,7 @@ void gr_cpu_sum(const gr_kernel_args *a, void *user)
     *(float *)a->out = (float)sum;
 }
 
-void gr_cpu_normalize(const gr_kernel_args *a, void *user)
+void gr__cpu_normalize(const gr_kernel_args *a, void *user)
 {
     const float *x = a->in[0], *mean = a->in[1], *sd = a->in[2];
     uint64_t cm = a->in_n[1], cs = a->in_n[2];

@@ -37,21 +37,21 @@ static gr_status read_text(const char *path, char **out, gr_error_info *err)
     char *buf;
 
     if (fd < 0)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "%s: cannot open: %s", path, strerror(errno));
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "%s: cannot open: %s", path, strerror(errno));
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "%s: not a regular file", path);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "%s: not a regular file", path);
     }
     if ((uint64_t)sb.st_size > FILE_MAX_BYTES) {
         close(fd);
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "%s: larger than %u bytes", path, FILE_MAX_BYTES);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "%s: larger than %u bytes", path, FILE_MAX_BYTES);
     }
     if ((buf = malloc((size_t)sb.st_size + 1)) == NULL) {
         close(fd);
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     }
     while (n < (size_t)sb.st_size) {
         ssize_t got = read(fd, buf + n, (size_t)sb.st_size - n);
@@ -63,9 +63,9 @@ static gr_status read_text(const char *path, char **out, gr_error_info *err)
 
             free(buf);
             close(fd);
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "%s: cannot read: %s", path,
-                                got < 0 ? strerror(e) : "the file shrank while being read");
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                 "%s: cannot read: %s", path,
+                                 got < 0 ? strerror(e) : "the file shrank while being read");
         }
         n += (size_t)got;
     }
@@ -73,8 +73,8 @@ static gr_status read_text(const char *path, char **out, gr_error_info *err)
     buf[n] = '\0';
     if (strlen(buf) != n) {
         free(buf);
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "%s: holds a NUL byte: not CUDA C source", path);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "%s: holds a NUL byte: not CUDA C source", path);
     }
     *out = buf;
     return GR_OK;
@@ -121,9 +121,9 @@ static gr_status parse_decl(const char *path, size_t line, const char *text, con
         eq = memchr(w, '=', len);
         if (!have_name) {
             if (eq != NULL || len >= name_size) {
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                    "%s:%zu:%zu: expected the kernel's name after '" MARK "'",
-                                    path, line, col);
+                return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                     "%s:%zu:%zu: expected the kernel's name after '" MARK "'",
+                                     path, line, col);
             }
             memcpy(name, w, len);
             name[len] = '\0';
@@ -147,19 +147,19 @@ static gr_status parse_decl(const char *path, size_t line, const char *text, con
                    strncmp(eq + 1, "buffer", 6) == 0) {
             d->out_size = GR_OUT_BUFFER;
         } else {
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "%s:%zu:%zu: unknown or bad '%.*s' (expected inputs=0..%d, "
-                                "scalars=0..%d, elementwise, out=elems|one, block=1..1024, "
-                                "blocks_per_sm=N, max_blocks=N)",
-                                path, line, col, (int)(len > 32 ? 32 : len), w,
-                                GR_MAX_KERNEL_INPUTS, GR_MAX_SCALARS);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                 "%s:%zu:%zu: unknown or bad '%.*s' (expected inputs=0..%d, "
+                                 "scalars=0..%d, elementwise, out=elems|one, block=1..1024, "
+                                 "blocks_per_sm=N, max_blocks=N)",
+                                 path, line, col, (int)(len > 32 ? 32 : len), w,
+                                 GR_MAX_KERNEL_INPUTS, GR_MAX_SCALARS);
         }
 #undef KEY
     }
     if (!have_name)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "%s:%zu:%zu: expected the kernel's name after '" MARK "'", path,
-                            line, (size_t)(end - text) + 1);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "%s:%zu:%zu: expected the kernel's name after '" MARK "'", path,
+                             line, (size_t)(end - text) + 1);
     return GR_OK;
 }
 
@@ -211,7 +211,7 @@ static gr_status each_decl(const char *path, const char *text, bool add, size_t 
             if ((st = gr__kernel_register_same_ok(&d, err)) != GR_OK) {
                 while (*q == ' ' || *q == '\t')
                     q++;
-                gr_error_prefix(err, "%s:%zu:%zu: ", path, line, (size_t)(q - p) + 1);
+                gr__error_prefix(err, "%s:%zu:%zu: ", path, line, (size_t)(q - p) + 1);
             }
         }
         *declared += found;
@@ -228,15 +228,15 @@ gr_status gr_kernel_load_file(const char *path, gr_error_info *err)
     gr_status st;
 
     if (path == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "path is NULL");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "path is NULL");
     if ((st = read_text(path, &text, err)) != GR_OK)
         return st;
     /* The declarations first: a file that declares nothing (not a kernel file at all) is
      * refused before any compiler sees it, and so never echoed back in a log. */
     st = each_decl(path, text, false, &declared, err);
     if (st == GR_OK && declared == 0)
-        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                          "%s: declares no kernel (no '" MARK " NAME ...' line)", path);
+        st = gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                           "%s: declares no kernel (no '" MARK " NAME ...' line)", path);
     if (st == GR_OK)
         st = gr__nvrtc_compile(text, path, &ptx, err);
     if (st == GR_OK)

@@ -761,7 +761,7 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
         if (strcmp(k->key, key) == 0)
             break;
     if (k != NULL) {
-        gr_strlcpy(name, k->name, GR_NAME_MAX + 1);
+        gr__strlcpy(name, k->name, GR_NAME_MAX + 1);
         goto out_unlock;
     }
     if ((prog = gr__expr_prog_build(nodes, n, env)) == NULL ||
@@ -801,7 +801,7 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
     }
     k->key = key;
     key = NULL;
-    gr_strlcpy(k->name, name, sizeof(k->name));
+    gr__strlcpy(k->name, name, sizeof(k->name));
     k->next = known_list;
     known_list = k;
     goto out_unlock;
@@ -850,7 +850,7 @@ static gr_status public_error(gr_error_info *err, const char *text, const gr_exp
     size_t line = 1, col = 1;
 
     if (e->status != GR_ERR_INVALID_ARGUMENT)
-        return gr_error_set(err, e->status, GR_NO_INDEX, NULL, "%s", e->why);
+        return gr__error_set(err, e->status, GR_NO_INDEX, NULL, "%s", e->why);
     for (size_t i = 0; i < e->offset && text[i]; i++) {
         if (text[i] == '\n') {
             line++;
@@ -859,8 +859,8 @@ static gr_status public_error(gr_error_info *err, const char *text, const gr_exp
             col++;
         }
     }
-    return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "expr:%zu:%zu: %s",
-                        line, col, e->why);
+    return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "expr:%zu:%zu: %s",
+                         line, col, e->why);
 }
 
 /* The size of the first version of gr_expr_def: callers must know at least that much. */
@@ -879,63 +879,63 @@ gr_status gr_kernel_register_expr(const gr_expr_def *caller, char *name, size_t 
 
     if (caller == NULL || caller->magic != GR_EXPR_DEF_MAGIC ||
         caller->struct_size < EXPR_DEF_V1_SIZE)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "expression definition not initialized with GR_EXPR_DEF_INIT");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "expression definition not initialized with GR_EXPR_DEF_INIT");
     /* A caller compiled against an older, shorter definition gets zeros (the defaults) for
      * the fields it does not know. */
     memset(&full, 0, sizeof(full));
     memcpy(&full, caller, caller->struct_size < sizeof(full) ? caller->struct_size : sizeof(full));
     if (def->text == NULL || name == NULL || name_size < sizeof(got))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "gr_kernel_register_expr: %s",
-                            def->text == NULL ? "text is NULL"
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "gr_kernel_register_expr: %s",
+                             def->text == NULL ? "text is NULL"
                                               : "name must hold GR_NAME_MAX + 1 bytes");
     if (def->n_inputs < 1 || def->n_inputs > GR_MAX_KERNEL_INPUTS)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "an expression takes 1 to %d inputs (got %u)",
-                            GR_MAX_KERNEL_INPUTS, def->n_inputs);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "an expression takes 1 to %d inputs (got %u)",
+                             GR_MAX_KERNEL_INPUTS, def->n_inputs);
     if (def->n_params > GR_EXPR_MAX_PARAMS ||
         (def->n_params > 0 && (def->param_names == NULL || def->param_values == NULL)))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "an expression takes 0 to %d params, with names and values (got "
-                            "%u)", GR_EXPR_MAX_PARAMS, def->n_params);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "an expression takes 0 to %d params, with names and values (got "
+                             "%u)", GR_EXPR_MAX_PARAMS, def->n_params);
     memset(&env, 0, sizeof(env));
     env.n_inputs = def->n_inputs;
     env.out_dtype = def->out_dtype;
     if (gr_dtype_size(def->out_dtype) == 0)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "unknown output element type %d", (int)def->out_dtype);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "unknown output element type %d", (int)def->out_dtype);
     for (uint32_t k = 0; k < def->n_inputs + def->n_params; k++) {
         bool input = k < def->n_inputs;
         const char *nm = input ? def->input_names[k] : def->param_names[k - def->n_inputs];
 
         if (nm == NULL || strlen(nm) > GR_NAME_MAX || !gr__expr_name_ok(nm, strlen(nm)))
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "%s %u's name '%.32s' cannot be named in an expression (1-%d "
-                                "characters of [A-Za-z0-9_.], starting with a letter or '_', "
-                                "not a function's name)",
-                                input ? "input" : "param", input ? k : k - def->n_inputs,
-                                nm ? nm : "(null)", GR_NAME_MAX);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                 "%s %u's name '%.32s' cannot be named in an expression (1-%d "
+                                 "characters of [A-Za-z0-9_.], starting with a letter or '_', "
+                                 "not a function's name)",
+                                 input ? "input" : "param", input ? k : k - def->n_inputs,
+                                 nm ? nm : "(null)", GR_NAME_MAX);
         for (uint32_t j = 0; j < k; j++) {
             const char *other = j < def->n_inputs ? def->input_names[j]
                                                   : def->param_names[j - def->n_inputs];
             if (strcmp(other, nm) == 0)
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                    "the name '%s' is given twice", nm);
+                return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                     "the name '%s' is given twice", nm);
         }
         if (input) {
             if (gr_dtype_size(def->input_dtype[k]) == 0)
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                    "input '%s': unknown element type %d", nm,
-                                    (int)def->input_dtype[k]);
+                return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                     "input '%s': unknown element type %d", nm,
+                                     (int)def->input_dtype[k]);
             env.input_names[k] = nm;
             env.input_dtype[k] = def->input_dtype[k];
         } else {
             double v = def->param_values[k - def->n_inputs];
 
             if (!isfinite(v))
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                    "param '%s' is not finite", nm);
+                return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                     "param '%s' is not finite", nm);
             params[k - def->n_inputs] = (gr_expr_param){nm, strlen(nm), v};
         }
     }
@@ -945,6 +945,6 @@ gr_status gr_kernel_register_expr(const gr_expr_def *caller, char *name, size_t 
     st = gr__expr_register(def->text, len, &env, got, &e);
     if (st != GR_OK)
         return public_error(err, def->text, &e);
-    gr_strlcpy(name, got, name_size);
+    gr__strlcpy(name, got, name_size);
     return GR_OK;
 }

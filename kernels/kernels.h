@@ -65,7 +65,7 @@ gr_status gr__kernel_register_same_ok(const gr_kernel_def *def, gr_error_info *e
 #define GR_SEED_ADD 1.01f
 
 /* The seed computation for one element: the reference every test and benchmark uses. */
-float gr_seed_ref(float x);
+float gr__seed_ref(float x);
 
 #ifdef __cplusplus
 }

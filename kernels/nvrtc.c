@@ -94,7 +94,7 @@ bool gr__nvrtc_available(char *why, size_t size)
 {
     pthread_once(&load_once, load);
     if (!loaded && why != NULL && size > 0)
-        gr_strlcpy(why, load_error, size);
+        gr__strlcpy(why, load_error, size);
     return loaded;
 }
 
@@ -168,7 +168,7 @@ gr_status gr__nvrtc_compile(const char *source, const char *name, const char **p
     entry *e;
 
     if (!gr__nvrtc_available(why, sizeof(why)))
-        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "%s", why);
+        return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "%s", why);
     pthread_mutex_lock(&cache_mu);
     *ptx = cached(hash, source);
     pthread_mutex_unlock(&cache_mu);
@@ -177,15 +177,15 @@ gr_status gr__nvrtc_compile(const char *source, const char *name, const char **p
 
     r = api.create(&prog, source, name, 1, headers, include_names);
     if (r != NVRTC_OK)
-        return gr_error_set(err, r == 1 ? GR_ERR_OUT_OF_MEMORY : GR_ERR_INVALID_ARGUMENT,
-                            GR_NO_INDEX, NULL, "NVRTC cannot take %s: %s", name,
-                            api.error_string(r));
+        return gr__error_set(err, r == 1 ? GR_ERR_OUT_OF_MEMORY : GR_ERR_INVALID_ARGUMENT,
+                             GR_NO_INDEX, NULL, "NVRTC cannot take %s: %s", name,
+                             api.error_string(r));
     r = api.compile(prog, (int)(sizeof(options) / sizeof(options[0])), options);
     if (r != NVRTC_OK) {
         log_summary(prog, why, sizeof(why));
         api.destroy(&prog);
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "NVRTC: %s",
-                            why[0] ? why : "compilation failed, with no log");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "NVRTC: %s",
+                             why[0] ? why : "compilation failed, with no log");
     }
     e = calloc(1, sizeof(*e));
     if (e == NULL || api.ptx_size(prog, &size) != NVRTC_OK || (e->ptx = malloc(size + 1)) == NULL ||
@@ -196,8 +196,8 @@ gr_status gr__nvrtc_compile(const char *source, const char *name, const char **p
         }
         free(e);
         api.destroy(&prog);
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                            "no memory for the PTX of %s", name);
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                             "no memory for the PTX of %s", name);
     }
     api.destroy(&prog);
     e->ptx[size] = '\0';

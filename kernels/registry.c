@@ -102,68 +102,68 @@ static gr_status check_def(const gr_kernel_def *d, gr_error_info *err)
     const char *nm;
 
     if (!valid_name(d->name, GR_NAME_MAX, false))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel name must be 1-%d characters of [A-Za-z0-9_.-], starting "
-                            "with a letter or '_' (got '%.40s')",
-                            GR_NAME_MAX, d->name ? d->name : "(null)");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel name must be 1-%d characters of [A-Za-z0-9_.-], starting "
+                             "with a letter or '_' (got '%.40s')",
+                             GR_NAME_MAX, d->name ? d->name : "(null)");
     nm = d->name;
     if (d->n_inputs > GR_MAX_KERNEL_INPUTS)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': %u inputs (at most %d)", nm, d->n_inputs,
-                            GR_MAX_KERNEL_INPUTS);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': %u inputs (at most %d)", nm, d->n_inputs,
+                             GR_MAX_KERNEL_INPUTS);
     if (d->n_scalars > GR_MAX_SCALARS)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': %u scalars (at most %d)", nm, d->n_scalars,
-                            GR_MAX_SCALARS);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': %u scalars (at most %d)", nm, d->n_scalars,
+                             GR_MAX_SCALARS);
     if (gr_dtype_size(d->out_dtype) == 0)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': unknown output element type %d", nm, (int)d->out_dtype);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': unknown output element type %d", nm, (int)d->out_dtype);
     for (uint32_t i = 0; i < d->n_inputs; i++)
         if (gr_dtype_size(d->in_dtype[i]) == 0)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "kernel '%s': unknown element type %d of input %u", nm,
-                                (int)d->in_dtype[i], i);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                 "kernel '%s': unknown element type %d of input %u", nm,
+                                 (int)d->in_dtype[i], i);
     for (uint32_t i = 0; i < d->n_scalars; i++)
         if (gr_dtype_size(d->scalar_dtype[i]) == 0)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "kernel '%s': unknown element type %d of scalar %u", nm,
-                                (int)d->scalar_dtype[i], i);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                 "kernel '%s': unknown element type %d of scalar %u", nm,
+                                 (int)d->scalar_dtype[i], i);
     if ((unsigned)d->cuda_kind > GR_CUDA_STREAM)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': unknown cuda_kind %d", nm, (int)d->cuda_kind);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': unknown cuda_kind %d", nm, (int)d->cuda_kind);
     if (d->cuda_kind == GR_CUDA_SOURCE &&
         !valid_name(d->cuda_name, GR_KERNEL_ENTRY_MAX, true))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': cuda_name must name the source's extern \"C\" "
-                            "__global__ function, a C identifier of at most %d characters",
-                            nm, GR_KERNEL_ENTRY_MAX);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': cuda_name must name the source's extern \"C\" "
+                             "__global__ function, a C identifier of at most %d characters",
+                             nm, GR_KERNEL_ENTRY_MAX);
     if ((unsigned)d->out_size > GR_OUT_BUFFER)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': unknown out_size %d", nm, (int)d->out_size);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': unknown out_size %d", nm, (int)d->out_size);
     if (d->small_inputs >> d->n_inputs)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': small_inputs names an input past its %u", nm,
-                            d->n_inputs);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': small_inputs names an input past its %u", nm,
+                             d->n_inputs);
     if (d->elementwise && d->out_size != GR_OUT_ELEMS)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': an elementwise kernel writes one element per element "
-                            "(out_size GR_OUT_ELEMS)",
-                            nm);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': an elementwise kernel writes one element per element "
+                             "(out_size GR_OUT_ELEMS)",
+                             nm);
     if ((d->cuda_kind == GR_CUDA_NONE) != (d->cuda == NULL))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': cuda must be set exactly when cuda_kind is not "
-                            "GR_CUDA_NONE",
-                            nm);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': cuda must be set exactly when cuda_kind is not "
+                             "GR_CUDA_NONE",
+                             nm);
     if (d->cuda_block > 1024)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': cuda_block %u is over 1024 threads", nm, d->cuda_block);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': cuda_block %u is over 1024 threads", nm, d->cuda_block);
     if (d->cpu == NULL && d->cuda_kind == GR_CUDA_NONE)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s' has neither a CPU nor a CUDA implementation", nm);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s' has neither a CPU nor a CUDA implementation", nm);
     if (d->doc != NULL && strlen(d->doc) >= sizeof(((gr_kernel *)0)->doc))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel '%s': doc is longer than %zu characters", nm,
-                            sizeof(((gr_kernel *)0)->doc) - 1);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s': doc is longer than %zu characters", nm,
+                             sizeof(((gr_kernel *)0)->doc) - 1);
     return GR_OK;
 }
 
@@ -178,20 +178,20 @@ static gr_status add_source(gr_kernel *k, const gr_kernel_def *d, gr_error_info 
 
     k->source = strdup((const char *)d->cuda);
     if (k->source == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-    gr_strlcpy(k->cuda_name, d->cuda_name, sizeof(k->cuda_name));
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    gr__strlcpy(k->cuda_name, d->cuda_name, sizeof(k->cuda_name));
     k->def.cuda = k->source;
     k->def.cuda_name = k->cuda_name;
     if (!gr__nvrtc_available(why, sizeof(why))) {
         if (d->cpu == NULL)
-            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
-                                "kernel '%s': %s", k->name, why);
-        gr_strlcpy(k->cuda_unavailable, why, sizeof(k->cuda_unavailable));
+            return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                                 "kernel '%s': %s", k->name, why);
+        gr__strlcpy(k->cuda_unavailable, why, sizeof(k->cuda_unavailable));
         return GR_OK;
     }
     st = gr__nvrtc_compile(k->source, k->name, &k->ptx, err);
     if (st != GR_OK)
-        gr_error_prefix(err, "kernel '%s': ", k->name);
+        gr__error_prefix(err, "kernel '%s': ", k->name);
     return st;
 }
 
@@ -220,11 +220,11 @@ static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, bool bu
     uint32_t n;
 
     if (caller == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel definition is NULL");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel definition is NULL");
     if (caller->magic != GR_KERNEL_DEF_MAGIC || caller->struct_size < DEF_V1_SIZE)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "kernel definition not initialized with GR_KERNEL_DEF_INIT");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel definition not initialized with GR_KERNEL_DEF_INIT");
     /* A caller compiled against an older, shorter definition gets zeros (the defaults) for
      * the fields it does not know. */
     memset(&full, 0, sizeof(full));
@@ -233,11 +233,11 @@ static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, bool bu
         return st;
     k = calloc(1, sizeof(*k));
     if (k == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     k->def = full;
     k->def.struct_size = sizeof(k->def);
-    gr_strlcpy(k->name, d->name, sizeof(k->name));
-    gr_strlcpy(k->doc, d->doc ? d->doc : "", sizeof(k->doc));
+    gr__strlcpy(k->name, d->name, sizeof(k->name));
+    gr__strlcpy(k->doc, d->doc ? d->doc : "", sizeof(k->doc));
     k->def.name = k->name;
     k->def.doc = k->doc;
     k->builtin = builtin;
@@ -252,11 +252,11 @@ static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, bool bu
     if (same_ok && same_kernel_among(&k->def, n)) {
         already = true;
     } else if ((refusal = overload_refusal(&k->def, builtin, n)) != NULL) {
-        st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "kernel '%s' %s",
-                          k->name, refusal);
+        st = gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL, "kernel '%s' %s",
+                           k->name, refusal);
     } else if (n == GR_MAX_KERNELS)
-        st = gr_error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
-                          "the registry is full (%d kernels)", GR_MAX_KERNELS);
+        st = gr__error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
+                           "the registry is full (%d kernels)", GR_MAX_KERNELS);
     if (st == GR_OK && !already) {
         k->id = next_id++;
         entries[n] = k;

@@ -46,13 +46,13 @@ typedef struct gr_cast_kernel {
 } gr_cast_kernel;
 
 /* CPU versions: `user` is a gr_typed_kernel / gr_cast_kernel. */
-void gr_cpu_typed(const gr_kernel_args *a, void *user);
-void gr_cpu_cast(const gr_kernel_args *a, void *user);
+void gr__cpu_typed(const gr_kernel_args *a, void *user);
+void gr__cpu_cast(const gr_kernel_args *a, void *user);
 
 /* The CUDA versions' entries (host stubs of template instances), NULL for a pair the table
  * lacks. */
-const void *gr_cuda_typed_entry(gr_typed_op op, gr_dtype type);
-const void *gr_cuda_cast_entry(gr_dtype from, gr_dtype to);
+const void *gr__cuda_typed_entry(gr_typed_op op, gr_dtype type);
+const void *gr__cuda_cast_entry(gr_dtype from, gr_dtype to);
 
 /* Register the typed built-ins and the casts (builtin.c calls it from its table's
  * registration). */

@@ -84,7 +84,7 @@ static void typed_half(const gr_kernel_args *a, gr_typed_op op, gr_dtype t)
     }
 }
 
-void gr_cpu_typed(const gr_kernel_args *a, void *user)
+void gr__cpu_typed(const gr_kernel_args *a, void *user)
 {
     const gr_typed_kernel *k = user;
 
@@ -94,7 +94,7 @@ void gr_cpu_typed(const gr_kernel_args *a, void *user)
         typed_half(a, k->op, k->type);
 }
 
-void gr_cpu_cast(const gr_kernel_args *a, void *user)
+void gr__cpu_cast(const gr_kernel_args *a, void *user)
 {
     const gr_cast_kernel *c = user;
 

@@ -205,14 +205,14 @@ static const void *const cast_table[GR_DTYPE_COUNT_][GR_DTYPE_COUNT_] = {
     CAST_ROW(double), CAST_ROW(int32_t), CAST_ROW(uint8_t),
 };
 
-extern "C" const void *gr_cuda_typed_entry(gr_typed_op op, gr_dtype type)
+extern "C" const void *gr__cuda_typed_entry(gr_typed_op op, gr_dtype type)
 {
     if ((unsigned)op >= GR_OP_COUNT_ || (unsigned)type >= GR_DTYPE_COUNT_)
         return NULL;
     return typed_table[op][type];
 }
 
-extern "C" const void *gr_cuda_cast_entry(gr_dtype from, gr_dtype to)
+extern "C" const void *gr__cuda_cast_entry(gr_dtype from, gr_dtype to)
 {
     if ((unsigned)from >= GR_DTYPE_COUNT_ || (unsigned)to >= GR_DTYPE_COUNT_)
         return NULL;

@@ -27,7 +27,7 @@ struct gr_arena {
     bool shutdown;
 };
 
-uint64_t gr_arena_round(uint64_t bytes)
+uint64_t gr__arena_round(uint64_t bytes)
 {
     if (bytes > UINT64_MAX - (GR_ARENA_ALIGN - 1))
         return UINT64_MAX;
@@ -71,7 +71,7 @@ static bool try_place(void *owner, void *request)
     return true;
 }
 
-gr_status gr_arena_create(uint64_t size, gr_arena **out)
+gr_status gr__arena_create(uint64_t size, gr_arena **out)
 {
     gr_arena *a;
 
@@ -89,12 +89,12 @@ gr_status gr_arena_create(uint64_t size, gr_arena **out)
         return GR_ERR_OUT_OF_MEMORY;
     }
     a->size = size;
-    gr_waitq_init(&a->queue, try_place, a);
+    gr__waitq_init(&a->queue, try_place, a);
     *out = a;
     return GR_OK;
 }
 
-void gr_arena_destroy(gr_arena *a)
+void gr__arena_destroy(gr_arena *a)
 {
     if (a == NULL)
         return;
@@ -102,7 +102,7 @@ void gr_arena_destroy(gr_arena *a)
     free(a);
 }
 
-uint64_t gr_arena_size(const gr_arena *a)
+uint64_t gr__arena_size(const gr_arena *a)
 {
     return a->size;
 }
@@ -112,7 +112,7 @@ static gr_status size_block(const gr_arena *a, uint64_t bytes, gr_arena_block *b
 {
     if (bytes == 0 || blk == NULL)
         return GR_ERR_INVALID_ARGUMENT;
-    blk->size = gr_arena_round(bytes);
+    blk->size = gr__arena_round(bytes);
     blk->next = NULL;
     blk->top = false;
     return blk->size > a->size ? GR_ERR_OVER_BUDGET : GR_OK;
@@ -135,13 +135,13 @@ static gr_status place(gr_arena *a, gr_arena_block *blk, bool wait, int64_t dead
     else if (!wait)
         st = GR_ERR_TIMEOUT;
     else
-        st = gr_waitq_wait(&a->queue, &a->mu, blk, deadline_ns, cancel, &a->shutdown);
+        st = gr__waitq_wait(&a->queue, &a->mu, blk, deadline_ns, cancel, &a->shutdown);
     pthread_mutex_unlock(&a->mu);
     return st;
 }
 
-gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
-                         const gr_cancel_flag *cancel, gr_arena_block *blk)
+gr_status gr__arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
+                          const gr_cancel_flag *cancel, gr_arena_block *blk)
 {
     gr_status st = size_block(a, bytes, blk);
 
@@ -152,8 +152,8 @@ gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
     return place(a, blk, true, deadline_ns, cancel);
 }
 
-gr_status gr_arena_alloc_top(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
-                             const gr_cancel_flag *cancel, gr_arena_block *blk)
+gr_status gr__arena_alloc_top(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
+                              const gr_cancel_flag *cancel, gr_arena_block *blk)
 {
     gr_status st = size_block(a, bytes, blk);
 
@@ -165,7 +165,7 @@ gr_status gr_arena_alloc_top(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
     return place(a, blk, true, deadline_ns, cancel);
 }
 
-gr_status gr_arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk)
+gr_status gr__arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk)
 {
     gr_status st = size_block(a, bytes, blk);
 
@@ -174,15 +174,15 @@ gr_status gr_arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk)
     if (st != GR_OK)
         return st;
     /* The fault site is asked only for a block placed here: a request that would wait,
-     * and then goes through gr_arena_alloc (which asks it first), counts once, not twice. */
+     * and then goes through gr__arena_alloc (which asks it first), counts once, not twice. */
     if (gr__fault_hit(GR_FAULT_ARENA)) {
-        gr_arena_free(a, blk);
+        gr__arena_free(a, blk);
         return GR_ERR_OUT_OF_MEMORY;
     }
     return GR_OK;
 }
 
-void gr_arena_free(gr_arena *a, gr_arena_block *blk)
+void gr__arena_free(gr_arena *a, gr_arena_block *blk)
 {
     gr_arena_block **link;
 
@@ -198,31 +198,31 @@ void gr_arena_free(gr_arena *a, gr_arena_block *blk)
         }
     }
     blk->next = NULL;
-    gr_waitq_grant_head(&a->queue);
+    gr__waitq_grant_head(&a->queue);
     pthread_mutex_unlock(&a->mu);
 }
 
-void gr_arena_wake(gr_arena *a)
+void gr__arena_wake(gr_arena *a)
 {
     pthread_mutex_lock(&a->mu);
-    gr_waitq_signal_all(&a->queue);
+    gr__waitq_signal_all(&a->queue);
     pthread_mutex_unlock(&a->mu);
 }
 
-void gr_arena_shutdown(gr_arena *a)
+void gr__arena_shutdown(gr_arena *a)
 {
     pthread_mutex_lock(&a->mu);
     a->shutdown = true;
-    gr_waitq_signal_all(&a->queue);
+    gr__waitq_signal_all(&a->queue);
     pthread_mutex_unlock(&a->mu);
 }
 
-uint64_t gr_arena_used(const gr_arena *a)
+uint64_t gr__arena_used(const gr_arena *a)
 {
     return atomic_load_explicit(&a->used, memory_order_relaxed);
 }
 
-uint32_t gr_arena_waiters(gr_arena *a)
+uint32_t gr__arena_waiters(gr_arena *a)
 {
     uint32_t n;
 

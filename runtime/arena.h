@@ -13,7 +13,7 @@
  * requests behind the head are not placed before it, so once the blocks placed before the
  * head are freed the region is empty and the head (at most the region's size) fits. The one
  * long-lived block, a job's constants (constants.h: at most one job's on a device), sits at
- * the region's end (gr_arena_alloc_top), and the blocks of that job's units are sized to fit
+ * the region's end (gr__arena_alloc_top), and the blocks of that job's units are sized to fit
  * the rest, which is then one gap; any other request waits for it to be evicted.
  */
 #ifndef GR_ARENA_H
@@ -34,22 +34,22 @@ typedef struct gr_arena_block {
     struct gr_arena_block *next;
     uint64_t offset;
     uint64_t size; /* rounded */
-    bool top;      /* placed at the highest offset where it fits (gr_arena_alloc_top) */
+    bool top;      /* placed at the highest offset where it fits (gr__arena_alloc_top) */
 } gr_arena_block;
 
 typedef struct gr_arena gr_arena;
 
 /* An arena over `size` bytes (rounded down to GR_ARENA_ALIGN; must leave at least one). */
-gr_status gr_arena_create(uint64_t size, gr_arena **out);
+gr_status gr__arena_create(uint64_t size, gr_arena **out);
 
 /* Only when no block is placed and no thread waits. NULL is a no-op. */
-void gr_arena_destroy(gr_arena *a);
+void gr__arena_destroy(gr_arena *a);
 
 /* Usable size of the region: a multiple of GR_ARENA_ALIGN. */
-uint64_t gr_arena_size(const gr_arena *a);
+uint64_t gr__arena_size(const gr_arena *a);
 
 /* `bytes` rounded up to GR_ARENA_ALIGN; UINT64_MAX on overflow. */
-uint64_t gr_arena_round(uint64_t bytes);
+uint64_t gr__arena_round(uint64_t bytes);
 
 /*
  * Place a block of `bytes` (rounded) at the lowest offset where it fits, sleeping FIFO while
@@ -58,32 +58,32 @@ uint64_t gr_arena_round(uint64_t bytes);
  * GR_ERR_TIMEOUT, the cancel flag's status, or GR_ERR_SHUTDOWN; GR_ERR_OUT_OF_MEMORY only
  * when the fault plan fails the "arena" site (fault.h).
  */
-gr_status gr_arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
-                         const gr_cancel_flag *cancel, gr_arena_block *blk);
+gr_status gr__arena_alloc(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
+                          const gr_cancel_flag *cancel, gr_arena_block *blk);
 
 /* Place a block only if that needs no wait (nobody queued ahead, a gap fits it now): GR_OK,
- * GR_ERR_TIMEOUT (it would wait: nothing placed), or what gr_arena_alloc returns at once.
+ * GR_ERR_TIMEOUT (it would wait: nothing placed), or what gr__arena_alloc returns at once.
  * The fault plan's "arena" site is asked only for a block it could place, so that a
- * request tried and then made with gr_arena_alloc counts once. */
-gr_status gr_arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk);
+ * request tried and then made with gr__arena_alloc counts once. */
+gr_status gr__arena_try_alloc(gr_arena *a, uint64_t bytes, gr_arena_block *blk);
 
-/* The same as gr_arena_alloc, but at the highest offset where the block fits: for a block
+/* The same as gr__arena_alloc, but at the highest offset where the block fits: for a block
  * held long beside the short-lived ones (a job's constants, constants.h), which stays out
  * of the way at the region's end, so that the rest is one gap once the short-lived blocks
  * are freed. */
-gr_status gr_arena_alloc_top(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
-                             const gr_cancel_flag *cancel, gr_arena_block *blk);
+gr_status gr__arena_alloc_top(gr_arena *a, uint64_t bytes, int64_t deadline_ns,
+                              const gr_cancel_flag *cancel, gr_arena_block *blk);
 
 /* Free a placed block and place waiters that now fit. Any thread. */
-void gr_arena_free(gr_arena *a, gr_arena_block *blk);
+void gr__arena_free(gr_arena *a, gr_arena_block *blk);
 
 /* Wake every waiter to re-check its cancel flag. Any thread. */
-void gr_arena_wake(gr_arena *a);
+void gr__arena_wake(gr_arena *a);
 
 /* Fail every current and future alloc with GR_ERR_SHUTDOWN. Frees still work. */
-void gr_arena_shutdown(gr_arena *a);
+void gr__arena_shutdown(gr_arena *a);
 
-uint64_t gr_arena_used(const gr_arena *a); /* bytes placed now (snapshot) */
-uint32_t gr_arena_waiters(gr_arena *a);    /* requests waiting now */
+uint64_t gr__arena_used(const gr_arena *a); /* bytes placed now (snapshot) */
+uint32_t gr__arena_waiters(gr_arena *a);    /* requests waiting now */
 
 #endif /* GR_ARENA_H */

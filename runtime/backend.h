@@ -80,7 +80,7 @@ typedef struct gr_device {
     gr_budget *budget;    /* bytes, capacity = the arena's size */
     gr_arena *arena;      /* offsets into `region` */
     void *region;         /* base of the arena's memory, reserved by the backend */
-    uint64_t region_size; /* = gr_arena_size(arena) */
+    uint64_t region_size; /* = gr__arena_size(arena) */
     void *backend_state;
     atomic_bool lost;     /* set on a sticky device error: its work fails fast */
     atomic_uint workers_retired; /* workers whose private context a fault ruined */
@@ -125,7 +125,7 @@ typedef struct gr_worker {
     uint64_t staging_at[2 * GR_MAX_PORTS]; /* where each port (inputs, then outputs) of the
                                               current unit lies in it */
     bool staging_pageable;   /* pinned memory could not be had: malloc'd (worker.c) */
-    uint64_t *copy_ends; /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS: gr_copier_copy's scratch */
+    uint64_t *copy_ends; /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS: gr__copier_copy's scratch */
 } gr_worker;
 
 /* Pinned host memory, where a backend can make it (graphrun.h: gr_host_alloc). */
@@ -195,8 +195,8 @@ typedef struct gr_backend_ops {
 } gr_backend_ops;
 
 /* Each backend's table, defined in its folder. */
-extern const gr_backend_ops gr_backend_host;
-extern const gr_backend_ops gr_backend_cuda;
+extern const gr_backend_ops gr__backend_host;
+extern const gr_backend_ops gr__backend_cuda;
 
 /* The backends in the order AUTO tries them, NULL-terminated (backends.c). */
 extern const gr_backend_ops *const gr__backends[];

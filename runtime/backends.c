@@ -12,8 +12,8 @@
 #include "runtime/sync.h"
 
 const gr_backend_ops *const gr__backends[] = {
-    &gr_backend_cuda,
-    &gr_backend_host,
+    &gr__backend_cuda,
+    &gr__backend_host,
     NULL,
 };
 
@@ -48,11 +48,11 @@ gr_status gr__backend_choose(const gr_config *cfg, const gr_backend_ops **out,
         }
         /* Remember the first refusal: it is the reason AUTO did not get what it prefers. */
         if (!*fell_back)
-            gr_strlcpy(why, probe_err.message, sizeof(why));
+            gr__strlcpy(why, probe_err.message, sizeof(why));
         *fell_back = true;
     }
-    return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
-                        "no backend can run here%s%s", why[0] ? ": " : "", why);
+    return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                         "no backend can run here%s%s", why[0] ? ": " : "", why);
 }
 
 gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,

@@ -43,7 +43,7 @@ static bool try_take(void *owner, void *request)
     return true;
 }
 
-gr_status gr_budget_create(uint64_t capacity, gr_budget **out)
+gr_status gr__budget_create(uint64_t capacity, gr_budget **out)
 {
     gr_budget *b;
 
@@ -60,12 +60,12 @@ gr_status gr_budget_create(uint64_t capacity, gr_budget **out)
         return GR_ERR_OUT_OF_MEMORY;
     }
     b->capacity = capacity;
-    gr_waitq_init(&b->queue, try_take, b);
+    gr__waitq_init(&b->queue, try_take, b);
     *out = b;
     return GR_OK;
 }
 
-void gr_budget_destroy(gr_budget *b)
+void gr__budget_destroy(gr_budget *b)
 {
     if (b == NULL)
         return;
@@ -95,23 +95,23 @@ static gr_status take(gr_budget *b, uint64_t bytes, bool wait, int64_t deadline_
     else if (!wait)
         st = GR_ERR_TIMEOUT;
     else
-        st = gr_waitq_wait(&b->queue, &b->mu, &bytes, deadline_ns, cancel, &b->shutdown);
+        st = gr__waitq_wait(&b->queue, &b->mu, &bytes, deadline_ns, cancel, &b->shutdown);
     pthread_mutex_unlock(&b->mu);
     return st;
 }
 
-gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
-                            const gr_cancel_flag *cancel)
+gr_status gr__budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
+                             const gr_cancel_flag *cancel)
 {
     return take(b, bytes, true, deadline_ns, cancel);
 }
 
-gr_status gr_budget_try_acquire(gr_budget *b, uint64_t bytes)
+gr_status gr__budget_try_acquire(gr_budget *b, uint64_t bytes)
 {
     return take(b, bytes, false, GR_NO_DEADLINE, NULL);
 }
 
-void gr_budget_release(gr_budget *b, uint64_t bytes)
+void gr__budget_release(gr_budget *b, uint64_t bytes)
 {
     uint64_t in_use;
 
@@ -120,41 +120,41 @@ void gr_budget_release(gr_budget *b, uint64_t bytes)
     /* Releasing more than is held is a caller bug; clamp so the semaphore stays sane. */
     atomic_store_explicit(&b->in_use, bytes <= in_use ? in_use - bytes : 0,
                           memory_order_relaxed);
-    gr_waitq_grant_head(&b->queue);
+    gr__waitq_grant_head(&b->queue);
     pthread_mutex_unlock(&b->mu);
 }
 
-void gr_budget_wake(gr_budget *b)
+void gr__budget_wake(gr_budget *b)
 {
     pthread_mutex_lock(&b->mu);
-    gr_waitq_signal_all(&b->queue);
+    gr__waitq_signal_all(&b->queue);
     pthread_mutex_unlock(&b->mu);
 }
 
-void gr_budget_shutdown(gr_budget *b)
+void gr__budget_shutdown(gr_budget *b)
 {
     pthread_mutex_lock(&b->mu);
     b->shutdown = true;
-    gr_waitq_signal_all(&b->queue);
+    gr__waitq_signal_all(&b->queue);
     pthread_mutex_unlock(&b->mu);
 }
 
-uint64_t gr_budget_capacity(const gr_budget *b)
+uint64_t gr__budget_capacity(const gr_budget *b)
 {
     return b->capacity;
 }
 
-uint64_t gr_budget_in_use(const gr_budget *b)
+uint64_t gr__budget_in_use(const gr_budget *b)
 {
     return atomic_load_explicit(&b->in_use, memory_order_relaxed);
 }
 
-uint64_t gr_budget_peak(const gr_budget *b)
+uint64_t gr__budget_peak(const gr_budget *b)
 {
     return atomic_load_explicit(&b->peak, memory_order_relaxed);
 }
 
-uint32_t gr_budget_waiters(gr_budget *b)
+uint32_t gr__budget_waiters(gr_budget *b)
 {
     uint32_t n;
 

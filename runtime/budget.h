@@ -19,39 +19,39 @@
 typedef struct gr_budget gr_budget;
 
 /* capacity > 0. */
-gr_status gr_budget_create(uint64_t capacity, gr_budget **out);
+gr_status gr__budget_create(uint64_t capacity, gr_budget **out);
 
 /* Only when no thread waits or holds bytes. NULL is a no-op. */
-void gr_budget_destroy(gr_budget *b);
+void gr__budget_destroy(gr_budget *b);
 
 /*
  * Take `bytes` (> 0), sleeping FIFO until they fit. Any thread. Returns GR_OK (the bytes are
- * held until gr_budget_release), GR_ERR_INVALID_ARGUMENT (0 bytes), GR_ERR_OVER_BUDGET (more
+ * held until gr__budget_release), GR_ERR_INVALID_ARGUMENT (0 bytes), GR_ERR_OVER_BUDGET (more
  * than the capacity; at once), GR_ERR_TIMEOUT, the cancel flag's status, or GR_ERR_SHUTDOWN.
  * A grant that races with a timeout or cancel wins: GR_OK is returned and must be released.
  */
-gr_status gr_budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
-                            const gr_cancel_flag *cancel);
+gr_status gr__budget_acquire(gr_budget *b, uint64_t bytes, int64_t deadline_ns,
+                             const gr_cancel_flag *cancel);
 
 /* Take `bytes` only if that needs no wait: nobody queued ahead and they fit now. GR_OK (held
- * as from gr_budget_acquire), GR_ERR_TIMEOUT (it would wait: nothing taken), or what
- * gr_budget_acquire returns at once for 0 bytes, over the capacity or after shutdown (no
+ * as from gr__budget_acquire), GR_ERR_TIMEOUT (it would wait: nothing taken), or what
+ * gr__budget_acquire returns at once for 0 bytes, over the capacity or after shutdown (no
  * cancel flag is asked: the caller checks its own). For a holder
  * that must not sleep while it holds bytes others may wait for (worker.c's second unit). */
-gr_status gr_budget_try_acquire(gr_budget *b, uint64_t bytes);
+gr_status gr__budget_try_acquire(gr_budget *b, uint64_t bytes);
 
 /* Give back bytes from a successful acquire, and grant waiters that now fit. Any thread. */
-void gr_budget_release(gr_budget *b, uint64_t bytes);
+void gr__budget_release(gr_budget *b, uint64_t bytes);
 
 /* Wake every waiter to re-check its cancel flag (call after setting one). Any thread. */
-void gr_budget_wake(gr_budget *b);
+void gr__budget_wake(gr_budget *b);
 
 /* Fail every current and future acquire with GR_ERR_SHUTDOWN. Releases still work. */
-void gr_budget_shutdown(gr_budget *b);
+void gr__budget_shutdown(gr_budget *b);
 
-uint64_t gr_budget_capacity(const gr_budget *b);
-uint64_t gr_budget_in_use(const gr_budget *b); /* snapshot */
-uint64_t gr_budget_peak(const gr_budget *b);   /* high-water mark since create */
-uint32_t gr_budget_waiters(gr_budget *b);      /* requests queued now */
+uint64_t gr__budget_capacity(const gr_budget *b);
+uint64_t gr__budget_in_use(const gr_budget *b); /* snapshot */
+uint64_t gr__budget_peak(const gr_budget *b);   /* high-water mark since create */
+uint32_t gr__budget_waiters(gr_budget *b);      /* requests queued now */
 
 #endif /* GR_BUDGET_H */

@@ -28,7 +28,7 @@ gr_status gr__const_dev_init(gr_const_dev *cd, uint32_t n_workers)
     cd->n_workers = n_workers;
     if (pthread_mutex_init(&cd->mu, NULL) != 0)
         goto out_free;
-    if (gr_cond_init(&cd->cond) != 0)
+    if (gr__cond_init(&cd->cond) != 0)
         goto out_destroy_mu;
     return GR_OK;
 
@@ -59,8 +59,8 @@ static void evict_locked(gr_const_dev *cd, gr_device *dev)
     gr_const_block *b = cd->holder;
     uint64_t bytes = b->block.size;
 
-    gr_arena_free(dev->arena, &b->block);
-    gr_budget_release(dev->budget, bytes);
+    gr__arena_free(dev->arena, &b->block);
+    gr__budget_release(dev->budget, bytes);
     b->state = GR_CONST_ABSENT;
     cd->holder = NULL;
     pthread_cond_broadcast(&cd->cond);
@@ -107,7 +107,7 @@ static gr_status copy_in(gr_worker *w, gr_job *job, const gr_arena_block *blk,
         st = w->rt->backend->upload(w, base + g->const_offset[c], job->const_src[c], bytes,
                                     reach, err);
         if (st != GR_OK) {
-            gr_error_prefix(err, "copying constant '%s' in: ", b->name);
+            gr__error_prefix(err, "copying constant '%s' in: ", b->name);
             return st;
         }
     }
@@ -137,7 +137,7 @@ static bool claim_locked(gr_worker *w, gr_const_dev *cd, gr_job *job, gr_status 
         /* Another worker copies ours in, or another job's are in use: their last user
          * sees us waiting and evicts them. */
         cd->waiting[w->id] = job;
-        gr_cond_wait_until(&cd->cond, &cd->mu, job->deadline_ns);
+        gr__cond_wait_until(&cd->cond, &cd->mu, job->deadline_ns);
         cd->waiting[w->id] = NULL;
     }
 }
@@ -163,26 +163,26 @@ gr_status gr__const_load(gr_worker *w, gr_job *job, bool may_wait, bool *would_w
     pthread_mutex_unlock(&cd->mu);
     if (!mine)
         return st == GR_OK ? GR_OK
-                           : gr_error_set(err, st, GR_NO_INDEX, NULL,
-                                          "stopped while waiting for the job's constants");
+                           : gr__error_set(err, st, GR_NO_INDEX, NULL,
+                                           "stopped while waiting for the job's constants");
 
     /* The device is ours to load: what waits ahead for its memory is units in flight. */
-    st = gr_budget_acquire(w->dev->budget, bytes, job->deadline_ns, &job->stop);
+    st = gr__budget_acquire(w->dev->budget, bytes, job->deadline_ns, &job->stop);
     if (st == GR_OK) {
-        st = gr_arena_alloc_top(w->dev->arena, bytes, job->deadline_ns, &job->stop, &b->block);
+        st = gr__arena_alloc_top(w->dev->arena, bytes, job->deadline_ns, &job->stop, &b->block);
         if (st != GR_OK)
-            gr_budget_release(w->dev->budget, bytes);
+            gr__budget_release(w->dev->budget, bytes);
     }
     if (st != GR_OK) {
-        gr_error_set(err, st, GR_NO_INDEX, NULL,
-                     "no device memory for the job's constants (%llu bytes)%s",
-                     (unsigned long long)bytes,
-                     st == GR_ERR_OUT_OF_MEMORY ? " (injected fault)" : "");
+        gr__error_set(err, st, GR_NO_INDEX, NULL,
+                      "no device memory for the job's constants (%llu bytes)%s",
+                      (unsigned long long)bytes,
+                      st == GR_ERR_OUT_OF_MEMORY ? " (injected fault)" : "");
         goto out_absent;
     }
     if ((st = copy_in(w, job, &b->block, reach, err)) != GR_OK) {
-        gr_arena_free(w->dev->arena, &b->block);
-        gr_budget_release(w->dev->budget, bytes);
+        gr__arena_free(w->dev->arena, &b->block);
+        gr__budget_release(w->dev->budget, bytes);
         goto out_absent;
     }
     gr__stats_add(&stats->constants_copied, 1);

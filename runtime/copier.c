@@ -128,7 +128,7 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-gr_status gr_copier_create(unsigned threads, gr_copier **out)
+gr_status gr__copier_create(unsigned threads, gr_copier **out)
 {
     gr_copier *c = gr__calloc(1, sizeof(*c));
 
@@ -143,7 +143,7 @@ gr_status gr_copier_create(unsigned threads, gr_copier **out)
     if (c->threads == NULL)
         goto out_destroy_work;
     /* Fewer helpers than asked for (the system is out of threads) only slow copies down:
-     * the caller of gr_copier_copy always works too. */
+     * the caller of gr__copier_copy always works too. */
     for (unsigned i = 0; i < threads; i++) {
         if (gr__thread_create(&c->threads[i], "gr-copy", helper_main, c) != 0)
             break;
@@ -161,7 +161,7 @@ out_free:
     return GR_ERR_OUT_OF_MEMORY;
 }
 
-void gr_copier_destroy(gr_copier *c)
+void gr__copier_destroy(gr_copier *c)
 {
     if (c == NULL)
         return;
@@ -177,7 +177,7 @@ void gr_copier_destroy(gr_copier *c)
     free(c);
 }
 
-void gr_copier_copy(gr_copier *c, const gr_copy *ops, size_t n, uint64_t *ends)
+void gr__copier_copy(gr_copier *c, const gr_copy *ops, size_t n, uint64_t *ends)
 {
     batch b;
 

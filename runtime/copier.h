@@ -22,10 +22,10 @@ typedef struct gr_copy {
 typedef struct gr_copier gr_copier;
 
 /* A pool of `threads` helper threads (0: the calling threads copy alone). */
-gr_status gr_copier_create(unsigned threads, gr_copier **out);
+gr_status gr__copier_create(unsigned threads, gr_copier **out);
 
 /* Joins the threads. Only when no copy is in progress. NULL is a no-op. */
-void gr_copier_destroy(gr_copier *c);
+void gr__copier_destroy(gr_copier *c);
 
 /*
  * Do every copy of `ops`, in pieces of about a megabyte (a large copy cut up, small ones
@@ -35,6 +35,6 @@ void gr_copier_destroy(gr_copier *c);
  * calls share the pool fairly (oldest first). The caller always works too, so a call
  * completes even if every helper is busy elsewhere.
  */
-void gr_copier_copy(gr_copier *c, const gr_copy *ops, size_t n, uint64_t *ends);
+void gr__copier_copy(gr_copier *c, const gr_copy *ops, size_t n, uint64_t *ends);
 
 #endif /* GR_COPIER_H */

@@ -48,8 +48,8 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
         memset(err, 0, sizeof(*err));
     if (g == NULL || cfg == NULL || out == NULL || (count > 0 && elems == NULL) ||
         !g->finalized)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "NULL argument or a graph that is not finalized");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "NULL argument or a graph that is not finalized");
     if ((st = gr__config_check(cfg, &full, err)) != GR_OK)
         return st;
     if ((st = gr__backend_choose(&full, &ops, &n_devices, note, sizeof(note), &fell_back,
@@ -64,9 +64,9 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
 
             if (n->kind == GR_NODE_KERNEL &&
                 (missing = ops->kernel_missing(&env, n->kernel)) != NULL)
-                return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, n->name,
-                                    "node '%s': kernel '%s' %s, which the %s backend needs",
-                                    n->name, n->kernel->name, missing, ops->name);
+                return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, n->name,
+                                     "node '%s': kernel '%s' %s, which the %s backend needs",
+                                     n->name, n->kernel->name, missing, ops->name);
         }
     }
     memset(out, 0, sizeof(*out));
@@ -76,38 +76,38 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
     out->arena_bytes = arena;
     /* The job's constants take their room first (job.c refuses a job they would fill). */
     if (g->const_bytes >= arena)
-        return gr_error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
-                            "the graph's constants alone take %llu device bytes, and the "
-                            "budget is %llu: nothing would be left for the iterations",
-                            (unsigned long long)g->const_bytes, (unsigned long long)arena);
+        return gr__error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
+                             "the graph's constants alone take %llu device bytes, and the "
+                             "budget is %llu: nothing would be left for the iterations",
+                             (unsigned long long)g->const_bytes, (unsigned long long)arena);
     arena -= g->const_bytes;
     split = g->splittable && full.split_tensors;
     if (split) {
         uint64_t group_elems, group_bytes;
 
-        gr_graph_unit_group(g, &group_elems, &group_bytes);
+        gr__graph_unit_group(g, &group_elems, &group_bytes);
         need = group_bytes;
     }
     for (uint64_t i = 0; i < count; i++) {
         if (elems[i] == 0)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                "index %llu: a tensor of 0 elements", (unsigned long long)i);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                 "index %llu: a tensor of 0 elements", (unsigned long long)i);
         if (elems[i] != last &&
-            (elems[i] > (UINTPTR_MAX / 2) / gr_graph_widest_port(g) ||
-             gr_graph_layout(g, elems[i], NULL, &bytes) != GR_OK))
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                "index %llu: %llu elements is too large", (unsigned long long)i,
-                                (unsigned long long)elems[i]);
+            (elems[i] > (UINTPTR_MAX / 2) / gr__graph_widest_port(g) ||
+             gr__graph_layout(g, elems[i], NULL, &bytes) != GR_OK))
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                 "index %llu: %llu elements is too large", (unsigned long long)i,
+                                 (unsigned long long)elems[i]);
         last = elems[i];
         if (!split && bytes > need)
             need = bytes;
         if (!split && bytes > arena && over == GR_OK)
-            over = gr_error_set(err, GR_ERR_OVER_BUDGET, i, NULL,
-                                "index %llu: one iteration needs %llu device bytes but the "
-                                "budget is %llu, and %s",
-                                (unsigned long long)i, (unsigned long long)bytes,
-                                (unsigned long long)arena,
-                                g->splittable ? "splitting tensors is off (split_tensors)"
+            over = gr__error_set(err, GR_ERR_OVER_BUDGET, i, NULL,
+                                 "index %llu: one iteration needs %llu device bytes but the "
+                                 "budget is %llu, and %s",
+                                 (unsigned long long)i, (unsigned long long)bytes,
+                                 (unsigned long long)arena,
+                                 g->splittable ? "splitting tensors is off (split_tensors)"
                                               : "the graph cannot be split (a kernel is not "
                                                 "elementwise or a buffer is not the tensor's "
                                                 "size)");
@@ -118,7 +118,7 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
     if (over != GR_OK)
         return over;
     if ((t = calloc(count + 1, sizeof(*t))) == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     for (uint64_t i = 0; i < count; i++) {
         for (uint32_t p = 0; p < g->n_inputs; p++)
             t[i].in[p] = &fake_memory[p];
@@ -136,7 +136,7 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
                             NULL, &units, &n_units, &pending);
         if (st != GR_OK) {
             free(t);
-            return gr_error_set(err, st, GR_NO_INDEX, NULL, "no memory for the plan");
+            return gr__error_set(err, st, GR_NO_INDEX, NULL, "no memory for the plan");
         }
     } else {
         n_units = count;

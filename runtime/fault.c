@@ -66,11 +66,11 @@ const char *gr__fault_site_name(gr_fault_site site)
 static gr_status bad_plan(gr_error_info *err, const char *plan, const char *why, size_t len,
                           const char *what)
 {
-    return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                        "fault plan '%.120s': %s '%.*s' (expected SITE:N, SITE:N+, SITE:~N or "
-                        "seed=S; sites: alloc pin thread arena device_alloc register stream "
-                        "event graph_instantiate graph_update graph_launch copy)",
-                        plan, why, (int)len, what);
+    return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                         "fault plan '%.120s': %s '%.*s' (expected SITE:N, SITE:N+, SITE:~N or "
+                         "seed=S; sites: alloc pin thread arena device_alloc register stream "
+                         "event graph_instantiate graph_update graph_launch copy)",
+                         plan, why, (int)len, what);
 }
 
 /* A whole number of 1 or more in s[0, len), or false. */
@@ -165,8 +165,8 @@ gr_status gr__fault_arm(const char *plan, uint64_t *token, gr_error_info *err)
             seeded = true;
         } else {
             if (n == MAX_RULES)
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                    "fault plan '%.120s': more than %d rules", plan, MAX_RULES);
+                return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                     "fault plan '%.120s': more than %d rules", plan, MAX_RULES);
             if ((st = parse_rule(plan, s, len, &parsed[n++], err)) != GR_OK)
                 return st;
         }
@@ -176,9 +176,9 @@ gr_status gr__fault_arm(const char *plan, uint64_t *token, gr_error_info *err)
     }
     if (!seeded && env != NULL && *env != '\0' &&
         parse_seed(env, env, strlen(env), &parsed_seed, err) != GR_OK)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "fault plan '%.120s': GR_FAULT_SEED '%.40s' is not a whole number",
-                            plan, env);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "fault plan '%.120s': GR_FAULT_SEED '%.40s' is not a whole number",
+                             plan, env);
     atomic_store(&gr__fault_armed, false);
     memcpy(rules, parsed, sizeof(parsed[0]) * n);
     n_rules = n;

@@ -80,7 +80,7 @@ gr_status gr__host_cache_create(uint64_t capacity, const gr_host_cache_ops *ops,
         free(c);
         return GR_ERR_OUT_OF_MEMORY;
     }
-    if (gr_cond_init(&c->work) != 0 || gr_cond_init(&c->idle) != 0) {
+    if (gr__cond_init(&c->work) != 0 || gr__cond_init(&c->idle) != 0) {
         pthread_mutex_destroy(&c->mu);
         free(c);
         return GR_ERR_OUT_OF_MEMORY;
@@ -447,7 +447,7 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
      * beside live copies stalls them (the driver serialises the two), so the job would run
      * staged and slowed, where waiting the registration's time lets it copy by DMA. */
     while (st == GR_OK && !c->closed && hold_awaits_registration(out))
-        if (gr_cond_wait_until(&c->idle, &c->mu, wait_until_ns))
+        if (gr__cond_wait_until(&c->idle, &c->mu, wait_until_ns))
             break; /* the job's deadline: it runs as it finds the ranges */
     if (st == GR_OK)
         st = snapshot_ready(out);
@@ -594,9 +594,9 @@ gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
                 uintptr_t b = c->v[i]->base;
 
                 pthread_mutex_unlock(&c->mu);
-                return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
-                                    "gr_host_forget: memory at %p is in use by a job that "
-                                    "has not ended; wait for it first", (void *)b);
+                return gr__error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
+                                     "gr_host_forget: memory at %p is in use by a job that "
+                                     "has not ended; wait for it first", (void *)b);
             }
             busy |= c->v[i]->state == ENTRY_REGISTERING || c->v[i]->state == ENTRY_UNPINNING;
         }
@@ -607,8 +607,8 @@ gr_status gr__host_cache_forget(gr_host_cache *c, const void *p, uint64_t bytes,
     gone = gr__malloc((c->n ? c->n : 1) * sizeof(*gone));
     if (gone == NULL) {
         pthread_mutex_unlock(&c->mu);
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                            "gr_host_forget: no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                             "gr_host_forget: no memory");
     }
     for (uint64_t i = first_ending_above(c, lo); i < c->n && c->v[i]->base < hi;) {
         gr_host_entry *e = c->v[i];

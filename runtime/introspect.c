@@ -31,8 +31,8 @@ gr_status gr_runtime_info_get(const gr_runtime *handle, gr_runtime_info *out)
     info.backend = rt->backend->kind;
     info.device_count = rt->n_devices;
     info.workers_per_device = rt->cfg.workers_per_device;
-    info.budget_bytes = gr_arena_size(rt->devices[0].arena);
-    gr_strlcpy(info.backend_note, rt->backend_note, sizeof(info.backend_note));
+    info.budget_bytes = gr__arena_size(rt->devices[0].arena);
+    gr__strlcpy(info.backend_note, rt->backend_note, sizeof(info.backend_note));
     memcpy(out, &info, out->struct_size < sizeof(info) ? out->struct_size : sizeof(info));
     return GR_OK;
 }
@@ -60,9 +60,9 @@ gr_status gr_runtime_device_stats(const gr_runtime *handle, uint32_t device,
         return GR_ERR_INVALID_ARGUMENT;
     if ((dev = gr__runtime_device(handle, device, &st)) == NULL)
         return st;
-    out->budget_bytes = gr_budget_capacity(dev->budget);
-    out->budget_in_use = gr_budget_in_use(dev->budget);
-    out->budget_peak = gr_budget_peak(dev->budget);
+    out->budget_bytes = gr__budget_capacity(dev->budget);
+    out->budget_in_use = gr__budget_in_use(dev->budget);
+    out->budget_peak = gr__budget_peak(dev->budget);
     out->iterations_done = atomic_load_explicit(&dev->iterations_done, memory_order_relaxed);
     out->iterations_failed = atomic_load_explicit(&dev->iterations_failed, memory_order_relaxed);
     out->graph_instantiations =
@@ -163,9 +163,9 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
     s.iterations_failed = load(&dev->iterations_failed);
     s.graph_instantiations = load(&dev->graph_instantiations);
     s.graph_updates = load(&dev->graph_updates);
-    s.budget_bytes = gr_budget_capacity(dev->budget);
-    s.budget_in_use = gr_budget_in_use(dev->budget);
-    s.budget_peak = gr_budget_peak(dev->budget);
+    s.budget_bytes = gr__budget_capacity(dev->budget);
+    s.budget_in_use = gr__budget_in_use(dev->budget);
+    s.budget_peak = gr__budget_peak(dev->budget);
 
     memcpy(out, &s, out->struct_size < sizeof(s) ? out->struct_size : sizeof(s));
     return GR_OK;

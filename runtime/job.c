@@ -75,7 +75,7 @@ static void job_free(gr_job *job)
 {
     gr_runtime *rt = job->rt;
 
-    gr_graph_unref(job->graph);
+    gr__graph_unref(job->graph);
     pthread_cond_destroy(&job->cond);
     pthread_mutex_destroy(&job->mu);
     job_free_memory(job);
@@ -356,7 +356,7 @@ static void record_error(gr_job *job, uint64_t i, gr_status st, const gr_error_i
             job->first_error = *detail;
             job->first_error.index = i;
         } else {
-            gr_error_set(&job->first_error, st, i, NULL, "%s", stop_message(st));
+            gr__error_set(&job->first_error, st, i, NULL, "%s", stop_message(st));
         }
         first = job->first_error;
     }
@@ -449,8 +449,8 @@ static gr_status check_aliasing(const gr_graph *g, const gr_tensor *t, uint64_t 
 
     outs = gr__malloc(n_out * sizeof(*outs));
     if (outs == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                            "no memory to check %llu output ranges", (unsigned long long)n_out);
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                             "no memory to check %llu output ranges", (unsigned long long)n_out);
     for (uint64_t i = 0, k = 0; i < count; i++) {
         for (uint32_t p = 0; p < g->n_outputs; p++, k++) {
             outs[k].lo = (uintptr_t)t[i].out[p];
@@ -468,9 +468,9 @@ static gr_status check_aliasing(const gr_graph *g, const gr_tensor *t, uint64_t 
         }
     for (uint64_t k = 0; k < n_out; k++) {
         if (k > 0 && outs[k].lo < max_hi) {
-            st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, outs[k].index, NULL,
-                              "output %u of index %llu overlaps another output of this job",
-                              outs[k].port, (unsigned long long)outs[k].index);
+            st = gr__error_set(err, GR_ERR_INVALID_ARGUMENT, outs[k].index, NULL,
+                               "output %u of index %llu overlaps another output of this job",
+                               outs[k].port, (unsigned long long)outs[k].index);
             goto out_free;
         }
         if (outs[k].hi > max_hi)
@@ -490,11 +490,11 @@ static gr_status check_aliasing(const gr_graph *g, const gr_tensor *t, uint64_t 
                 bool in_place = o->index == i && o->lo == lo && o->hi == hi &&
                                 ((g->inplace_ok[o->port] >> q) & 1);
                 if (!in_place) {
-                    st = gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                      "input %u of index %llu overlaps output %u of index %llu%s",
-                                      q, (unsigned long long)i, o->port,
-                                      (unsigned long long)o->index,
-                                      o->index == i
+                    st = gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                       "input %u of index %llu overlaps output %u of index %llu%s",
+                                       q, (unsigned long long)i, o->port,
+                                       (unsigned long long)o->index,
+                                       o->index == i
                                           ? " (in place needs the very same range, and the "
                                             "graph must copy that input in before it copies "
                                             "that output out)"
@@ -515,8 +515,8 @@ static uint64_t smallest_arena(const gr_runtime *rt)
     uint64_t capacity = UINT64_MAX;
 
     for (uint32_t d = 0; d < rt->n_devices; d++)
-        if (gr_arena_size(rt->devices[d].arena) < capacity)
-            capacity = gr_arena_size(rt->devices[d].arena);
+        if (gr__arena_size(rt->devices[d].arena) < capacity)
+            capacity = gr__arena_size(rt->devices[d].arena);
     return capacity;
 }
 
@@ -526,28 +526,28 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
     /* What an iteration may take: the device, less the job's constants beside it. */
     uint64_t capacity = smallest_arena(rt) - g->const_bytes;
 
-    uint64_t widest = gr_graph_widest_port(g), last_elems = 0, bytes = 0;
+    uint64_t widest = gr__graph_widest_port(g), last_elems = 0, bytes = 0;
 
     for (uint64_t i = 0; i < count; i++) {
         if (t[i].elems == 0)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                "index %llu has 0 elements", (unsigned long long)i);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                 "index %llu has 0 elements", (unsigned long long)i);
         for (uint32_t p = 0; p < GR_MAX_PORTS; p++) {
             if ((t[i].in[p] == NULL) != (p >= g->n_inputs))
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                    "index %llu: input %u is %s (the graph has %u input(s))",
-                                    (unsigned long long)i, p, t[i].in[p] ? "set" : "NULL",
-                                    g->n_inputs);
+                return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                     "index %llu: input %u is %s (the graph has %u input(s))",
+                                     (unsigned long long)i, p, t[i].in[p] ? "set" : "NULL",
+                                     g->n_inputs);
             if ((t[i].out[p] == NULL) != (p >= g->n_outputs))
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                    "index %llu: output %u is %s (the graph has %u output(s))",
-                                    (unsigned long long)i, p, t[i].out[p] ? "set" : "NULL",
-                                    g->n_outputs);
+                return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                     "index %llu: output %u is %s (the graph has %u output(s))",
+                                     (unsigned long long)i, p, t[i].out[p] ? "set" : "NULL",
+                                     g->n_outputs);
         }
         if (t[i].rank > GR_MAX_DIMS)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                "index %llu: rank %u (at most %d dimensions)",
-                                (unsigned long long)i, t[i].rank, GR_MAX_DIMS);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                 "index %llu: rank %u (at most %d dimensions)",
+                                 (unsigned long long)i, t[i].rank, GR_MAX_DIMS);
         if (t[i].rank > 0) {
             unsigned __int128 product = 1;
 
@@ -555,28 +555,28 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
                 product = t[i].shape[d] == 0 || product > UINT64_MAX ? 0
                                                                      : product * t[i].shape[d];
             if (product != t[i].elems)
-                return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                    "index %llu: the shape's dimensions must multiply to its %llu "
-                                    "elements, and none be 0",
-                                    (unsigned long long)i, (unsigned long long)t[i].elems);
+                return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                     "index %llu: the shape's dimensions must multiply to its %llu "
+                                     "elements, and none be 0",
+                                     (unsigned long long)i, (unsigned long long)t[i].elems);
         }
         /* The footprint depends on the size alone, and a job's tensors mostly share one. */
         if (t[i].elems != last_elems &&
             (t[i].elems > (UINTPTR_MAX / 2) / widest ||
-             gr_graph_layout(g, t[i].elems, NULL, &bytes) != GR_OK))
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
-                                "index %llu: %llu elements is too large",
-                                (unsigned long long)i, (unsigned long long)t[i].elems);
+             gr__graph_layout(g, t[i].elems, NULL, &bytes) != GR_OK))
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                 "index %llu: %llu elements is too large",
+                                 (unsigned long long)i, (unsigned long long)t[i].elems);
         last_elems = t[i].elems;
         /* A splittable graph runs a tensor larger than the budget in chunks (units.h). */
         if (bytes > capacity && !(g->splittable && rt->cfg.split_tensors))
-            return gr_error_set(err, GR_ERR_OVER_BUDGET, i, NULL,
-                                "index %llu: one iteration needs %llu device bytes but the "
-                                "budget is %llu%s, and %s",
-                                (unsigned long long)i, (unsigned long long)bytes,
-                                (unsigned long long)capacity,
-                                g->const_bytes ? " beside the job's constants" : "",
-                                g->splittable ? "splitting tensors is off (split_tensors)"
+            return gr__error_set(err, GR_ERR_OVER_BUDGET, i, NULL,
+                                 "index %llu: one iteration needs %llu device bytes but the "
+                                 "budget is %llu%s, and %s",
+                                 (unsigned long long)i, (unsigned long long)bytes,
+                                 (unsigned long long)capacity,
+                                 g->const_bytes ? " beside the job's constants" : "",
+                                 g->splittable ? "splitting tensors is off (split_tensors)"
                                               : "the graph cannot be split (a kernel is not "
                                                 "elementwise or a buffer is not the tensor's "
                                                 "size)");
@@ -606,7 +606,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     }
     if (pthread_mutex_init(&job->mu, NULL) != 0)
         goto out_free;
-    if (gr_cond_init(&job->cond) != 0)
+    if (gr__cond_init(&job->cond) != 0)
         goto out_destroy_mu;
     memcpy(job->tensors, tensors, count * sizeof(*tensors));
     /* Held before planning: what the plan finds registered stays so while the job runs. */
@@ -632,7 +632,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     job->submitting = true;
     if (gr__handle_new(job, GR_HANDLE_JOB, &job->handle) != GR_OK)
         goto out_release;
-    gr_graph_ref(g);
+    gr__graph_ref(g);
     gr__runtime_ref(rt);
     /* The caller's handle (kept by submit until it returns), the incomplete reference, and
      * one per task that will be in the ring. */
@@ -662,21 +662,21 @@ static gr_status check_constants(gr_runtime *rt, const gr_graph *g, const gr_job
     uint32_t n = given ? opts->n_constants : 0;
 
     if (n != g->n_consts || (n > 0 && opts->constants == NULL))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "the graph has %u constant(s), the job options give %u "
-                            "(gr_job_options.constants, n_constants)",
-                            g->n_consts, n > 0 && opts->constants == NULL ? 0 : n);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "the graph has %u constant(s), the job options give %u "
+                             "(gr_job_options.constants, n_constants)",
+                             g->n_consts, n > 0 && opts->constants == NULL ? 0 : n);
     for (uint32_t c = 0; c < n; c++)
         if (opts->constants[c] == NULL)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "constant %u ('%s') is NULL", c,
-                                g->buffers[g->const_buffer[c]].name);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                 "constant %u ('%s') is NULL", c,
+                                 g->buffers[g->const_buffer[c]].name);
     if (n > 0 && g->const_bytes >= smallest_arena(rt))
-        return gr_error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
-                            "the graph's constants alone take %llu device bytes, and the "
-                            "budget is %llu: nothing would be left for the iterations",
-                            (unsigned long long)g->const_bytes,
-                            (unsigned long long)smallest_arena(rt));
+        return gr__error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
+                             "the graph's constants alone take %llu device bytes, and the "
+                             "budget is %llu: nothing would be left for the iterations",
+                             (unsigned long long)g->const_bytes,
+                             (unsigned long long)smallest_arena(rt));
     return GR_OK;
 }
 
@@ -688,34 +688,34 @@ static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *ten
 
     if (opts->magic != GR_JOB_OPTIONS_MAGIC ||
         opts->struct_size < offsetof(gr_job_options, constants))
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "job options not initialized with GR_JOB_OPTIONS_INIT");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "job options not initialized with GR_JOB_OPTIONS_INIT");
     if (count == 0)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "a job needs at least one tensor");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "a job needs at least one tensor");
     if (count > UINT32_MAX)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "at most %u tensors per job", UINT32_MAX);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "at most %u tensors per job", UINT32_MAX);
     if (!g->finalized)
-        return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
-                            "graph is not finalized (call gr_graph_finalize)");
+        return gr__error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
+                             "graph is not finalized (call gr_graph_finalize)");
     if ((st = check_constants(rt, g, opts, err)) != GR_OK)
         return st;
     if (callback_depth > 0)
-        return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
-                            "gr_job_submit from a completion callback could wait on the "
-                            "runtime's own threads forever; submit from another thread");
+        return gr__error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
+                             "gr_job_submit from a completion callback could wait on the "
+                             "runtime's own threads forever; submit from another thread");
     if (atomic_load(&rt->shutdown))
-        return gr_error_set(err, GR_ERR_SHUTDOWN, GR_NO_INDEX, NULL, "runtime is shut down");
+        return gr__error_set(err, GR_ERR_SHUTDOWN, GR_NO_INDEX, NULL, "runtime is shut down");
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const gr_node *n = &g->nodes[i];
         const char *missing;
 
         if (n->kind == GR_NODE_KERNEL &&
             (missing = rt->backend->kernel_missing(&rt->env, n->kernel)) != NULL)
-            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, n->name,
-                                "node '%s': kernel '%s' %s, which the %s backend needs",
-                                n->name, n->kernel->name, missing, rt->backend->name);
+            return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, n->name,
+                                 "node '%s': kernel '%s' %s, which the %s backend needs",
+                                 n->name, n->kernel->name, missing, rt->backend->name);
     }
     return check_tensors(rt, g, tensors, count, err);
 }
@@ -733,7 +733,7 @@ static void queue_tasks(gr_runtime *rt, gr_job *job)
     for (pushed = 0; pushed < job->n_units; pushed++) {
         gr_task t = {job, pushed};
 
-        st = gr_ring_push(rt->ring, &t, job->deadline_ns, &job->stop);
+        st = gr__ring_push(rt->ring, &t, job->deadline_ns, &job->stop);
         if (st != GR_OK)
             break;
     }
@@ -759,23 +759,23 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
     if (out != NULL)
         *out = NULL;
     if (handle == NULL || g == NULL || tensors == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "runtime, graph and tensors must not be NULL");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "runtime, graph and tensors must not be NULL");
     /* Before touching anything else: the reference, taken with the lookup, keeps the
      * runtime's memory alive however gr_runtime_destroy races with this call, and the count
      * (seq_cst, paired with the shutdown store) makes destroy wait for this submitter, or
      * this submitter see the shutdown. */
     if ((rt = gr__runtime_enter(handle, &st)) == NULL)
-        return gr_error_set(err, st, GR_NO_INDEX, NULL,
-                            gr__handle_get((uintptr_t)handle, GR_HANDLE_RUNTIME) != NULL
+        return gr__error_set(err, st, GR_NO_INDEX, NULL,
+                             gr__handle_get((uintptr_t)handle, GR_HANDLE_RUNTIME) != NULL
                                 ? "the runtime was created by the parent of this forked "
                                   "process: a child cannot use it (create one of its own)"
                                 : "not a live runtime: it was destroyed (or never created)");
     if ((st = check_request(rt, g, tensors, count, opts ? opts : &defaults, err)) != GR_OK)
         goto out_leave;
     if ((st = job_alloc(rt, g, tensors, count, opts ? opts : &defaults, &job)) != GR_OK) {
-        gr_error_set(err, st, GR_NO_INDEX, NULL, "no memory for a job of %llu tensors",
-                     (unsigned long long)count);
+        gr__error_set(err, st, GR_NO_INDEX, NULL, "no memory for a job of %llu tensors",
+                      (unsigned long long)count);
         goto out_leave;
     }
     job->id = gr__stats_job_submitted(rt->stats);
@@ -834,7 +834,7 @@ gr_job *gr__job_from_handle(const gr_job *handle)
 
 gr_status gr_job_wait(gr_job *handle, int64_t timeout_ns, gr_status *result)
 {
-    int64_t deadline = gr_deadline_after(timeout_ns);
+    int64_t deadline = gr__deadline_after(timeout_ns);
     bool timed_out = false;
     gr_status st;
     gr_job *job;
@@ -856,7 +856,7 @@ gr_status gr_job_wait(gr_job *handle, int64_t timeout_ns, gr_status *result)
             st = GR_ERR_TIMEOUT;
             break;
         }
-        timed_out = gr_cond_wait_until(&job->cond, &job->mu, deadline);
+        timed_out = gr__cond_wait_until(&job->cond, &job->mu, deadline);
     }
     pthread_mutex_unlock(&job->mu);
     return st;
@@ -934,14 +934,14 @@ gr_status gr_job_error_get(const gr_job *handle, gr_error_info *out)
     if (out == NULL)
         return GR_ERR_INVALID_ARGUMENT;
     if ((job = job_get(handle, &st)) == NULL)
-        return gr_error_set(out, st, GR_NO_INDEX, NULL,
-                            "not a live job handle: its job was destroyed, or it belongs to "
-                            "the parent of this forked process");
+        return gr__error_set(out, st, GR_NO_INDEX, NULL,
+                             "not a live job handle: its job was destroyed, or it belongs to "
+                             "the parent of this forked process");
     pthread_mutex_lock(&job->mu);
     if (job->has_error)
         *out = job->first_error;
     else
-        gr_error_set(out, GR_OK, GR_NO_INDEX, NULL, "no error");
+        gr__error_set(out, GR_OK, GR_NO_INDEX, NULL, "no error");
     pthread_mutex_unlock(&job->mu);
     return GR_OK;
 }

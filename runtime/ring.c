@@ -61,7 +61,7 @@ struct gr_ring {
     char tsan_sync; /* address for the tsan hand-over annotations */
 };
 
-gr_status gr_ring_create(uint32_t capacity, gr_ring **out)
+gr_status gr__ring_create(uint32_t capacity, gr_ring **out)
 {
     gr_ring *r;
 
@@ -78,9 +78,9 @@ gr_status gr_ring_create(uint32_t capacity, gr_ring **out)
         goto out_free_ring;
     if (pthread_mutex_init(&r->mu, NULL) != 0)
         goto out_free_slots;
-    if (gr_cond_init(&r->not_full) != 0)
+    if (gr__cond_init(&r->not_full) != 0)
         goto out_destroy_mu;
-    if (gr_cond_init(&r->not_empty) != 0)
+    if (gr__cond_init(&r->not_empty) != 0)
         goto out_destroy_not_full;
     ck_ring_init(&r->ring, capacity);
     r->capacity = capacity;
@@ -98,7 +98,7 @@ out_free_ring:
     return GR_ERR_OUT_OF_MEMORY;
 }
 
-void gr_ring_destroy(gr_ring *r)
+void gr__ring_destroy(gr_ring *r)
 {
     if (r == NULL)
         return;
@@ -151,7 +151,7 @@ static void wake_producers(gr_ring *r)
     pthread_mutex_unlock(&r->mu);
 }
 
-bool gr_ring_try_push(gr_ring *r, const gr_task *t)
+bool gr__ring_try_push(gr_ring *r, const gr_task *t)
 {
     GR_TSAN_RELEASE(&r->tsan_sync);
     if (!ring_enqueue(r, t))
@@ -160,7 +160,7 @@ bool gr_ring_try_push(gr_ring *r, const gr_task *t)
     return true;
 }
 
-bool gr_ring_try_pop(gr_ring *r, gr_task *out)
+bool gr__ring_try_pop(gr_ring *r, gr_task *out)
 {
     if (!ring_dequeue(r, out))
         return false;
@@ -169,8 +169,8 @@ bool gr_ring_try_pop(gr_ring *r, gr_task *out)
     return true;
 }
 
-gr_status gr_ring_push(gr_ring *r, const gr_task *t, int64_t deadline_ns,
-                       const gr_cancel_flag *cancel)
+gr_status gr__ring_push(gr_ring *r, const gr_task *t, int64_t deadline_ns,
+                        const gr_cancel_flag *cancel)
 {
     gr_status st = GR_OK;
     bool timed_out = false;
@@ -178,7 +178,7 @@ gr_status gr_ring_push(gr_ring *r, const gr_task *t, int64_t deadline_ns,
 
     if (atomic_load_explicit(&r->shutdown, memory_order_acquire))
         return GR_ERR_SHUTDOWN;
-    if (gr_ring_try_push(r, t))
+    if (gr__ring_try_push(r, t))
         return GR_OK;
 
     pthread_mutex_lock(&r->mu);
@@ -200,7 +200,7 @@ gr_status gr_ring_push(gr_ring *r, const gr_task *t, int64_t deadline_ns,
             st = GR_ERR_TIMEOUT;
             break;
         }
-        timed_out = gr_cond_wait_until(&r->not_full, &r->mu, deadline_ns);
+        timed_out = gr__cond_wait_until(&r->not_full, &r->mu, deadline_ns);
     }
     atomic_fetch_sub_explicit(&r->prod_waiters, 1, memory_order_relaxed);
     /* Leaving without the slot we may have been signaled for: pass the wakeup on. */
@@ -212,12 +212,12 @@ gr_status gr_ring_push(gr_ring *r, const gr_task *t, int64_t deadline_ns,
     return st;
 }
 
-gr_status gr_ring_pop(gr_ring *r, gr_task *out, int64_t deadline_ns)
+gr_status gr__ring_pop(gr_ring *r, gr_task *out, int64_t deadline_ns)
 {
     gr_status st = GR_OK;
     bool timed_out = false;
 
-    if (gr_ring_try_pop(r, out))
+    if (gr__ring_try_pop(r, out))
         return GR_OK;
 
     pthread_mutex_lock(&r->mu);
@@ -229,7 +229,7 @@ gr_status gr_ring_pop(gr_ring *r, gr_task *out, int64_t deadline_ns)
         }
         /* Checked after the dequeue attempt, so tasks pushed before shutdown drain. A push
          * racing with shutdown can still land after the last consumer has left: the owner
-         * stops its producers, then empties the ring with gr_ring_try_pop (ring.h). */
+         * stops its producers, then empties the ring with gr__ring_try_pop (ring.h). */
         if (atomic_load_explicit(&r->shutdown, memory_order_acquire)) {
             st = GR_ERR_SHUTDOWN;
             break;
@@ -238,7 +238,7 @@ gr_status gr_ring_pop(gr_ring *r, gr_task *out, int64_t deadline_ns)
             st = GR_ERR_TIMEOUT;
             break;
         }
-        timed_out = gr_cond_wait_until(&r->not_empty, &r->mu, deadline_ns);
+        timed_out = gr__cond_wait_until(&r->not_empty, &r->mu, deadline_ns);
     }
     atomic_fetch_sub_explicit(&r->cons_waiters, 1, memory_order_relaxed);
     if (st != GR_OK && atomic_load_explicit(&r->cons_waiters, memory_order_relaxed) > 0)
@@ -249,14 +249,14 @@ gr_status gr_ring_pop(gr_ring *r, gr_task *out, int64_t deadline_ns)
     return st;
 }
 
-void gr_ring_wake_producers(gr_ring *r)
+void gr__ring_wake_producers(gr_ring *r)
 {
     pthread_mutex_lock(&r->mu);
     pthread_cond_broadcast(&r->not_full);
     pthread_mutex_unlock(&r->mu);
 }
 
-void gr_ring_shutdown(gr_ring *r)
+void gr__ring_shutdown(gr_ring *r)
 {
     pthread_mutex_lock(&r->mu);
     atomic_store_explicit(&r->shutdown, true, memory_order_release);
@@ -265,17 +265,17 @@ void gr_ring_shutdown(gr_ring *r)
     pthread_mutex_unlock(&r->mu);
 }
 
-uint32_t gr_ring_count(gr_ring *r)
+uint32_t gr__ring_count(gr_ring *r)
 {
     return ring_size(r);
 }
 
-uint32_t gr_ring_producers_waiting(gr_ring *r)
+uint32_t gr__ring_producers_waiting(gr_ring *r)
 {
     return atomic_load_explicit(&r->prod_waiters, memory_order_relaxed);
 }
 
-uint32_t gr_ring_capacity(const gr_ring *r)
+uint32_t gr__ring_capacity(const gr_ring *r)
 {
     return r->capacity;
 }

@@ -53,14 +53,14 @@ void gr__runtime_ref(gr_runtime *rt)
 static void runtime_free(gr_runtime *rt)
 {
     for (uint32_t d = 0; rt->devices != NULL && d < rt->n_devices; d++) {
-        gr_arena_destroy(rt->devices[d].arena);
-        gr_budget_destroy(rt->devices[d].budget);
+        gr__arena_destroy(rt->devices[d].arena);
+        gr__budget_destroy(rt->devices[d].budget);
     }
     for (uint32_t d = 0; d < rt->const_devs_ready; d++)
         gr__const_dev_destroy(&rt->const_devs[d]);
     free(rt->const_devs);
-    gr_ring_destroy(rt->ring);
-    gr_copier_destroy(rt->copier);
+    gr__ring_destroy(rt->ring);
+    gr__copier_destroy(rt->copier);
     gr__host_cache_free(rt->host_cache);
     gr__stats_destroy(rt->stats);
     pthread_cond_destroy(&rt->deadline_cond);
@@ -81,11 +81,11 @@ void gr__runtime_unref(gr_runtime *rt)
 void gr__runtime_wake_waiters(gr_runtime *rt)
 {
     for (uint32_t d = 0; d < rt->n_devices; d++) {
-        gr_budget_wake(rt->devices[d].budget);
-        gr_arena_wake(rt->devices[d].arena);
+        gr__budget_wake(rt->devices[d].budget);
+        gr__arena_wake(rt->devices[d].arena);
     }
     gr__const_wake(rt);
-    gr_ring_wake_producers(rt->ring);
+    gr__ring_wake_producers(rt->ring);
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -152,8 +152,8 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
     gr_unit_limits lim;
 
     for (uint32_t d = 0; d < rt->n_devices; d++)
-        if (gr_arena_size(rt->devices[d].arena) < arena)
-            arena = gr_arena_size(rt->devices[d].arena);
+        if (gr__arena_size(rt->devices[d].arena) < arena)
+            arena = gr__arena_size(rt->devices[d].arena);
     if (!rt->cfg.split_tensors) {
         *units = NULL;
         *pending = NULL;
@@ -236,8 +236,8 @@ static void *deadline_main(void *arg)
             continue;
         for (gr_job *j = rt->live_jobs; j != NULL; j = j->live_next)
             if (atomic_load(&j->stop) == 0)
-                earliest = gr_deadline_min(earliest, j->deadline_ns);
-        gr_cond_wait_until(&rt->deadline_cond, &rt->mu, earliest);
+                earliest = gr__deadline_min(earliest, j->deadline_ns);
+        gr__cond_wait_until(&rt->deadline_cond, &rt->mu, earliest);
     }
     pthread_mutex_unlock(&rt->mu);
     return NULL;
@@ -376,12 +376,12 @@ static gr_status select_devices(gr_runtime *rt, gr_error_info *err)
 {
     for (uint32_t i = 0; i < rt->cfg.device_count; i++)
         if ((uint32_t)rt->cfg.devices[i] >= rt->n_devices)
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                                "devices: device %d is not present: the %s backend has %u "
-                                "device(s), numbered 0..%u%s (%s)",
-                                rt->cfg.devices[i], rt->backend->name, rt->n_devices,
-                                rt->n_devices - 1,
-                                rt->backend->kind == GR_BACKEND_HOST ? ", as host_devices says"
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                                 "devices: device %d is not present: the %s backend has %u "
+                                 "device(s), numbered 0..%u%s (%s)",
+                                 rt->cfg.devices[i], rt->backend->name, rt->n_devices,
+                                 rt->n_devices - 1,
+                                 rt->backend->kind == GR_BACKEND_HOST ? ", as host_devices says"
                                                                      : "",
                                 rt->backend_note);
     if (rt->cfg.device_count != 0)
@@ -396,19 +396,19 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
     uint64_t region = rt->cfg.budget_bytes / granule * granule;
 
     if (region == 0)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "budget_bytes %llu is smaller than the %s backend's allocation "
-                            "granule (%llu bytes)",
-                            (unsigned long long)rt->cfg.budget_bytes, rt->backend->name,
-                            (unsigned long long)granule);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "budget_bytes %llu is smaller than the %s backend's allocation "
+                             "granule (%llu bytes)",
+                             (unsigned long long)rt->cfg.budget_bytes, rt->backend->name,
+                             (unsigned long long)granule);
     rt->devices = gr__calloc(rt->n_devices, sizeof(*rt->devices));
     rt->const_devs = gr__calloc(rt->n_devices, sizeof(*rt->const_devs));
     if (rt->devices == NULL || rt->const_devs == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     for (; rt->const_devs_ready < rt->n_devices; rt->const_devs_ready++)
         if (gr__const_dev_init(&rt->const_devs[rt->const_devs_ready],
                                rt->n_devices * rt->cfg.workers_per_device) != GR_OK)
-            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+            return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     for (uint32_t d = 0; d < rt->n_devices; d++) {
         gr_device *dev = &rt->devices[d];
         gr_status st;
@@ -416,10 +416,10 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
         dev->id = d;
         dev->ordinal = rt->cfg.devices ? rt->cfg.devices[d] : (int)d;
         dev->env = &rt->env;
-        if (gr_arena_create(region, &dev->arena) != GR_OK ||
-            gr_budget_create(gr_arena_size(dev->arena), &dev->budget) != GR_OK)
-            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
-        dev->region_size = gr_arena_size(dev->arena);
+        if (gr__arena_create(region, &dev->arena) != GR_OK ||
+            gr__budget_create(gr__arena_size(dev->arena), &dev->budget) != GR_OK)
+            return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        dev->region_size = gr__arena_size(dev->arena);
         st = rt->backend->device_open(dev, err);
         if (st != GR_OK)
             return st;
@@ -487,15 +487,15 @@ static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
         pthread_mutex_lock(&process_cache_mu);
         if (process_cache != NULL) {
             pthread_mutex_unlock(&process_cache_mu);
-            return gr_error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
-                                "host_cache_bytes: another runtime of this process has a "
-                                "registration cache; one per process (a registration is "
-                                "the whole process's)");
+            return gr__error_set(err, GR_ERR_INVALID_USAGE, GR_NO_INDEX, NULL,
+                                 "host_cache_bytes: another runtime of this process has a "
+                                 "registration cache; one per process (a registration is "
+                                 "the whole process's)");
         }
         if (gr__host_cache_create(rt->cfg.host_cache_bytes, &rt->cache_ops,
                                   &rt->host_cache) != GR_OK) {
             pthread_mutex_unlock(&process_cache_mu);
-            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+            return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
         }
         process_cache = rt->host_cache;
         atomic_store(&process_cache_on, true);
@@ -511,7 +511,7 @@ static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
 static gr_status observe_open(gr_runtime *rt, gr_error_info *err)
 {
     if (gr__stats_create(rt->n_devices * rt->cfg.workers_per_device, &rt->stats) != GR_OK)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     return GR_OK;
 }
 
@@ -539,7 +539,7 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
 
     rt->workers = gr__calloc(n, sizeof(*rt->workers));
     if (rt->workers == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     for (uint32_t i = 0; i < n; i++) {
         gr_worker *w = &rt->workers[i];
 
@@ -549,8 +549,8 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
         w->dev = &rt->devices[i % rt->n_devices];
         w->in_flight = in_flight;
         if (gr__thread_create(&w->thread, "gr-worker", gr__worker_main, w) != 0) {
-            st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                              "cannot create worker thread %u of %u", i, n);
+            st = gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                               "cannot create worker thread %u of %u", i, n);
             break;
         }
         w->started = true;
@@ -573,12 +573,12 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
 static void runtime_shutdown(gr_runtime *rt)
 {
     atomic_store(&rt->shutdown, true);
-    gr_ring_shutdown(rt->ring);
+    gr__ring_shutdown(rt->ring);
     for (uint32_t d = 0; rt->devices != NULL && d < rt->n_devices; d++) {
         if (rt->devices[d].budget)
-            gr_budget_shutdown(rt->devices[d].budget);
+            gr__budget_shutdown(rt->devices[d].budget);
         if (rt->devices[d].arena)
-            gr_arena_shutdown(rt->devices[d].arena);
+            gr__arena_shutdown(rt->devices[d].arena);
     }
     pthread_mutex_lock(&rt->mu);
     while (stop_one_locked(rt, pick_any, 0, GR_ERR_SHUTDOWN))
@@ -644,7 +644,7 @@ static void runtime_teardown(gr_runtime *rt)
     }
     pthread_mutex_unlock(&process_cache_mu);
     gr__host_cache_close(rt->host_cache);
-    while (gr_ring_try_pop(rt->ring, &t)) {
+    while (gr__ring_try_pop(rt->ring, &t)) {
         /* A task is a unit (units.h), not an index: its parts end as those of a hand back
          * the ring refused (worker.c), so an index that another unit started still ends. */
         gr__job_drop_unit(t.job, t.index, GR_ERR_SHUTDOWN);
@@ -680,8 +680,8 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     if (out != NULL)
         *out = NULL;
     if (cfg == NULL || out == NULL)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "config and out must not be NULL");
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "config and out must not be NULL");
     if ((st = gr__config_check(cfg, &full, err)) != GR_OK)
         return st;
     cfg = &full;
@@ -691,7 +691,7 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     rt = gr__calloc(1, sizeof(*rt));
     if (rt == NULL) {
         gr__fault_disarm(fault_token);
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     }
     rt->cfg = *cfg;
     rt->cfg.fault_plan = NULL; /* the caller's string need not outlive this call */
@@ -702,14 +702,14 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     atomic_init(&rt->refs, 1);
     if (pthread_mutex_init(&rt->mu, NULL) != 0)
         goto out_free_rt;
-    if (gr_cond_init(&rt->cond) != 0)
+    if (gr__cond_init(&rt->cond) != 0)
         goto out_destroy_mu;
-    if (gr_cond_init(&rt->deadline_cond) != 0)
+    if (gr__cond_init(&rt->deadline_cond) != 0)
         goto out_destroy_cond;
-    if (gr_ring_create(cfg->ring_capacity, &rt->ring) != GR_OK)
+    if (gr__ring_create(cfg->ring_capacity, &rt->ring) != GR_OK)
         goto out_destroy_deadline_cond;
-    if (gr_copier_create(gr__config_copy_threads(cfg), &rt->copier) != GR_OK) {
-        gr_ring_destroy(rt->ring);
+    if (gr__copier_create(gr__config_copy_threads(cfg), &rt->copier) != GR_OK) {
+        gr__ring_destroy(rt->ring);
         goto out_destroy_deadline_cond;
     }
 
@@ -720,14 +720,14 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     if ((st = observe_open(rt, err)) != GR_OK || (st = start_workers(rt, err)) != GR_OK)
         goto out_teardown;
     if (gr__thread_create(&rt->deadline_thread, "gr-deadline", deadline_main, rt) != 0) {
-        st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                          "cannot create the deadline thread");
+        st = gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                           "cannot create the deadline thread");
         goto out_teardown;
     }
     rt->deadline_started = true;
     if (gr__handle_new(rt, GR_HANDLE_RUNTIME, &rt->handle) != GR_OK) {
-        st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                          "no memory for the runtime's handle");
+        st = gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                           "no memory for the runtime's handle");
         goto out_teardown;
     }
     *out = (gr_runtime *)rt->handle;
@@ -747,7 +747,7 @@ out_destroy_mu:
 out_free_rt:
     free(rt);
     gr__fault_disarm(fault_token);
-    return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+    return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
 }
 
 static void log_units(char *buf, size_t size, uint64_t bytes)
@@ -784,7 +784,7 @@ gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_inf
     if (rt->fell_back)
         GR_LOG(&rt->log, GR_LOG_WARN, "%s", rt->backend_note);
     if (gr__log_enabled(&rt->log, GR_LOG_INFO)) {
-        log_units(budget, sizeof(budget), gr_arena_size(rt->devices[0].arena));
+        log_units(budget, sizeof(budget), gr__arena_size(rt->devices[0].arena));
         gr__log_write(&rt->log, GR_LOG_INFO,
                       "runtime started: %s backend (%s), %u device(s), %u worker(s) per "
                       "device, budget %s per device, ring %u, split_tensors %u%s",

@@ -1,7 +1,7 @@
 /*
  * sync.c - the monotonic clock, deadline-aware condition waits, and error-detail helpers.
  *
- * Every sleeping wait in graphrun goes through gr_cond_wait_until, so every wait can have a
+ * Every sleeping wait in graphrun goes through gr__cond_wait_until, so every wait can have a
  * deadline on one clock (CLOCK_MONOTONIC) and wakes on a signal from its cancel or shutdown
  * path; none polls.
  */
@@ -21,7 +21,7 @@ int64_t gr_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int gr_cond_init(pthread_cond_t *cond)
+int gr__cond_init(pthread_cond_t *cond)
 {
     pthread_condattr_t attr;
     int rc;
@@ -36,7 +36,7 @@ int gr_cond_init(pthread_cond_t *cond)
     return rc;
 }
 
-bool gr_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ns)
+bool gr__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ns)
 {
     struct timespec ts;
 
@@ -51,7 +51,7 @@ bool gr_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadl
     return pthread_cond_timedwait(cond, mu, &ts) == ETIMEDOUT;
 }
 
-int64_t gr_deadline_after(int64_t timeout_ns)
+int64_t gr__deadline_after(int64_t timeout_ns)
 {
     int64_t now;
 
@@ -64,7 +64,7 @@ int64_t gr_deadline_after(int64_t timeout_ns)
     return now + timeout_ns;
 }
 
-int64_t gr_deadline_min(int64_t a, int64_t b)
+int64_t gr__deadline_min(int64_t a, int64_t b)
 {
     if (a == GR_NO_DEADLINE)
         return b;
@@ -73,7 +73,7 @@ int64_t gr_deadline_min(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-void gr_strlcpy(char *dst, const char *src, size_t size)
+void gr__strlcpy(char *dst, const char *src, size_t size)
 {
     size_t n;
 
@@ -85,8 +85,8 @@ void gr_strlcpy(char *dst, const char *src, size_t size)
     dst[n] = '\0';
 }
 
-gr_status gr_error_set(gr_error_info *err, gr_status status, uint64_t index, const char *node,
-                       const char *fmt, ...)
+gr_status gr__error_set(gr_error_info *err, gr_status status, uint64_t index, const char *node,
+                        const char *fmt, ...)
 {
     va_list ap;
 
@@ -94,14 +94,14 @@ gr_status gr_error_set(gr_error_info *err, gr_status status, uint64_t index, con
         return status;
     err->status = status;
     err->index = index;
-    gr_strlcpy(err->node, node ? node : "", sizeof(err->node));
+    gr__strlcpy(err->node, node ? node : "", sizeof(err->node));
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
     va_end(ap);
     return status;
 }
 
-void gr_error_prefix(gr_error_info *err, const char *fmt, ...)
+void gr__error_prefix(gr_error_info *err, const char *fmt, ...)
 {
     char prefix[sizeof(err->message)], rest[sizeof(err->message)];
     size_t n;
@@ -112,8 +112,8 @@ void gr_error_prefix(gr_error_info *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
-    gr_strlcpy(rest, err->message, sizeof(rest));
+    gr__strlcpy(rest, err->message, sizeof(rest));
     n = strlen(prefix);
     memcpy(err->message, prefix, n);
-    gr_strlcpy(err->message + n, rest, sizeof(err->message) - n);
+    gr__strlcpy(err->message + n, rest, sizeof(err->message) - n);
 }

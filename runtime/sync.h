@@ -22,19 +22,19 @@ typedef _Atomic int gr_cancel_flag;
 
 /* A condition variable that measures deadlines on CLOCK_MONOTONIC, so a wall-clock step
  * never shortens or stretches a wait. Returns 0 or an errno value. */
-int gr_cond_init(pthread_cond_t *cond);
+int gr__cond_init(pthread_cond_t *cond);
 
 /* Wait on `cond` (with `mu` held) until signaled or `deadline_ns` (gr_now_ns clock;
  * GR_NO_DEADLINE: no limit). Returns true when the deadline has passed. Spurious wakeups
  * return false: callers loop on their predicate. */
-bool gr_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ns);
+bool gr__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ns);
 
 /* The absolute deadline `timeout_ns` from now; GR_WAIT_FOREVER (any negative) gives
  * GR_NO_DEADLINE. Saturates instead of overflowing. */
-int64_t gr_deadline_after(int64_t timeout_ns);
+int64_t gr__deadline_after(int64_t timeout_ns);
 
 /* The earlier of two deadlines, GR_NO_DEADLINE meaning "none". */
-int64_t gr_deadline_min(int64_t a, int64_t b);
+int64_t gr__deadline_min(int64_t a, int64_t b);
 
 static inline bool gr_deadline_passed(int64_t deadline_ns, int64_t now_ns)
 {
@@ -57,17 +57,17 @@ static inline bool gr_deadline_passed(int64_t deadline_ns, int64_t now_ns)
 #endif
 
 /* Copy a string into a fixed buffer, always NUL-terminated, truncating. */
-void gr_strlcpy(char *dst, const char *src, size_t size);
+void gr__strlcpy(char *dst, const char *src, size_t size);
 
 /* Fill `err` (when not NULL): status, index, node and a printf-style message. Returns
- * `status` so callers can write `return gr_error_set(err, ...)`. */
-gr_status gr_error_set(gr_error_info *err, gr_status status, uint64_t index, const char *node,
-                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+ * `status` so callers can write `return gr__error_set(err, ...)`. */
+gr_status gr__error_set(gr_error_info *err, gr_status status, uint64_t index, const char *node,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Put a printf-style prefix in front of err->message (when err is not NULL), cutting the
  * end of the message if the two do not fit: for callers that say where an inner failure
  * happened ("FILE:LINE:COL: ", "kernel 'x': "). */
-void gr_error_prefix(gr_error_info *err, const char *fmt, ...)
+void gr__error_prefix(gr_error_info *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 #endif /* GR_SYNC_H */

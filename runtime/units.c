@@ -31,7 +31,7 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
 
     /* Every buffer of a splittable graph is the tensor's size, each rounded up to
      * GR_BUFFER_ALIGN: whole groups (graph.h) fill the device memory exactly. */
-    gr_graph_unit_group(g, &group_elems, &group_bytes);
+    gr__graph_unit_group(g, &group_elems, &group_bytes);
     lim.max_elems = share / group_bytes * group_elems;
     if (lim.max_elems == 0) /* the share is too small: one unit at a time, of the arena */
         lim.max_elems = arena_bytes / group_bytes * group_elems;
@@ -47,15 +47,15 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
         lim.stage_elems = lim.max_elems;
     /* A tensor's size, for batching, is its elements in its widest port's type. */
     lim.scatter = false; /* the runtime's to set: it knows the backend */
-    lim.batch_below = batch_below_bytes / gr_graph_widest_port(g);
-    lim.scatter_from = GR_SCATTER_FROM_BYTES / gr_graph_widest_port(g);
-    lim.scatter_below = GR_SCATTER_BELOW_BYTES / gr_graph_widest_port(g);
+    lim.batch_below = batch_below_bytes / gr__graph_widest_port(g);
+    lim.scatter_from = GR_SCATTER_FROM_BYTES / gr__graph_widest_port(g);
+    lim.scatter_below = GR_SCATTER_BELOW_BYTES / gr__graph_widest_port(g);
     if (lim.scatter_below > lim.stage_elems)
         lim.scatter_below = lim.stage_elems;
     if (lim.batch_below > lim.stage_elems)
         lim.batch_below = lim.stage_elems;
     lim.spread = 4 * (workers ? workers : 1);
-    lim.spread_floor = GR_SPREAD_FLOOR_BYTES / gr_graph_widest_port(g);
+    lim.spread_floor = GR_SPREAD_FLOOR_BYTES / gr__graph_widest_port(g);
     return lim;
 }
 

@@ -9,7 +9,7 @@
 
 #include "runtime/sync.h"
 
-void gr_waitq_init(gr_waitq *q, gr_waitq_grant_fn grant, void *owner)
+void gr__waitq_init(gr_waitq *q, gr_waitq_grant_fn grant, void *owner)
 {
     q->head = q->tail = NULL;
     q->count = 0;
@@ -31,7 +31,7 @@ static void unlink_waiter(gr_waitq *q, gr_waiter *w)
     q->count--;
 }
 
-void gr_waitq_grant_head(gr_waitq *q)
+void gr__waitq_grant_head(gr_waitq *q)
 {
     gr_waiter *w;
 
@@ -42,21 +42,21 @@ void gr_waitq_grant_head(gr_waitq *q)
     }
 }
 
-void gr_waitq_signal_all(gr_waitq *q)
+void gr__waitq_signal_all(gr_waitq *q)
 {
     for (gr_waiter *w = q->head; w != NULL; w = w->next)
         pthread_cond_signal(&w->cond);
 }
 
-gr_status gr_waitq_wait(gr_waitq *q, pthread_mutex_t *mu, void *request, int64_t deadline_ns,
-                        const gr_cancel_flag *cancel, const bool *shutdown)
+gr_status gr__waitq_wait(gr_waitq *q, pthread_mutex_t *mu, void *request, int64_t deadline_ns,
+                         const gr_cancel_flag *cancel, const bool *shutdown)
 {
     gr_status st = GR_OK;
     bool timed_out = false;
     gr_waiter w;
     int why;
 
-    if (gr_cond_init(&w.cond) != 0)
+    if (gr__cond_init(&w.cond) != 0)
         return GR_ERR_OUT_OF_MEMORY;
     w.request = request;
     w.granted = false;
@@ -85,11 +85,11 @@ gr_status gr_waitq_wait(gr_waitq *q, pthread_mutex_t *mu, void *request, int64_t
             st = GR_ERR_TIMEOUT;
             break;
         }
-        timed_out = gr_cond_wait_until(&w.cond, mu, deadline_ns);
+        timed_out = gr__cond_wait_until(&w.cond, mu, deadline_ns);
     }
     if (st != GR_OK) {
         unlink_waiter(q, &w);
-        gr_waitq_grant_head(q);
+        gr__waitq_grant_head(q);
     }
     pthread_cond_destroy(&w.cond);
     return st;

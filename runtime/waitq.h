@@ -34,7 +34,7 @@ typedef struct gr_waitq {
     void *owner;
 } gr_waitq;
 
-void gr_waitq_init(gr_waitq *q, gr_waitq_grant_fn grant, void *owner);
+void gr__waitq_init(gr_waitq *q, gr_waitq_grant_fn grant, void *owner);
 
 /*
  * Queue `request` at the tail and sleep (releasing `mu` while asleep) until it is granted,
@@ -43,13 +43,13 @@ void gr_waitq_init(gr_waitq *q, gr_waitq_grant_fn grant, void *owner);
  * the cancel status, GR_ERR_TIMEOUT, or GR_ERR_OUT_OF_MEMORY if no condition variable could
  * be made. A request that gives up leaves the queue and lets the ones behind it be granted.
  */
-gr_status gr_waitq_wait(gr_waitq *q, pthread_mutex_t *mu, void *request, int64_t deadline_ns,
-                        const gr_cancel_flag *cancel, const bool *shutdown);
+gr_status gr__waitq_wait(gr_waitq *q, pthread_mutex_t *mu, void *request, int64_t deadline_ns,
+                         const gr_cancel_flag *cancel, const bool *shutdown);
 
 /* Grant from the head while the grant function succeeds. */
-void gr_waitq_grant_head(gr_waitq *q);
+void gr__waitq_grant_head(gr_waitq *q);
 
 /* Wake every waiter to re-check its cancel flag and the shutdown flag. */
-void gr_waitq_signal_all(gr_waitq *q);
+void gr__waitq_signal_all(gr_waitq *q);
 
 #endif /* GR_WAITQ_H */

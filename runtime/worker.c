@@ -82,9 +82,9 @@ static gr_status grow_staging(gr_worker *w, uint64_t bytes, gr_error_info *err)
     if (gr__host_alloc_unpooled(w->rt->backend->pinned, bytes, &p) != GR_OK) {
         p = NULL;
         if (posix_memalign(&p, 4096, bytes) != 0)
-            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                                "cannot allocate %llu bytes of staging memory, pinned or not",
-                                (unsigned long long)bytes);
+            return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                                 "cannot allocate %llu bytes of staging memory, pinned or not",
+                                 (unsigned long long)bytes);
         w->staging_pageable = true;
         gr__runtime_pinned_fallback(w->rt, bytes);
     }
@@ -175,7 +175,7 @@ static void stage(gr_worker *w, gr_slot *sl, const gr_job *job, const gr_unit *u
         }
         pos += elems;
     }
-    gr_copier_copy(w->rt->copier, sl->copies, n, w->copy_ends);
+    gr__copier_copy(w->rt->copier, sl->copies, n, w->copy_ends);
 }
 
 /* A scattered unit's copies, for the backend to do itself (gr_iteration.h2d): each live
@@ -300,9 +300,9 @@ static gr_status unit_prepare(gr_worker *w, unit_run *r)
     r->it.index = r->u.index;
     r->it.host_hold = &job->host_hold;
     r->it.staged = r->u.staged;
-    if (gr_graph_layout(g, r->u.elems, r->it.offsets, &r->bytes) != GR_OK) /* validated at
+    if (gr__graph_layout(g, r->u.elems, r->it.offsets, &r->bytes) != GR_OK) /* validated at
                                                                               submit */
-        return gr_error_set(&r->detail, GR_ERR_INTERNAL, r->u.index, NULL, "layout failed");
+        return gr__error_set(&r->detail, GR_ERR_INTERNAL, r->u.index, NULL, "layout failed");
     return GR_OK;
 }
 
@@ -321,11 +321,11 @@ static gr_status unit_place(gr_worker *w, unit_run *r, bool wait, bool *would_wa
     if (trace)
         gr__trace_push("budget wait");
     t0 = gr_now_ns();
-    st = gr_budget_try_acquire(dev->budget, r->bytes);
+    st = gr__budget_try_acquire(dev->budget, r->bytes);
     if (wait && st == GR_ERR_TIMEOUT) {
         /* Waiting, it lets another job's unused constants go (constants.h). */
         gr__const_wait_begin(w, job);
-        st = gr_budget_acquire(dev->budget, r->bytes, job->deadline_ns, &job->stop);
+        st = gr__budget_acquire(dev->budget, r->bytes, job->deadline_ns, &job->stop);
         gr__const_wait_end(w);
     }
     if (trace)
@@ -338,23 +338,23 @@ static gr_status unit_place(gr_worker *w, unit_run *r, bool wait, bool *would_wa
     if (st != GR_OK)
         return st;
     r->budget_held = true;
-    st = gr_arena_try_alloc(dev->arena, r->bytes, &r->slot->block);
+    st = gr__arena_try_alloc(dev->arena, r->bytes, &r->slot->block);
     if (wait && st == GR_ERR_TIMEOUT) {
         gr__const_wait_begin(w, job);
-        st = gr_arena_alloc(dev->arena, r->bytes, job->deadline_ns, &job->stop,
-                            &r->slot->block);
+        st = gr__arena_alloc(dev->arena, r->bytes, job->deadline_ns, &job->stop,
+                             &r->slot->block);
         gr__const_wait_end(w);
     }
     if (!wait && st == GR_ERR_TIMEOUT) {
-        gr_budget_release(dev->budget, r->bytes);
+        gr__budget_release(dev->budget, r->bytes);
         r->budget_held = false;
         *would_wait = true;
         return GR_OK;
     }
     if (st == GR_ERR_OUT_OF_MEMORY)
-        gr_error_set(&r->detail, st, r->u.index, NULL,
-                     "cannot place %llu bytes in device %u's arena (injected fault)",
-                     (unsigned long long)r->bytes, dev->id);
+        gr__error_set(&r->detail, st, r->u.index, NULL,
+                      "cannot place %llu bytes in device %u's arena (injected fault)",
+                      (unsigned long long)r->bytes, dev->id);
     if (st != GR_OK)
         return st;
     r->placed = true;
@@ -366,9 +366,9 @@ static gr_status unit_place(gr_worker *w, unit_run *r, bool wait, bool *would_wa
 static void unit_unplace(gr_worker *w, unit_run *r)
 {
     if (r->placed)
-        gr_arena_free(w->dev->arena, &r->slot->block);
+        gr__arena_free(w->dev->arena, &r->slot->block);
     if (r->budget_held)
-        gr_budget_release(w->dev->budget, r->bytes);
+        gr__budget_release(w->dev->budget, r->bytes);
     r->placed = r->budget_held = false;
 }
 
@@ -482,9 +482,9 @@ static void unit_end(gr_worker *w, unit_run *r)
     if (w->env->trace)
         gr__trace_push("end");
     if (r->placed)
-        gr_arena_free(dev->arena, &r->slot->block);
+        gr__arena_free(dev->arena, &r->slot->block);
     if (r->budget_held)
-        gr_budget_release(dev->budget, r->bytes);
+        gr__budget_release(dev->budget, r->bytes);
     if (r->const_used) /* before the parts end: the job's last end releases the constants */
         gr__const_unuse(w, job);
     /* Lost before the iteration reached it: another device's workers take the unit. */
@@ -630,7 +630,7 @@ static bool park_while_device_lost(gr_worker *w)
 static void give_back(gr_worker *w, const gr_task *t)
 {
     gr_job *job = t->job;
-    gr_status st = gr_ring_push(w->rt->ring, t, job->deadline_ns, &job->stop);
+    gr_status st = gr__ring_push(w->rt->ring, t, job->deadline_ns, &job->stop);
 
     if (st == GR_OK)
         return;
@@ -683,13 +683,13 @@ static void work(gr_worker *w)
     for (;;) {
         uint32_t slot;
 
-        if (pending != NULL && (device_out(w) || !gr_ring_try_pop(rt->ring, &t))) {
+        if (pending != NULL && (device_out(w) || !gr__ring_try_pop(rt->ring, &t))) {
             unit_complete(w, pending);
             pending = NULL;
             continue;
         }
         if (pending == NULL &&
-            (!park_while_device_lost(w) || gr_ring_pop(rt->ring, &t, GR_NO_DEADLINE) != GR_OK))
+            (!park_while_device_lost(w) || gr__ring_pop(rt->ring, &t, GR_NO_DEADLINE) != GR_OK))
             break;
         if (device_out(w)) { /* the device went out after the check above */
             if (pending != NULL) { /* give_back may sleep on a full ring */
@@ -713,7 +713,7 @@ void *gr__worker_main(void *arg)
 
     memset(&err, 0, sizeof(err));
     st = alloc_slots(w) ? rt->backend->worker_open(w, &err)
-                        : gr_error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+                        : gr__error_set(&err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     /* After worker_open: with a private context, the buffer is made under it. Should it
      * fail even as ordinary memory, the first staged unit tries again (ensure_staging).
      * A private context goes with the runtime, and what is pinned under it too: a pool

@@ -34,7 +34,7 @@ static void copy_and_check(gr_copier *c, uint64_t seed, size_t n, uint64_t max_b
         ops[i].src = src + off;
         ops[i].bytes = sizes[i];
     }
-    gr_copier_copy(c, ops, n, ends);
+    gr__copier_copy(c, ops, n, ends);
     ASSERT_TRUE(memcmp(dst, src, total) == 0);
     ASSERT_EQ(dst[total], 0xa5); /* nothing past the end */
     free(src);
@@ -48,14 +48,14 @@ static void copies_every_byte(void)
 {
     gr_copier *c;
 
-    ASSERT_STATUS(gr_copier_create(3, &c), GR_OK);
+    ASSERT_STATUS(gr__copier_create(3, &c), GR_OK);
     copy_and_check(c, 1, 1, 9 << 20);     /* one large copy, cut into 1 MiB pieces */
     copy_and_check(c, 2, 4096, 20000);    /* many small ones */
     copy_and_check(c, 3, 17, 3 << 20);    /* a mix */
     copy_and_check(c, 4, 10, 0);          /* all empty */
-    gr_copier_copy(c, NULL, 0, NULL);
-    gr_copier_destroy(c);
-    gr_copier_destroy(NULL);
+    gr__copier_copy(c, NULL, 0, NULL);
+    gr__copier_destroy(c);
+    gr__copier_destroy(NULL);
 }
 
 /* Empty copies, NULL pointers and all, between real ones that straddle piece boundaries:
@@ -74,11 +74,11 @@ static void empty_copies_among_others(void)
         ops[2 * i] = (gr_copy){.dst = NULL, .src = NULL, .bytes = 0};
         ops[2 * i + 1] = (gr_copy){.dst = dst + i * SIZE, .src = src + i * SIZE, .bytes = SIZE};
     }
-    ASSERT_STATUS(gr_copier_create(2, &c), GR_OK);
-    gr_copier_copy(c, ops, 2 * N, ends);
+    ASSERT_STATUS(gr__copier_create(2, &c), GR_OK);
+    gr__copier_copy(c, ops, 2 * N, ends);
     ASSERT_TRUE(memcmp(dst, src, N * SIZE) == 0);
     ASSERT_EQ_U64(ends[2 * N - 1], (uint64_t)N * SIZE);
-    gr_copier_destroy(c);
+    gr__copier_destroy(c);
     free(src);
     free(dst);
 }
@@ -87,9 +87,9 @@ static void no_helpers(void)
 {
     gr_copier *c;
 
-    ASSERT_STATUS(gr_copier_create(0, &c), GR_OK);
+    ASSERT_STATUS(gr__copier_create(0, &c), GR_OK);
     copy_and_check(c, 5, 20, 3 << 20);
-    gr_copier_destroy(c);
+    gr__copier_destroy(c);
 }
 
 typedef struct arg {
@@ -113,14 +113,14 @@ static void many_callers_at_once(void)
     arg a[T];
     gr_copier *c;
 
-    ASSERT_STATUS(gr_copier_create(4, &c), GR_OK);
+    ASSERT_STATUS(gr__copier_create(4, &c), GR_OK);
     for (int i = 0; i < T; i++) {
         a[i] = (arg){c, (uint64_t)i + 10};
         pthread_create(&th[i], NULL, copier_thread, &a[i]);
     }
     for (int i = 0; i < T; i++)
         pthread_join(th[i], NULL);
-    gr_copier_destroy(c);
+    gr__copier_destroy(c);
 }
 
 GR_TEST_MAIN(GR_TEST(copies_every_byte), GR_TEST(empty_copies_among_others),

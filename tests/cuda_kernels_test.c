@@ -224,7 +224,7 @@ static void eager_kernels_beside_builtins(void)
                      err.message);
     for (uint64_t i = 0; i < N; i++) {
         for (uint64_t j = 0; j < t[i].elems; j++) {
-            float want = gr_test_user_ref(gr_seed_ref(gr_workload_value(43, i, j)), s);
+            float want = gr_test_user_ref(gr__seed_ref(gr_workload_value(43, i, j)), s);
 
             if (memcmp(&data[i][j], &want, 4) != 0)
                 GR_TEST_FAIL("tensor %llu element %llu: GPU %.9g, CPU %.9g",

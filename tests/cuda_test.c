@@ -382,7 +382,7 @@ static void *dag_main(void *p)
         d->ok = 1;
         for (int i = 0; i < COUNT && d->ok; i++)
             for (uint64_t j = 0; j < N; j++) {
-                float ax = 2.0f * a[i][j], by = -1.0f * b[i][j], want = gr_seed_ref(ax + by);
+                float ax = 2.0f * a[i][j], by = -1.0f * b[i][j], want = gr__seed_ref(ax + by);
                 if (memcmp(&want, &o[i][j], 4) != 0) {
                     d->ok = 0;
                     break;

@@ -287,7 +287,7 @@ static void host_span_of_each_origin(void)
 
         for (uint64_t i = 0; i < s.count; i++) {
             uintptr_t p = (uintptr_t)s.x[i], lo = 0, hi = 0;
-            bool known = gr_backend_cuda.host_span(s.x[i], &lo, &hi);
+            bool known = gr__backend_cuda.host_span(s.x[i], &lo, &hi);
 
             printf("    %s %llu: %s [%#llx, %#llx) for [%#llx, %#llx)\n", origin_names[from],
                    (unsigned long long)i, known ? "span" : "no span", (unsigned long long)lo,

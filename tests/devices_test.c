@@ -345,13 +345,13 @@ static void wait_until(bool (*cond)(gr_runtime *), gr_runtime *rt, const char *w
 
 static bool both_wait_for_budget(gr_runtime *rt)
 {
-    return gr_budget_waiters(RT(rt)->devices[0].budget) == 1 &&
-           gr_budget_waiters(RT(rt)->devices[1].budget) == 1;
+    return gr__budget_waiters(RT(rt)->devices[0].budget) == 1 &&
+           gr__budget_waiters(RT(rt)->devices[1].budget) == 1;
 }
 
 static bool three_in_the_ring(gr_runtime *rt)
 {
-    return gr_ring_count(RT(rt)->ring) == 3;
+    return gr__ring_count(RT(rt)->ring) == 3;
 }
 
 static bool device0_did_one(gr_runtime *rt)
@@ -390,21 +390,21 @@ static void shutdown_ends_chunks_left_in_the_ring(void)
     ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
     b0 = RT(rt)->devices[0].budget;
     b1 = RT(rt)->devices[1].budget;
-    ASSERT_EQ_U64(gr_budget_capacity(b0), E);
+    ASSERT_EQ_U64(gr__budget_capacity(b0), E);
     /* Both workers take a chunk and wait for budget the test holds. */
-    ASSERT_STATUS(gr_budget_acquire(b0, E, GR_NO_DEADLINE, NULL), GR_OK);
-    ASSERT_STATUS(gr_budget_acquire(b1, E, GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr__budget_acquire(b0, E, GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr__budget_acquire(b1, E, GR_NO_DEADLINE, NULL), GR_OK);
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     ASSERT_STATUS(gr_job_submit(rt, g, t, 1, NULL, &job, &err), GR_OK);
     ASSERT_EQ_U64(gr__job_from_handle(job)->n_units, 4);
     wait_until(both_wait_for_budget, rt, "both workers to wait for budget");
     /* Device 1 is lost: its worker's chunk, not started on it, goes back to the ring. */
     gr__runtime_device_lost(RT(rt), &RT(rt)->devices[1]);
-    gr_budget_release(b1, E);
+    gr__budget_release(b1, E);
     wait_until(three_in_the_ring, rt, "device 1's worker to hand its chunk back");
     /* Device 0's worker does its chunk, then takes nothing more. */
     atomic_store(&RT(rt)->workers[0].retired, true);
-    gr_budget_release(b0, E);
+    gr__budget_release(b0, E);
     wait_until(device0_did_one, rt, "device 0's worker to do its chunk");
     ASSERT_STATUS(gr_job_index_get(job, 0, &s, NULL), GR_OK);
     ASSERT_EQ(s, GR_INDEX_RUNNING);

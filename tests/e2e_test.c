@@ -172,7 +172,7 @@ static void run_dag(gr_runtime *rt, gr_graph *g, uint64_t count, uint64_t seed)
     for (uint64_t i = 0; i < count; i++) {
         for (uint64_t j = 0; j < d[i].n; j++) {
             float ax = 2.0f * d[i].a[j], by = -1.0f * d[i].b[j];
-            float want0 = gr_seed_ref(ax + by), want1 = d[i].a[j] * 3.0f;
+            float want0 = gr__seed_ref(ax + by), want1 = d[i].a[j] * 3.0f;
             if (memcmp(&d[i].o0[j], &want0, 4) != 0 || memcmp(&d[i].o1[j], &want1, 4) != 0)
                 GR_TEST_FAIL("index %llu element %llu: got %a %a want %a %a",
                              (unsigned long long)i, (unsigned long long)j, d[i].o0[j],

@@ -965,7 +965,7 @@ static void seed_expression_equals_the_builtin(void)
         if (!same_f(out[i], ref[i]))
             GR_TEST_FAIL("element %d (x %a): expression %a, built-in %a", i, xs[i], out[i],
                          ref[i]);
-        ASSERT_TRUE(same_f(out[i], gr_seed_ref(xs[i])));
+        ASSERT_TRUE(same_f(out[i], gr__seed_ref(xs[i])));
     }
 }
 

@@ -258,12 +258,12 @@ static void dag_layout_and_in_place_rules(void)
     /* out0 comes after both loads; out1 only after la. */
     ASSERT_EQ(g->inplace_ok[0] & 3, 3);
     ASSERT_EQ(g->inplace_ok[1] & 3, 1);
-    ASSERT_STATUS(gr_graph_layout(g, 100, off, &total), GR_OK);
+    ASSERT_STATUS(gr__graph_layout(g, 100, off, &total), GR_OK);
     ASSERT_EQ_U64(off[0], 0);
     ASSERT_EQ_U64(off[1], 512);  /* 400 bytes rounded */
     ASSERT_EQ_U64(off[2], 1024);
     ASSERT_EQ_U64(total, 1024 + 1024); /* 800 bytes rounded */
-    ASSERT_EQ_U64(gr_graph_buffer_elems(g, 2, 3), 6);
+    ASSERT_EQ_U64(gr__graph_buffer_elems(g, 2, 3), 6);
     /* The topological order respects every dependency. */
     for (uint32_t k = 0; k < g->n_nodes; k++)
         for (uint32_t j = k + 1; j < g->n_nodes; j++)
@@ -336,8 +336,8 @@ static void output_of_its_own_size(void)
     it.graph = g;
     it.tensor = &t;
     it.base = block;
-    ASSERT_STATUS(gr_graph_layout(g, t.elems, it.offsets, &(uint64_t){0}), GR_OK);
-    gr_graph_node_args(&it, &g->nodes[1], &a);
+    ASSERT_STATUS(gr__graph_layout(g, t.elems, it.offsets, &(uint64_t){0}), GR_OK);
+    gr__graph_node_args(&it, &g->nodes[1], &a);
     ASSERT_EQ_U64(a.n, 3);
     ASSERT_EQ_U64(a.in_n[0], 100);
     gr_graph_destroy(g);

@@ -215,7 +215,7 @@ static void waiting_for_a_registration_ends_at_the_deadline(void)
     atomic_store(&pin_gate_shut, true);
     hold_one(c, 0, &a);  /* first seen: queued, no wait */
     hold_one(c, 1, &d);  /* another range, first seen: no wait either */
-    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, gr_deadline_after(20 * 1000 * 1000), &b),
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t, 1, gr__deadline_after(20 * 1000 * 1000), &b),
                   GR_OK); /* used again: registering, the pin held shut */
     ASSERT_EQ(atomic_load(&pins), 0);
     ASSERT_TRUE(!gr__host_cache_ready(c, &b, region[0], 2 * MIB));

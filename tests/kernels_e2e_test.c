@@ -349,7 +349,7 @@ static uint64_t iterations(gr_runtime *rt)
 }
 
 /* graph/examples/seed_expr.graph, the seed written as one expression, through the host
- * backend: the built-in seed's result bit for bit (gr_seed_ref), as an elementwise kernel
+ * backend: the built-in seed's result bit for bit (gr__seed_ref), as an elementwise kernel
  * should be, in chunks of a tensor larger than the budget and in batches of small ones. */
 static void seed_expression_graph_equals_seed(void)
 {

@@ -223,11 +223,11 @@ static void destroy_waits_for_running_callbacks(void)
 
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
     /* Hold the whole budget so the worker sleeps with the first job's only index. */
-    ASSERT_STATUS(gr_budget_acquire(b, gr_budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr__budget_acquire(b, gr__budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
     ASSERT_STATUS(gr_job_submit(rt, g, t, 1, NULL, &parked, NULL), GR_OK);
-    for (int i = 0; i < 5000 && gr_budget_waiters(b) != 1; i++)
+    for (int i = 0; i < 5000 && gr__budget_waiters(b) != 1; i++)
         sleep_ms(1);
-    ASSERT_EQ(gr_budget_waiters(b), 1);
+    ASSERT_EQ(gr__budget_waiters(b), 1);
     atomic_store(&slow_callback_returned, 0);
     o.on_complete = slow_callback;
     ASSERT_STATUS(gr_job_submit(rt, g, t + 1, 3, &o, &slow, NULL), GR_OK);
@@ -237,7 +237,7 @@ static void destroy_waits_for_running_callbacks(void)
     ASSERT_EQ(atomic_load(&slow_callback_returned), 1);
     ASSERT_STATUS(gr_job_wait(slow, 0, NULL), GR_OK);
     pthread_join(th, NULL);
-    gr_budget_release(b, gr_budget_capacity(b)); /* the budget outlives destroy: jobs hold it */
+    gr__budget_release(b, gr__budget_capacity(b)); /* the budget outlives destroy: jobs hold it */
     gr_job_destroy(parked);
     gr_job_destroy(slow);
     gr_graph_destroy(g);
@@ -321,11 +321,11 @@ static void double_destroy_of_live_job_is_harmless(void)
     gr_job *job;
 
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
-    ASSERT_STATUS(gr_budget_acquire(b, gr_budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr__budget_acquire(b, gr__budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
     ASSERT_STATUS(gr_job_submit(rt, g, t, 1, NULL, &job, NULL), GR_OK);
     gr_job_destroy(job);
     gr_job_destroy(job); /* still alive (running): must not drop the runtime's references */
-    gr_budget_release(b, gr_budget_capacity(b));
+    gr__budget_release(b, gr__budget_capacity(b));
     gr_runtime_destroy(rt);
     gr_graph_destroy(g);
     free(t);

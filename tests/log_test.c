@@ -397,7 +397,7 @@ static void staging_fallback_logged_once(void)
     for (int i = 0; i < N; i++) {
         for (int j = 0; j < ELEMS; j++) {
             data[i * STRIDE + j] = (float)(i + j) * 0.25f;
-            want[i * STRIDE + j] = gr_seed_ref(data[i * STRIDE + j]);
+            want[i * STRIDE + j] = gr__seed_ref(data[i * STRIDE + j]);
         }
         t[i] = (gr_tensor){.in = {data + i * STRIDE}, .out = {data + i * STRIDE}, .elems = ELEMS};
     }

@@ -29,14 +29,14 @@ static void create_refuses_bad_capacity(void)
     const uint32_t bad[] = {0, 1, 3, 6, 100, 0x80000000u};
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        ASSERT_STATUS(gr_ring_create(bad[i], &r), GR_ERR_INVALID_ARGUMENT);
+        ASSERT_STATUS(gr__ring_create(bad[i], &r), GR_ERR_INVALID_ARGUMENT);
         ASSERT_PTR_EQ(r, NULL);
     }
-    ASSERT_STATUS(gr_ring_create(2, NULL), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STATUS(gr_ring_create(2, &r), GR_OK);
-    ASSERT_EQ(gr_ring_capacity(r), 2);
-    gr_ring_destroy(r);
-    gr_ring_destroy(NULL);
+    ASSERT_STATUS(gr__ring_create(2, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr__ring_create(2, &r), GR_OK);
+    ASSERT_EQ(gr__ring_capacity(r), 2);
+    gr__ring_destroy(r);
+    gr__ring_destroy(NULL);
 }
 
 static void fifo_order_and_capacity(void)
@@ -44,22 +44,22 @@ static void fifo_order_and_capacity(void)
     gr_ring *r;
     gr_task t;
 
-    ASSERT_STATUS(gr_ring_create(8, &r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(8, &r), GR_OK);
     for (uint64_t i = 0; i < 7; i++) {
         gr_task in = task(i);
-        ASSERT_TRUE(gr_ring_try_push(r, &in));
+        ASSERT_TRUE(gr__ring_try_push(r, &in));
     }
     t = task(99);
-    ASSERT_TRUE(!gr_ring_try_push(r, &t)); /* holds capacity - 1 */
-    ASSERT_EQ(gr_ring_count(r), 7);
+    ASSERT_TRUE(!gr__ring_try_push(r, &t)); /* holds capacity - 1 */
+    ASSERT_EQ(gr__ring_count(r), 7);
     for (uint64_t i = 0; i < 7; i++) {
-        ASSERT_STATUS(gr_ring_pop(r, &t, GR_NO_DEADLINE), GR_OK);
+        ASSERT_STATUS(gr__ring_pop(r, &t, GR_NO_DEADLINE), GR_OK);
         ASSERT_EQ_U64(t.index, i);
         ASSERT_PTR_EQ(t.job, task(i).job);
     }
-    ASSERT_TRUE(!gr_ring_try_pop(r, &t));
-    ASSERT_EQ(gr_ring_count(r), 0);
-    gr_ring_destroy(r);
+    ASSERT_TRUE(!gr__ring_try_pop(r, &t));
+    ASSERT_EQ(gr__ring_count(r), 0);
+    gr__ring_destroy(r);
 }
 
 typedef struct push_arg {
@@ -75,7 +75,7 @@ static void *push_thread(void *p)
 {
     push_arg *a = p;
 
-    a->st = gr_ring_push(a->r, &a->t, a->deadline, a->cancel);
+    a->st = gr__ring_push(a->r, &a->t, a->deadline, a->cancel);
     atomic_store(&a->done, 1);
     return NULL;
 }
@@ -83,10 +83,10 @@ static void *push_thread(void *p)
 /* Wait until n producers are asleep on the full ring (at most 10 s). */
 static void wait_for_producers(gr_ring *r, uint32_t n)
 {
-    for (int ms = 0; gr_ring_producers_waiting(r) != n; ms++) {
+    for (int ms = 0; gr__ring_producers_waiting(r) != n; ms++) {
         if (ms == 10000)
             GR_TEST_FAIL("waited 10 s for %u producer(s) to sleep, %u do", n,
-                         gr_ring_producers_waiting(r));
+                         gr__ring_producers_waiting(r));
         sleep_ms(1);
     }
 }
@@ -95,7 +95,7 @@ static void fill(gr_ring *r)
 {
     for (uint64_t i = 0;; i++) {
         gr_task t = task(i);
-        if (!gr_ring_try_push(r, &t))
+        if (!gr__ring_try_push(r, &t))
             break;
     }
 }
@@ -106,20 +106,20 @@ static void push_sleeps_while_full_until_pop(void)
     pthread_t th;
     gr_task t;
 
-    ASSERT_STATUS(gr_ring_create(4, &a.r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(4, &a.r), GR_OK);
     fill(a.r);
     pthread_create(&th, NULL, push_thread, &a);
     sleep_ms(50);
     ASSERT_EQ(atomic_load(&a.done), 0); /* still asleep: the ring is full */
-    ASSERT_STATUS(gr_ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
+    ASSERT_STATUS(gr__ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
     ASSERT_EQ_U64(t.index, 0);
     pthread_join(th, NULL);
     ASSERT_STATUS(a.st, GR_OK);
-    ASSERT_STATUS(gr_ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
-    ASSERT_STATUS(gr_ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
-    ASSERT_STATUS(gr_ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
+    ASSERT_STATUS(gr__ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
+    ASSERT_STATUS(gr__ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
+    ASSERT_STATUS(gr__ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
     ASSERT_EQ_U64(t.index, 42); /* FIFO: the late push came last */
-    gr_ring_destroy(a.r);
+    gr__ring_destroy(a.r);
 }
 
 static void push_deadline_on_full_ring(void)
@@ -128,12 +128,12 @@ static void push_deadline_on_full_ring(void)
     gr_task t = task(1);
     int64_t start;
 
-    ASSERT_STATUS(gr_ring_create(2, &r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(2, &r), GR_OK);
     fill(r);
     start = gr_now_ns();
-    ASSERT_STATUS(gr_ring_push(r, &t, start + 50 * 1000000, NULL), GR_ERR_TIMEOUT);
+    ASSERT_STATUS(gr__ring_push(r, &t, start + 50 * 1000000, NULL), GR_ERR_TIMEOUT);
     ASSERT_GE(gr_now_ns() - start, 50 * 1000000);
-    gr_ring_destroy(r);
+    gr__ring_destroy(r);
 }
 
 static void pop_deadline_on_empty_ring(void)
@@ -142,11 +142,11 @@ static void pop_deadline_on_empty_ring(void)
     gr_task t;
     int64_t start;
 
-    ASSERT_STATUS(gr_ring_create(2, &r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(2, &r), GR_OK);
     start = gr_now_ns();
-    ASSERT_STATUS(gr_ring_pop(r, &t, start + 30 * 1000000), GR_ERR_TIMEOUT);
+    ASSERT_STATUS(gr__ring_pop(r, &t, start + 30 * 1000000), GR_ERR_TIMEOUT);
     ASSERT_GE(gr_now_ns() - start, 30 * 1000000);
-    gr_ring_destroy(r);
+    gr__ring_destroy(r);
 }
 
 static void push_wakes_on_cancel(void)
@@ -155,16 +155,16 @@ static void push_wakes_on_cancel(void)
     push_arg a = {.t = task(7), .deadline = GR_NO_DEADLINE, .cancel = &flag};
     pthread_t th;
 
-    ASSERT_STATUS(gr_ring_create(2, &a.r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(2, &a.r), GR_OK);
     fill(a.r);
     pthread_create(&th, NULL, push_thread, &a);
     sleep_ms(20);
     atomic_store(&flag, GR_ERR_CANCELED);
-    gr_ring_wake_producers(a.r);
+    gr__ring_wake_producers(a.r);
     pthread_join(th, NULL);
     ASSERT_STATUS(a.st, GR_ERR_CANCELED);
-    ASSERT_EQ(gr_ring_count(a.r), 1); /* nothing was added */
-    gr_ring_destroy(a.r);
+    ASSERT_EQ(gr__ring_count(a.r), 1); /* nothing was added */
+    gr__ring_destroy(a.r);
 }
 
 typedef struct pop_arg {
@@ -177,7 +177,7 @@ static void *pop_thread(void *p)
     pop_arg *a = p;
     gr_task t;
 
-    a->st = gr_ring_pop(a->r, &t, GR_NO_DEADLINE);
+    a->st = gr__ring_pop(a->r, &t, GR_NO_DEADLINE);
     return NULL;
 }
 
@@ -190,32 +190,32 @@ static void shutdown_wakes_both_sides_and_drains(void)
     gr_task t;
 
     /* A consumer asleep on an empty ring wakes with SHUTDOWN. */
-    ASSERT_STATUS(gr_ring_create(4, &empty), GR_OK);
+    ASSERT_STATUS(gr__ring_create(4, &empty), GR_OK);
     c.r = empty;
     pthread_create(&ct, NULL, pop_thread, &c);
     sleep_ms(20);
-    gr_ring_shutdown(empty);
+    gr__ring_shutdown(empty);
     pthread_join(ct, NULL);
     ASSERT_STATUS(c.st, GR_ERR_SHUTDOWN);
-    gr_ring_destroy(empty);
+    gr__ring_destroy(empty);
 
     /* A producer asleep on a full ring wakes with SHUTDOWN; what was queued still drains,
      * then pops say SHUTDOWN; pushes are refused. */
-    ASSERT_STATUS(gr_ring_create(4, &a.r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(4, &a.r), GR_OK);
     fill(a.r);
     pthread_create(&pt, NULL, push_thread, &a);
     sleep_ms(20);
-    gr_ring_shutdown(a.r);
+    gr__ring_shutdown(a.r);
     pthread_join(pt, NULL);
     ASSERT_STATUS(a.st, GR_ERR_SHUTDOWN);
     for (uint64_t i = 0; i < 3; i++) {
-        ASSERT_STATUS(gr_ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
+        ASSERT_STATUS(gr__ring_pop(a.r, &t, GR_NO_DEADLINE), GR_OK);
         ASSERT_EQ_U64(t.index, i);
     }
-    ASSERT_STATUS(gr_ring_pop(a.r, &t, GR_NO_DEADLINE), GR_ERR_SHUTDOWN);
+    ASSERT_STATUS(gr__ring_pop(a.r, &t, GR_NO_DEADLINE), GR_ERR_SHUTDOWN);
     t = task(5);
-    ASSERT_STATUS(gr_ring_push(a.r, &t, GR_NO_DEADLINE, NULL), GR_ERR_SHUTDOWN);
-    gr_ring_destroy(a.r);
+    ASSERT_STATUS(gr__ring_push(a.r, &t, GR_NO_DEADLINE, NULL), GR_ERR_SHUTDOWN);
+    gr__ring_destroy(a.r);
 }
 
 /* One slot frees while two producers sleep, and one of them has been canceled: it leaves
@@ -229,7 +229,7 @@ static void producer_that_leaves_passes_the_wakeup_on(void)
     gr_ring *r;
     gr_task t;
 
-    ASSERT_STATUS(gr_ring_create(2, &r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(2, &r), GR_OK);
     fill(r);
     a = (push_arg){.r = r, .t = task(1), .deadline = GR_NO_DEADLINE, .cancel = &flag};
     b = (push_arg){.r = r, .t = task(2), .deadline = GR_NO_DEADLINE};
@@ -238,7 +238,7 @@ static void producer_that_leaves_passes_the_wakeup_on(void)
     pthread_create(&tb, NULL, push_thread, &b);
     wait_for_producers(r, 2);
     atomic_store(&flag, GR_ERR_CANCELED); /* no wake: a notices only when signaled */
-    ASSERT_TRUE(gr_ring_try_pop(r, &t));  /* frees the one slot: the ring is half empty */
+    ASSERT_TRUE(gr__ring_try_pop(r, &t));  /* frees the one slot: the ring is half empty */
     pthread_join(ta, NULL);
     ASSERT_STATUS(a.st, GR_ERR_CANCELED);
     for (int i = 0; i < 2000 && !atomic_load(&b.done); i++)
@@ -246,7 +246,7 @@ static void producer_that_leaves_passes_the_wakeup_on(void)
     ASSERT_EQ(atomic_load(&b.done), 1);
     pthread_join(tb, NULL);
     ASSERT_STATUS(b.st, GR_OK);
-    gr_ring_destroy(r);
+    gr__ring_destroy(r);
 }
 
 /* Hysteresis: a producer asleep on a full ring is not woken for each freed slot, only once
@@ -257,20 +257,20 @@ static void producer_sleeps_until_the_ring_is_half_empty(void)
     pthread_t th;
     gr_task t;
 
-    ASSERT_STATUS(gr_ring_create(16, &a.r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(16, &a.r), GR_OK);
     fill(a.r);
-    ASSERT_EQ(gr_ring_count(a.r), 15);
+    ASSERT_EQ(gr__ring_count(a.r), 15);
     pthread_create(&th, NULL, push_thread, &a);
     wait_for_producers(a.r, 1);
     for (int i = 0; i < 6; i++)
-        ASSERT_TRUE(gr_ring_try_pop(a.r, &t)); /* 9 left: above half */
+        ASSERT_TRUE(gr__ring_try_pop(a.r, &t)); /* 9 left: above half */
     sleep_ms(50);
     ASSERT_EQ(atomic_load(&a.done), 0); /* not woken for those slots */
-    ASSERT_TRUE(gr_ring_try_pop(a.r, &t)); /* 8 left: half, wakes it */
+    ASSERT_TRUE(gr__ring_try_pop(a.r, &t)); /* 8 left: half, wakes it */
     pthread_join(th, NULL);
     ASSERT_STATUS(a.st, GR_OK);
-    ASSERT_EQ(gr_ring_count(a.r), 9);
-    gr_ring_destroy(a.r);
+    ASSERT_EQ(gr__ring_count(a.r), 9);
+    gr__ring_destroy(a.r);
 }
 
 /* Every producer asleep on the full ring wakes when it reaches half, and none is left
@@ -283,7 +283,7 @@ static void every_sleeping_producer_wakes_at_half(void)
     gr_ring *r;
     gr_task t;
 
-    ASSERT_STATUS(gr_ring_create(16, &r), GR_OK);
+    ASSERT_STATUS(gr__ring_create(16, &r), GR_OK);
     fill(r);
     for (int i = 0; i < N; i++) {
         a[i] = (push_arg){.r = r, .t = task(100 + i), .deadline = GR_NO_DEADLINE};
@@ -291,13 +291,13 @@ static void every_sleeping_producer_wakes_at_half(void)
     }
     wait_for_producers(r, N);
     for (int i = 0; i < 7; i++)
-        ASSERT_TRUE(gr_ring_try_pop(r, &t)); /* 8 left */
+        ASSERT_TRUE(gr__ring_try_pop(r, &t)); /* 8 left */
     for (int i = 0; i < N; i++) {
         pthread_join(th[i], NULL);
         ASSERT_STATUS(a[i].st, GR_OK);
     }
-    ASSERT_EQ(gr_ring_count(r), 8 + N);
-    gr_ring_destroy(r);
+    ASSERT_EQ(gr__ring_count(r), 8 + N);
+    gr__ring_destroy(r);
 }
 
 GR_TEST_MAIN(GR_TEST(create_refuses_bad_capacity), GR_TEST(fifo_order_and_capacity),

@@ -41,20 +41,20 @@ static gr_budget *hold_budget(gr_runtime *rt)
 {
     gr_budget *b = RT(rt)->devices[0].budget;
 
-    ASSERT_STATUS(gr_budget_acquire(b, gr_budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr__budget_acquire(b, gr__budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
     return b;
 }
 
 static void wait_budget_sleepers(gr_budget *b, uint32_t n)
 {
-    for (int i = 0; i < 5000 && gr_budget_waiters(b) != n; i++)
+    for (int i = 0; i < 5000 && gr__budget_waiters(b) != n; i++)
         usleep(1000);
-    ASSERT_EQ(gr_budget_waiters(b), n);
+    ASSERT_EQ(gr__budget_waiters(b), n);
 }
 
 static void release_budget(gr_budget *b)
 {
-    gr_budget_release(b, gr_budget_capacity(b));
+    gr__budget_release(b, gr__budget_capacity(b));
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -546,7 +546,7 @@ static void cancel_ends_queued_indices_at_once(void)
     ASSERT_STATUS(gr_job_error_get(job, &err), GR_OK);
     ASSERT_STATUS(err.status, GR_ERR_CANCELED);
     ASSERT_STR_CONTAINS(err.message, "canceled");
-    ASSERT_EQ(gr_budget_waiters(budget), 0);
+    ASSERT_EQ(gr__budget_waiters(budget), 0);
 
     release_budget(budget);
     gr_runtime_destroy(rt); /* drains the canceled tasks still in the ring */
@@ -670,9 +670,9 @@ static void shutdown_wakes_submit_sleeping_on_full_ring(void)
     budget = hold_budget(a.rt);
     pthread_create(&th, NULL, submit_thread, &a);
     wait_budget_sleepers(budget, 1);
-    for (int i = 0; i < 5000 && gr_ring_count(RT(a.rt)->ring) < 3; i++)
+    for (int i = 0; i < 5000 && gr__ring_count(RT(a.rt)->ring) < 3; i++)
         usleep(1000);
-    ASSERT_EQ(gr_ring_count(RT(a.rt)->ring), 3); /* full: the submitter sleeps */
+    ASSERT_EQ(gr__ring_count(RT(a.rt)->ring), 3); /* full: the submitter sleeps */
     usleep(20000);
     gr_runtime_shutdown(a.rt);
     pthread_join(th, NULL);

@@ -216,11 +216,11 @@ static void canceled_and_waits(void)
     gr_stats st;
 
     ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
-    ASSERT_STATUS(gr_budget_acquire(b, gr_budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
+    ASSERT_STATUS(gr__budget_acquire(b, gr__budget_capacity(b), GR_NO_DEADLINE, NULL), GR_OK);
     ASSERT_STATUS(gr_job_submit(rt, g, s.t, 1, NULL, &a, NULL), GR_OK);
-    for (int i = 0; i < 5000 && gr_budget_waiters(b) != 1; i++)
+    for (int i = 0; i < 5000 && gr__budget_waiters(b) != 1; i++)
         usleep(1000);
-    ASSERT_EQ(gr_budget_waiters(b), 1);
+    ASSERT_EQ(gr__budget_waiters(b), 1);
     st = stats_of(rt, 0);
     ASSERT_EQ_U64(st.budget_in_use, 1 << 20); /* the test's own hold counts */
 
@@ -244,7 +244,7 @@ static void canceled_and_waits(void)
     ASSERT_STATUS(gr_job_cancel(a), GR_OK); /* A has waited 30 ms and more by now */
     ASSERT_STATUS(gr_test_wait(a, 60000 * MS), GR_ERR_CANCELED);
     gr_job_destroy(a);
-    gr_budget_release(b, gr_budget_capacity(b));
+    gr__budget_release(b, gr__budget_capacity(b));
 
     st = stats_of(rt, 0);
     ASSERT_EQ_U64(st.jobs_submitted, 3);

@@ -61,7 +61,7 @@ static void take(shared *s, uint64_t bytes)
 static void give(shared *s, uint64_t bytes)
 {
     atomic_fetch_sub(&s->in_use, bytes);
-    gr_budget_release(s->b, bytes);
+    gr__budget_release(s->b, bytes);
 }
 
 static void *small_main(void *p)
@@ -75,7 +75,7 @@ static void *small_main(void *p)
         uint64_t kind = gr_test_below(&w->rng, 16);
         int64_t deadline = kind == 0 ? gr_now_ns() + 200000 : GR_NO_DEADLINE;
         gr_cancel_flag flag = kind == 1 ? GR_ERR_CANCELED : 0;
-        gr_status st = gr_budget_acquire(s->b, bytes, deadline, &flag);
+        gr_status st = gr__budget_acquire(s->b, bytes, deadline, &flag);
 
         if (st == GR_ERR_TIMEOUT) {
             atomic_fetch_add(&s->timeouts, 1);
@@ -106,7 +106,7 @@ static void *large_main(void *p)
 
         hold_for(1000000 + gr_test_below(&w->rng, 10000000));
         t0 = gr_now_ns();
-        st = gr_budget_acquire(s->b, CAPACITY, t0 + 30ll * 1000000000, NULL);
+        st = gr__budget_acquire(s->b, CAPACITY, t0 + 30ll * 1000000000, NULL);
         if (st != GR_OK)
             GR_TEST_FAIL("large acquire: %s after %lld ms", gr_status_str(st),
                          (long long)((gr_now_ns() - t0) / 1000000));
@@ -134,7 +134,7 @@ static void stress(void)
     shared s;
 
     memset(&s, 0, sizeof(s));
-    ASSERT_STATUS(gr_budget_create(CAPACITY, &s.b), GR_OK);
+    ASSERT_STATUS(gr__budget_create(CAPACITY, &s.b), GR_OK);
     pthread_barrier_init(&s.start, NULL, n + 2);
     for (unsigned i = 0; i <= n; i++) {
         w[i] = (worker){&s, opt.seed * 7919 + i};
@@ -161,12 +161,12 @@ static void stress(void)
     ASSERT_LE_U64(max_in_use, CAPACITY);
     ASSERT_GE(large_grants, 1);
     ASSERT_EQ_U64(late, 0);
-    ASSERT_EQ_U64(gr_budget_in_use(s.b), 0);
+    ASSERT_EQ_U64(gr__budget_in_use(s.b), 0);
     ASSERT_EQ_U64(test_in_use, 0);
-    ASSERT_EQ(gr_budget_waiters(s.b), 0);
-    ASSERT_LE_U64(gr_budget_peak(s.b), CAPACITY);
+    ASSERT_EQ(gr__budget_waiters(s.b), 0);
+    ASSERT_LE_U64(gr__budget_peak(s.b), CAPACITY);
     pthread_barrier_destroy(&s.start);
-    gr_budget_destroy(s.b);
+    gr__budget_destroy(s.b);
     free(w);
     free(th);
 }

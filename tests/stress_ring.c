@@ -48,7 +48,7 @@ static void *producer(void *p)
         gr_task t = {(struct gr_job *)(uintptr_t)(MAGIC ^ w->id), ((uint64_t)w->id << 32) | seq};
         /* One push in eight has a 1 ms deadline: timeouts must not lose or duplicate. */
         int64_t deadline = gr_test_below(&w->rng, 8) == 0 ? gr_now_ns() + 1000000 : 0;
-        gr_status st = gr_ring_push(s->ring, &t, deadline, NULL);
+        gr_status st = gr__ring_push(s->ring, &t, deadline, NULL);
 
         if (st == GR_ERR_TIMEOUT) {
             atomic_fetch_add(&s->push_timeouts, 1);
@@ -75,7 +75,7 @@ static void *consumer(void *p)
     pthread_barrier_wait(&s->start);
     for (;;) {
         int64_t deadline = gr_test_below(&w->rng, 8) == 0 ? gr_now_ns() + 1000000 : 0;
-        gr_status st = gr_ring_pop(s->ring, &t, deadline);
+        gr_status st = gr__ring_pop(s->ring, &t, deadline);
         uint64_t prod, seq, bit, old;
 
         if (st == GR_ERR_TIMEOUT) {
@@ -117,7 +117,7 @@ static void stress(void)
     memset(&s, 0, sizeof(s));
     s.opt = opt;
     n = opt.threads;
-    ASSERT_STATUS(gr_ring_create(RING_CAPACITY, &s.ring), GR_OK);
+    ASSERT_STATUS(gr__ring_create(RING_CAPACITY, &s.ring), GR_OK);
     s.seen = calloc((size_t)n * MAX_PER_PRODUCER / 64, sizeof(uint64_t));
     s.pushed = calloc(n, sizeof(uint64_t));
     w = calloc(2 * n, sizeof(*w));
@@ -132,7 +132,7 @@ static void stress(void)
     pthread_barrier_wait(&s.start);
     for (unsigned i = 0; i < n; i++)
         pthread_join(th[i], NULL);
-    gr_ring_shutdown(s.ring); /* consumers drain what is left, then leave */
+    gr__ring_shutdown(s.ring); /* consumers drain what is left, then leave */
     for (unsigned i = n; i < 2 * n; i++)
         pthread_join(th[i], NULL);
 
@@ -161,9 +161,9 @@ static void stress(void)
     ASSERT_EQ_U64(corrupted, 0);
     ASSERT_EQ_U64(reordered, 0);
     ASSERT_EQ_U64(popped, pushed);
-    ASSERT_EQ(gr_ring_count(s.ring), 0);
+    ASSERT_EQ(gr__ring_count(s.ring), 0);
     pthread_barrier_destroy(&s.start);
-    gr_ring_destroy(s.ring);
+    gr__ring_destroy(s.ring);
     free(s.seen);
     free(s.pushed);
     free(w);

@@ -199,7 +199,7 @@ static void dag_check_and_free(gr_tensor *t, int n)
 
         for (uint64_t j = 0; j < t[i].elems; j++) {
             float ax = 2.0f * in0[j], by = -1.0f * in1[j];
-            float w0 = gr_seed_ref(ax + by), w1 = in0[j] * 3.0f;
+            float w0 = gr__seed_ref(ax + by), w1 = in0[j] * 3.0f;
             if (memcmp(&w0, &o0[j], 4) != 0 || memcmp(&w1, &o1[j], 4) != 0)
                 GR_TEST_FAIL("index %d element %llu: got %a %a want %a %a", i,
                              (unsigned long long)j, o0[j], o1[j], w0, w1);

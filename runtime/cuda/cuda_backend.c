@@ -120,12 +120,12 @@ static gr_status sticky_error(gr_worker *w, cudaError_t e, const char *call,
            w->id, call, cudaGetErrorName(e), cudaGetErrorString(e));
     if (cw->ctx != NULL) {
         *reach = GR_REACH_WORKER;
-        return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
-                            "%s: %s: %s (worker %u's private context is ruined; it retires)",
-                            call, cudaGetErrorName(e), cudaGetErrorString(e), w->id);
+        return gr__error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
+                             "%s: %s: %s (worker %u's private context is ruined; it retires)",
+                             call, cudaGetErrorName(e), cudaGetErrorString(e), w->id);
     }
     *reach = GR_REACH_DEVICE;
-    return gr_cuda_error(err, GR_ERR_DEVICE_LOST, e, NULL, call);
+    return gr__cuda_error(err, GR_ERR_DEVICE_LOST, e, NULL, call);
 }
 
 /* A failed call during an iteration. */
@@ -135,7 +135,7 @@ static gr_status iteration_error(gr_worker *w, cudaError_t e, const char *call,
     if (is_sticky(e))
         return sticky_error(w, e, call, reach, err);
     cudaGetLastError();
-    return gr_cuda_error(err, GR_ERR_CUDA, e, NULL, call);
+    return gr__cuda_error(err, GR_ERR_CUDA, e, NULL, call);
 }
 
 static gr_status cuda_probe(const gr_config *cfg, uint32_t *count, gr_error_info *err)
@@ -147,26 +147,26 @@ static gr_status cuda_probe(const gr_config *cfg, uint32_t *count, gr_error_info
     e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
-                            "no usable CUDA driver or device (%s)", cudaGetErrorName(e));
+        return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                             "no usable CUDA driver or device (%s)", cudaGetErrorName(e));
     }
     if (n == 0)
-        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "no CUDA device");
+        return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "no CUDA device");
     for (int d = 0; d < n; d++) {
         if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d)) !=
                 cudaSuccess ||
             (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d)) !=
                 cudaSuccess) {
             cudaGetLastError();
-            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
-                                "cannot read CUDA device %d's compute capability (%s)", d,
-                                cudaGetErrorName(e));
+            return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                                 "cannot read CUDA device %d's compute capability (%s)", d,
+                                 cudaGetErrorName(e));
         }
         if (major < 9)
-            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
-                                "CUDA device %d has compute capability %d.%d; this build's "
-                                "kernels need 9.0 (sm_90) or later",
-                                d, major, minor);
+            return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                                 "CUDA device %d has compute capability %d.%d; this build's "
+                                 "kernels need 9.0 (sm_90) or later",
+                                 d, major, minor);
     }
     *count = (uint32_t)n;
     return GR_OK;
@@ -175,7 +175,7 @@ static gr_status cuda_probe(const gr_config *cfg, uint32_t *count, gr_error_info
 /* The region through the virtual memory API, mapped for the whole device. */
 static gr_status map_region(gr_device *dev, cuda_device *cd, gr_error_info *err)
 {
-    const gr_cuda_driver *drv = gr_cuda_driver_get(err);
+    const gr_cuda_driver *drv = gr__cuda_driver_get(err);
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
     CUdeviceptr ptr = 0;
@@ -191,10 +191,10 @@ static gr_status map_region(gr_device *dev, cuda_device *cd, gr_error_info *err)
             ? CUDA_ERROR_OUT_OF_MEMORY
             : drv->cuMemCreate(&cd->handle, dev->region_size, &prop, 0);
     if (r != CUDA_SUCCESS)
-        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
-                            "cannot reserve the budget: cuMemCreate(%llu bytes) on device %d: %s",
-                            (unsigned long long)dev->region_size, dev->ordinal,
-                            gr_cuda_driver_error_name(r));
+        return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                             "cannot reserve the budget: cuMemCreate(%llu bytes) on device %d: %s",
+                             (unsigned long long)dev->region_size, dev->ordinal,
+                             gr__cuda_driver_error_name(r));
     r = drv->cuMemAddressReserve(&ptr, dev->region_size, 0, 0, 0);
     if (r != CUDA_SUCCESS)
         goto out_release;
@@ -217,9 +217,9 @@ out_free_address:
     drv->cuMemAddressFree(ptr, dev->region_size);
 out_release:
     drv->cuMemRelease(cd->handle);
-    return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
-                        "cannot map the device region on device %d: %s", dev->ordinal,
-                        gr_cuda_driver_error_name(r));
+    return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                         "cannot map the device region on device %d: %s", dev->ordinal,
+                         gr__cuda_driver_error_name(r));
 }
 
 static gr_status cuda_device_open(gr_device *dev, gr_error_info *err)
@@ -231,16 +231,16 @@ static gr_status cuda_device_open(gr_device *dev, gr_error_info *err)
     cudaError_t e;
 
     if (cd == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     /* The grid rule caps grids by this count: a wrong one would silently slow every kernel
      * down, so a failure to read it is a failure to open the device. */
     e = cudaDeviceGetAttribute(&cd->sm_count, cudaDevAttrMultiProcessorCount, dev->ordinal);
     if (e != cudaSuccess || cd->sm_count <= 0) {
         cudaGetLastError();
         free(cd);
-        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
-                            "cannot read the multiprocessor count of CUDA device %d (%s)",
-                            dev->ordinal, cudaGetErrorName(e));
+        return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                             "cannot read the multiprocessor count of CUDA device %d (%s)",
+                             dev->ordinal, cudaGetErrorName(e));
     }
     /* The calling thread is the caller's: leave its current device as it was. */
     cudaGetDevice(&previous);
@@ -250,7 +250,7 @@ static gr_status cuda_device_open(gr_device *dev, gr_error_info *err)
     } else {
         e = cudaSetDevice(dev->ordinal);
         if (e != cudaSuccess) {
-            st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaSetDevice");
+            st = gr__cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaSetDevice");
             goto out;
         }
         e = gr__fault_hit(GR_FAULT_DEVICE_ALLOC) ? cudaErrorMemoryAllocation
@@ -261,12 +261,12 @@ static gr_status cuda_device_open(gr_device *dev, gr_error_info *err)
             cudaGetLastError();
             cudaMemGetInfo(&free_b, &total_b);
             dev->region = NULL;
-            st = gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
-                              "cannot reserve the budget: cudaMalloc(%llu bytes) on device %d: "
-                              "%s (device has %llu of %llu bytes free)",
-                              (unsigned long long)dev->region_size, dev->ordinal,
-                              cudaGetErrorName(e), (unsigned long long)free_b,
-                              (unsigned long long)total_b);
+            st = gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                               "cannot reserve the budget: cudaMalloc(%llu bytes) on device %d: "
+                               "%s (device has %llu of %llu bytes free)",
+                               (unsigned long long)dev->region_size, dev->ordinal,
+                               cudaGetErrorName(e), (unsigned long long)free_b,
+                               (unsigned long long)total_b);
         }
         cudaSetDevice(previous);
     }
@@ -287,7 +287,7 @@ static void cuda_device_close(gr_device *dev)
     if (cd == NULL)
         return;
     if (cd->vmm) {
-        const gr_cuda_driver *drv = gr_cuda_driver_get(NULL);
+        const gr_cuda_driver *drv = gr__cuda_driver_get(NULL);
         CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)dev->region;
 
         drv->cuMemUnmap(ptr, dev->region_size);
@@ -320,9 +320,9 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
     cudaError_t e;
 
     if (cw == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     if (w->env->cfg->context_mode == GR_CONTEXT_PRIVATE) {
-        const gr_cuda_driver *drv = gr_cuda_driver_get(err);
+        const gr_cuda_driver *drv = gr__cuda_driver_get(err);
         CUdevice dev;
         CUresult r;
 
@@ -335,15 +335,15 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
             r = drv->cuCtxCreate(&cw->ctx, NULL, CU_CTX_SCHED_BLOCKING_SYNC, dev);
         if (r != CUDA_SUCCESS) {
             cw->ctx = NULL;
-            st = gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
-                              "worker %u: cannot create a private context on device %d: %s",
-                              w->id, w->dev->ordinal, gr_cuda_driver_error_name(r));
+            st = gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                               "worker %u: cannot create a private context on device %d: %s",
+                               w->id, w->dev->ordinal, gr__cuda_driver_error_name(r));
             goto out_free;
         }
     } else {
         e = cudaSetDevice(w->dev->ordinal);
         if (e != cudaSuccess) {
-            st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaSetDevice");
+            st = gr__cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaSetDevice");
             goto out_free;
         }
     }
@@ -351,7 +351,7 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
             ? cudaErrorMemoryAllocation
             : cudaStreamCreateWithFlags(&cw->capture, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
-        st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
+        st = gr__cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
         goto out_destroy_ctx;
     }
     for (; cw->n_slots < w->in_flight; cw->n_slots++) {
@@ -361,7 +361,7 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
                 ? cudaErrorMemoryAllocation
                 : cudaStreamCreateWithFlags(&cw->stream[i], cudaStreamNonBlocking);
         if (e != cudaSuccess) {
-            st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
+            st = gr__cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaStreamCreateWithFlags");
             goto out_destroy_slots;
         }
         e = gr__fault_hit(GR_FAULT_EVENT)
@@ -370,7 +370,7 @@ static gr_status cuda_worker_open(gr_worker *w, gr_error_info *err)
                                            cudaEventBlockingSync | cudaEventDisableTiming);
         if (e != cudaSuccess) {
             cudaStreamDestroy(cw->stream[i]);
-            st = gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaEventCreateWithFlags");
+            st = gr__cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaEventCreateWithFlags");
             goto out_destroy_slots;
         }
     }
@@ -382,7 +382,7 @@ out_destroy_slots:
     cudaStreamDestroy(cw->capture);
 out_destroy_ctx:
     if (cw->ctx)
-        gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
+        gr__cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
 out_free:
     free(cw);
     return st;
@@ -395,11 +395,11 @@ static void cuda_worker_close(gr_worker *w)
     if (cw == NULL)
         return;
     for (int i = 0; i < GRAPH_CACHE; i++)
-        gr_cuda_graph_release(&cw->cache[i]);
+        gr__cuda_graph_release(&cw->cache[i]);
     destroy_slots(cw);
     cudaStreamDestroy(cw->capture);
     if (cw->ctx)
-        gr_cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
+        gr__cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
     w->backend_state = NULL;
     free(cw->batch_dst);
     free(cw->batch_src);
@@ -443,9 +443,9 @@ static gr_status source_kernel(const gr_kernel *k, const void **func, gr_error_i
         e = cudaLibraryLoadData(&mine, k->ptx, NULL, NULL, 0, NULL, NULL, 0);
         if (e != cudaSuccess) {
             cudaGetLastError();
-            return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
-                                "kernel '%s': cannot load its compiled source: %s: %s",
-                                k->name, cudaGetErrorName(e), cudaGetErrorString(e));
+            return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                                 "kernel '%s': cannot load its compiled source: %s: %s",
+                                 k->name, cudaGetErrorName(e), cudaGetErrorString(e));
         }
         pthread_mutex_lock(&sources_mu);
         if ((lib = find_library(k->ptx)) == NULL && n_sources == sources_cap) {
@@ -466,14 +466,14 @@ static gr_status source_kernel(const gr_kernel *k, const void **func, gr_error_i
         if (mine != NULL)
             cudaLibraryUnload(mine); /* another thread's copy won, or no memory to keep it */
         if (lib == NULL)
-            return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+            return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     }
     e = cudaLibraryGetKernel(&kernel, lib, k->cuda_name);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
-                            "kernel '%s': no entry '%s' in its compiled source: %s", k->name,
-                            k->cuda_name, cudaGetErrorName(e));
+        return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                             "kernel '%s': no entry '%s' in its compiled source: %s", k->name,
+                             k->cuda_name, cudaGetErrorName(e));
     }
     *func = (const void *)kernel;
     return GR_OK;
@@ -511,8 +511,8 @@ static gr_status resolve_kernel(void *ctx, const gr_kernel *k, gr_cuda_impl *imp
     impl->how = GR_CUDA_NODE_KERNEL;
     impl->func = k->def.cuda;
     if (missing != NULL)
-        return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "kernel '%s' %s",
-                            k->name, missing);
+        return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL, "kernel '%s' %s",
+                             k->name, missing);
     switch (k->def.cuda_kind) {
     case GR_CUDA_SOURCE:
         return source_kernel(k, &impl->func, err);
@@ -534,7 +534,7 @@ static gr_status resolve_kernel(void *ctx, const gr_kernel *k, gr_cuda_impl *imp
  * pageable, or not the driver's), for log_refusal. */
 static void context_of(const void *p, char *buf, size_t size)
 {
-    const gr_cuda_driver *drv = gr_cuda_driver_get(NULL);
+    const gr_cuda_driver *drv = gr__cuda_driver_get(NULL);
     CUcontext ctx = NULL;
 
     if (drv == NULL || drv->cuPointerGetAttribute == NULL ||
@@ -550,7 +550,7 @@ static void context_of(const void *p, char *buf, size_t size)
  * which copy update the driver refused, its operands before and after and the contexts
  * they were made under, beside the worker's own. The driver refuses moving a copy between
  * memory of two contexts, and in a private context a second move of a graph's copies
- * (tools/bench/probes/graph_update_contexts.cu), which gr_cuda_graph_update rebuilds for without
+ * (tools/bench/probes/graph_update_contexts.cu), which gr__cuda_graph_update rebuilds for without
  * asking (gr_cuda_target.copies_move_once); a refusal still seen costs a rebuild and counts
  * in gr_device.graph_update_refusals. */
 static void log_refusal(const gr_worker *w, const cuda_worker *cw, const gr_graph *g,
@@ -588,7 +588,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
 {
     cuda_device *cd = w->dev->backend_state;
     gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture, cw->ctx != NULL};
-    uint32_t kinds = gr_cuda_host_kinds(w->env, it);
+    uint32_t kinds = gr__cuda_host_kinds(w->env, it);
     /* Graphs with no host operand (a scattered unit's) do not depend on the cache. */
     uint64_t epoch = w->env->host_epoch != NULL && kinds != GR_CUDA_DEVICE_ONLY
                          ? w->env->host_epoch(w->env)
@@ -605,7 +605,7 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
 
             cg->last_use = ++cw->clock;
             *out = cg;
-            st = gr_cuda_graph_update(cg, it, &target, &rebuilt, &why, err);
+            st = gr__cuda_graph_update(cg, it, &target, &rebuilt, &why, err);
             /* The driver said no to a copy (not a fault injected, not a rebuild unasked),
              * counted whether or not the rebuild then worked. */
             refused = why.copy && !why.injected && !why.unasked && why.error != cudaSuccess;
@@ -630,8 +630,8 @@ static gr_status prepare_graph(gr_worker *w, cuda_worker *cw, const gr_iteration
     for (int i = 0; i < GRAPH_CACHE; i++)
         if (lowered_for(&cw->cache[i], it, kinds) && cw->cache[i].host_epoch != epoch)
             victim = &cw->cache[i];
-    gr_cuda_graph_release(victim);
-    st = gr_cuda_graph_build(victim, it, &target, kinds, err);
+    gr__cuda_graph_release(victim);
+    st = gr__cuda_graph_build(victim, it, &target, kinds, err);
     victim->host_epoch = epoch;
     victim->slot = it->slot;
     atomic_fetch_add_explicit(&w->dev->graph_instantiations, st == GR_OK, memory_order_relaxed);
@@ -698,7 +698,7 @@ static gr_status failed_on_stream(gr_worker *w, uint32_t slot, cudaError_t e,
     return iteration_error(w, e, call, reach, err);
 }
 
-/* An eager iteration failed part way (gr_cuda_run_eager): what it enqueued drains before
+/* An eager iteration failed part way (gr__cuda_run_eager): what it enqueued drains before
  * the caller frees its block; a sticky error found then goes as far as it reaches. */
 static gr_status eager_failed(gr_worker *w, uint32_t slot, gr_status st,
                               gr_fault_reach *reach, gr_error_info *err)
@@ -723,7 +723,7 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     cuda_device *cd = w->dev->backend_state;
     cudaStream_t stream = cw->stream[it->slot];
     gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture, cw->ctx != NULL};
-    bool eager = gr_cuda_graph_is_eager(it->graph);
+    bool eager = gr__cuda_graph_is_eager(it->graph);
     const char *call;
     bool trace = w->env->trace;
     gr_cuda_graph *cg = NULL;
@@ -752,7 +752,7 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     call = "cudaMemcpyBatchAsync";
     e = batch_copy(cw, stream, it->h2d, it->n_h2d);
     if (e == cudaSuccess && eager) {
-        if ((st = gr_cuda_run_eager(it, &target, stream, err)) != GR_OK) {
+        if ((st = gr__cuda_run_eager(it, &target, stream, err)) != GR_OK) {
             if (trace)
                 gr__trace_pop();
             return eager_failed(w, it->slot, st, reach, err);
@@ -857,7 +857,7 @@ static bool cuda_batch_copies(void)
  * gives false: the planner then copies nothing past the tensor at p. */
 static bool cuda_host_span(const void *p, uintptr_t *lo, uintptr_t *hi)
 {
-    const gr_cuda_driver *drv = gr_cuda_driver_get(NULL);
+    const gr_cuda_driver *drv = gr__cuda_driver_get(NULL);
     CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                                     CU_POINTER_ATTRIBUTE_RANGE_SIZE};
     CUdeviceptr start = 0;
@@ -886,7 +886,7 @@ static bool cuda_dma_ready(const void *p)
     return a.type == cudaMemoryTypeHost;
 }
 
-const gr_backend_ops gr_backend_cuda = {
+const gr_backend_ops gr__backend_cuda = {
     .kind = GR_BACKEND_CUDA,
     .name = "cuda",
     .region_granule = REGION_GRANULE,

@@ -47,16 +47,16 @@ static void load_all(void)
 #undef LOAD
 }
 
-const gr_cuda_driver *gr_cuda_driver_get(gr_error_info *err)
+const gr_cuda_driver *gr__cuda_driver_get(gr_error_info *err)
 {
     pthread_once(&once, load_all);
     if (loaded == NULL)
-        gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
-                     "the CUDA driver does not provide %s", missing);
+        gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, NULL,
+                      "the CUDA driver does not provide %s", missing);
     return loaded;
 }
 
-const char *gr_cuda_driver_error_name(CUresult r)
+const char *gr__cuda_driver_error_name(CUresult r)
 {
     static __thread char buf[32];
     const char *name = NULL;

@@ -46,9 +46,9 @@ typedef struct gr_cuda_driver {
 
 /* The driver's functions, loaded once; NULL (with `err` filled) when the driver does not
  * provide one of them. Any thread. */
-const gr_cuda_driver *gr_cuda_driver_get(gr_error_info *err);
+const gr_cuda_driver *gr__cuda_driver_get(gr_error_info *err);
 
 /* The name of a driver error, "CUDA_ERROR_..." or a number. */
-const char *gr_cuda_driver_error_name(CUresult r);
+const char *gr__cuda_driver_error_name(CUresult r);
 
 #endif /* GR_CUDA_DRIVER_H */

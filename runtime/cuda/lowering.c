@@ -11,11 +11,11 @@
 #include "runtime/fault.h"
 #include "runtime/sync.h"
 
-gr_status gr_cuda_error(gr_error_info *err, gr_status st, cudaError_t e, const char *node,
-                        const char *call)
+gr_status gr__cuda_error(gr_error_info *err, gr_status st, cudaError_t e, const char *node,
+                         const char *call)
 {
-    return gr_error_set(err, st, GR_NO_INDEX, node, "%s: %s: %s", call, cudaGetErrorName(e),
-                        cudaGetErrorString(e));
+    return gr__error_set(err, st, GR_NO_INDEX, node, "%s: %s: %s", call, cudaGetErrorName(e),
+                         cudaGetErrorString(e));
 }
 
 /* The launch rule (graphrun.h): ceil(n / block) blocks, at most blocks_per_sm per
@@ -44,11 +44,11 @@ static void node_state(const gr_iteration *it, const gr_node *node, int sm_count
 {
     memset(s, 0, sizeof(*s));
     if (node->kind == GR_NODE_KERNEL) {
-        gr_graph_node_args(it, node, &s->args);
+        gr__graph_node_args(it, node, &s->args);
         launch_shape(node->kernel, s->args.n, sm_count, &s->grid, &s->block);
         s->impl = *impl;
     } else {
-        gr_graph_node_copy(it, node, &s->dst, &s->src, &s->bytes);
+        gr__graph_node_copy(it, node, &s->dst, &s->src, &s->bytes);
     }
 }
 
@@ -89,7 +89,7 @@ static gr_status capture(const gr_cuda_target *target, const gr_node *node,
 
     *child = NULL;
     if (e != cudaSuccess)
-        return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaStreamBeginCapture");
+        return gr__cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaStreamBeginCapture");
     rc = launch((void *)target->capture_stream, &s->args, node->kernel->def.user);
     e = cudaStreamEndCapture(target->capture_stream, child);
     if (rc != 0) {
@@ -97,15 +97,15 @@ static gr_status capture(const gr_cuda_target *target, const gr_node *node,
             cudaGraphDestroy(*child);
         cudaGetLastError();
         *child = NULL;
-        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
-                            "kernel '%s': its launch callback returned %d", node->kernel->name,
-                            rc);
+        return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
+                             "kernel '%s': its launch callback returned %d", node->kernel->name,
+                             rc);
     }
     if (e != cudaSuccess) {
         *child = NULL;
-        return gr_cuda_error(err, GR_ERR_CUDA, e, node->name,
-                             "cudaStreamEndCapture (the launch callback must only enqueue "
-                             "work on the stream it is given)");
+        return gr__cuda_error(err, GR_ERR_CUDA, e, node->name,
+                              "cudaStreamEndCapture (the launch callback must only enqueue "
+                              "work on the stream it is given)");
     }
     return GR_OK;
 }
@@ -127,14 +127,14 @@ static gr_status add_kernel(gr_cuda_graph *cg, const gr_cuda_target *target,
 
     switch (s->impl.how) {
     case GR_CUDA_NODE_FUNCTION:
-        if ((drv = gr_cuda_driver_get(err)) == NULL)
+        if ((drv = gr__cuda_driver_get(err)) == NULL)
             return GR_ERR_UNAVAILABLE;
         function_params(s, args, &fparams);
         r = drv->cuGraphAddKernelNode((CUgraphNode *)&cg->nodes[i], (CUgraph)cg->graph,
                                       (const CUgraphNode *)deps, n_deps, &fparams);
         if (r != CUDA_SUCCESS)
-            return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
-                                "cuGraphAddKernelNode: %s", gr_cuda_driver_error_name(r));
+            return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
+                                 "cuGraphAddKernelNode: %s", gr__cuda_driver_error_name(r));
         return GR_OK;
     case GR_CUDA_NODE_CAPTURE:
         if ((st = capture(target, node, s, &child, err)) != GR_OK)
@@ -150,9 +150,9 @@ static gr_status add_kernel(gr_cuda_graph *cg, const gr_cuda_target *target,
     }
     if (e != cudaSuccess) {
         cg->error = e;
-        return gr_cuda_error(err, GR_ERR_CUDA, e, node->name,
-                             s->impl.how == GR_CUDA_NODE_CAPTURE ? "cudaGraphAddChildGraphNode"
-                                                                 : "cudaGraphAddKernelNode");
+        return gr__cuda_error(err, GR_ERR_CUDA, e, node->name,
+                              s->impl.how == GR_CUDA_NODE_CAPTURE ? "cudaGraphAddChildGraphNode"
+                                                                  : "cudaGraphAddKernelNode");
     }
     return GR_OK;
 }
@@ -176,7 +176,7 @@ static gr_status set_kernel(gr_cuda_graph *cg, const gr_cuda_target *target,
     *rebuild = true;
     switch (s->impl.how) {
     case GR_CUDA_NODE_FUNCTION:
-        if ((drv = gr_cuda_driver_get(err)) == NULL)
+        if ((drv = gr__cuda_driver_get(err)) == NULL)
             return GR_ERR_UNAVAILABLE;
         function_params(s, args, &fparams);
         if (drv->cuGraphExecKernelNodeSetParams((CUgraphExec)cg->exec, (CUgraphNode)cg->nodes[i],
@@ -234,7 +234,7 @@ static enum cudaMemcpyKind copy_kind(const gr_node *node)
     return node->kind == GR_NODE_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
 }
 
-uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it)
+uint32_t gr__cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it)
 {
     const gr_graph *g = it->graph;
     uint32_t kinds = 0;
@@ -256,7 +256,7 @@ uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it)
     return kinds;
 }
 
-void gr_cuda_graph_release(gr_cuda_graph *cg)
+void gr__cuda_graph_release(gr_cuda_graph *cg)
 {
     if (cg->exec)
         cudaGraphExecDestroy(cg->exec);
@@ -267,9 +267,9 @@ void gr_cuda_graph_release(gr_cuda_graph *cg)
     cg->graph_id = 0;
 }
 
-gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
-                              const gr_cuda_target *target, uint32_t host_kinds,
-                              gr_error_info *err)
+gr_status gr__cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
+                               const gr_cuda_target *target, uint32_t host_kinds,
+                               gr_error_info *err)
 {
     const gr_graph *g = it->graph;
     cudaError_t e;
@@ -283,7 +283,7 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
     if (e != cudaSuccess) {
         cg->graph = NULL;
         cg->error = e;
-        return gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaGraphCreate");
+        return gr__cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaGraphCreate");
     }
     for (uint32_t k = 0; k < g->n_nodes; k++) {
         uint32_t i = g->order[k];
@@ -312,10 +312,10 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
 
                 note_context_state(cg, target);
                 why = cg->error;
-                gr_cuda_graph_release(cg);
+                gr__cuda_graph_release(cg);
                 cg->error = why;
                 if (err)
-                    gr_strlcpy(err->node, node->name, sizeof(err->node));
+                    gr__strlcpy(err->node, node->name, sizeof(err->node));
                 return st;
             }
         } else {
@@ -327,11 +327,11 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
                                                s->src, s->bytes, copy_kind(node));
             if (e != cudaSuccess) {
                 cudaGetLastError();
-                gr_cuda_graph_release(cg);
+                gr__cuda_graph_release(cg);
                 cg->error = e;
                 cg->copy_refused = e == cudaErrorInvalidValue && !it->staged;
-                return gr_cuda_error(err, GR_ERR_CUDA, e, node->name,
-                                     "cudaGraphAddMemcpyNode1D");
+                return gr__cuda_error(err, GR_ERR_CUDA, e, node->name,
+                                      "cudaGraphAddMemcpyNode1D");
             }
         }
     }
@@ -339,18 +339,18 @@ gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
                                                   : cudaGraphInstantiate(&cg->exec, cg->graph, 0);
     if (e != cudaSuccess) {
         cg->exec = NULL;
-        gr_cuda_graph_release(cg);
+        gr__cuda_graph_release(cg);
         cg->error = e;
-        return gr_cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaGraphInstantiate");
+        return gr__cuda_error(err, GR_ERR_CUDA, e, NULL, "cudaGraphInstantiate");
     }
     cg->graph_id = g->id;
     cg->host_kinds = host_kinds;
     return GR_OK;
 }
 
-gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
-                               const gr_cuda_target *target, bool *rebuilt,
-                               gr_cuda_refusal *why, gr_error_info *err)
+gr_status gr__cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
+                                const gr_cuda_target *target, bool *rebuilt,
+                                gr_cuda_refusal *why, gr_error_info *err)
 {
     const gr_graph *g = it->graph;
     uint64_t last_use = cg->last_use;
@@ -394,7 +394,7 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
             cg->copies_moved |= moved; /* the graph stays cached: a copy that moved counts */
             note_context_state(cg, target);
             if (err)
-                gr_strlcpy(err->node, node->name, sizeof(err->node));
+                gr__strlcpy(err->node, node->name, sizeof(err->node));
             return st;
         }
         if (st != GR_OK) {
@@ -403,8 +403,8 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
             if (why != NULL)
                 *why = (gr_cuda_refusal){node->kind != GR_NODE_KERNEL, injected, unasked, i,
                                          refused, cg->state[i], s};
-            gr_cuda_graph_release(cg);
-            st = gr_cuda_graph_build(cg, it, target, kinds, err);
+            gr__cuda_graph_release(cg);
+            st = gr__cuda_graph_build(cg, it, target, kinds, err);
             cg->last_use = last_use;
             *rebuilt = st == GR_OK;
             return st;
@@ -416,7 +416,7 @@ gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
     return GR_OK;
 }
 
-bool gr_cuda_graph_is_eager(const gr_graph *g)
+bool gr__cuda_graph_is_eager(const gr_graph *g)
 {
     for (uint32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].kind == GR_NODE_KERNEL &&
@@ -425,8 +425,8 @@ bool gr_cuda_graph_is_eager(const gr_graph *g)
     return false;
 }
 
-gr_status gr_cuda_run_eager(const gr_iteration *it, const gr_cuda_target *target,
-                            cudaStream_t stream, gr_error_info *err)
+gr_status gr__cuda_run_eager(const gr_iteration *it, const gr_cuda_target *target,
+                             cudaStream_t stream, gr_error_info *err)
 {
     const gr_graph *g = it->graph;
 
@@ -445,12 +445,12 @@ gr_status gr_cuda_run_eager(const gr_iteration *it, const gr_cuda_target *target
             node_state(it, node, target->sm_count, NULL, &s);
             e = cudaMemcpyAsync(s.dst, s.src, s.bytes, copy_kind(node), stream);
             if (e != cudaSuccess)
-                return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaMemcpyAsync");
+                return gr__cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaMemcpyAsync");
             continue;
         }
         if ((st = target->resolve(target->resolve_ctx, node->kernel, &impl, err)) != GR_OK) {
             if (err)
-                gr_strlcpy(err->node, node->name, sizeof(err->node));
+                gr__strlcpy(err->node, node->name, sizeof(err->node));
             return st;
         }
         node_state(it, node, target->sm_count, &impl, &s);
@@ -460,21 +460,21 @@ gr_status gr_cuda_run_eager(const gr_iteration *it, const gr_cuda_target *target
             rc = ((gr_kernel_launch_fn)(uintptr_t)impl.func)((void *)stream, &s.args,
                                                              node->kernel->def.user);
             if (rc != 0)
-                return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
-                                    "kernel '%s': its callback returned %d", node->kernel->name,
-                                    rc);
+                return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, node->name,
+                                     "kernel '%s': its callback returned %d", node->kernel->name,
+                                     rc);
             break;
         case GR_CUDA_NODE_FUNCTION:
-            return gr_error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, node->name,
-                                "kernel '%s' is a CUfunction, which cannot run beside an eager "
-                                "(GR_CUDA_STREAM) kernel",
-                                node->kernel->name);
+            return gr__error_set(err, GR_ERR_UNAVAILABLE, GR_NO_INDEX, node->name,
+                                 "kernel '%s' is a CUfunction, which cannot run beside an eager "
+                                 "(GR_CUDA_STREAM) kernel",
+                                 node->kernel->name);
         case GR_CUDA_NODE_KERNEL:
         default:
             args[0] = &s.args;
             e = cudaLaunchKernel(impl.func, dim3_of(s.grid), dim3_of(s.block), args, 0, stream);
             if (e != cudaSuccess)
-                return gr_cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaLaunchKernel");
+                return gr__cuda_error(err, GR_ERR_CUDA, e, node->name, "cudaLaunchKernel");
             break;
         }
     }

@@ -66,7 +66,7 @@ typedef struct gr_cuda_target {
      * variant the probe tried (tools/bench/probes/graph_update_contexts.cu, its "sequence" cases:
      * "buRuRu" against the primary context's "buuuuu"). Its sequences move both of a
      * unit's copies each time, so whether the driver allows one move per node or per graph
-     * is not told apart; gr_cuda_graph_update rebuilds before a graph's second move, which
+     * is not told apart; gr__cuda_graph_update rebuilds before a graph's second move, which
      * asks nothing the driver refuses under either rule. */
     bool copies_move_once;
 } gr_cuda_target;
@@ -79,7 +79,7 @@ typedef struct gr_cuda_graph {
      * each slot lowers its own. */
     uint32_t slot;
     uint32_t host_kinds; /* bit per host operand: 1 = page-locked, or GR_CUDA_DEVICE_ONLY
-                            (see gr_cuda_host_kinds) */
+                            (see gr__cuda_host_kinds) */
     uint64_t last_use;   /* for least-recently-used eviction */
     /* The registration cache's epoch when lowered (gr_backend_env.host_epoch; 0 without
      * one): a graph over host memory is lowered again once the cache has registered or
@@ -107,11 +107,11 @@ typedef struct gr_cuda_graph {
  * Lower `it`'s template with `it`'s parameters, and instantiate. On failure `cg` holds
  * nothing and `err` names the node and the CUDA error.
  */
-gr_status gr_cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
-                              const gr_cuda_target *target, uint32_t host_kinds,
-                              gr_error_info *err);
+gr_status gr__cuda_graph_build(gr_cuda_graph *cg, const gr_iteration *it,
+                               const gr_cuda_target *target, uint32_t host_kinds,
+                               gr_error_info *err);
 
-/* What made gr_cuda_graph_update rebuild: the node the driver would not change in place
+/* What made gr__cuda_graph_update rebuild: the node the driver would not change in place
  * (or an injected failure), with its parameters before and after, for a report. */
 typedef struct gr_cuda_refusal {
     bool copy;         /* a copy node (else a kernel node) */
@@ -126,23 +126,23 @@ typedef struct gr_cuda_refusal {
 /* Point the instantiated graph at iteration `it` (same template): update in place, or
  * rebuild when the driver refuses or would (target->copies_move_once; *rebuilt set to true
  * then, and *why, when not NULL, says what was refused). */
-gr_status gr_cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
-                               const gr_cuda_target *target, bool *rebuilt,
-                               gr_cuda_refusal *why, gr_error_info *err);
+gr_status gr__cuda_graph_update(gr_cuda_graph *cg, const gr_iteration *it,
+                                const gr_cuda_target *target, bool *rebuilt,
+                                gr_cuda_refusal *why, gr_error_info *err);
 
 /* Whether `g` has a node that runs eagerly (GR_CUDA_STREAM), so that its iterations are
- * enqueued node by node (gr_cuda_run_eager) rather than as a CUDA graph. */
-bool gr_cuda_graph_is_eager(const gr_graph *g);
+ * enqueued node by node (gr__cuda_run_eager) rather than as a CUDA graph. */
+bool gr__cuda_graph_is_eager(const gr_graph *g);
 
 /* Enqueue iteration `it` on `stream` node by node, in the template's order: each copy a
  * cudaMemcpyAsync (none of a graph lowered without its copies: `it->h2d` set), each kernel
  * launched or called as it resolves (a launch callback called, not captured). On failure
  * `err` names the node; work already enqueued stays on the stream (the caller drains it). */
-gr_status gr_cuda_run_eager(const gr_iteration *it, const gr_cuda_target *target,
-                            cudaStream_t stream, gr_error_info *err);
+gr_status gr__cuda_run_eager(const gr_iteration *it, const gr_cuda_target *target,
+                             cudaStream_t stream, gr_error_info *err);
 
 /* Release the graph and its instantiation. Idempotent. */
-void gr_cuda_graph_release(gr_cuda_graph *cg);
+void gr__cuda_graph_release(gr_cuda_graph *cg);
 
 /* Bit p (inputs) and bit GR_MAX_PORTS + p (outputs) set for each host operand of `it` that
  * is page-locked (cudaHostAlloc or cudaHostRegister, all of it: env->host_ready); with
@@ -157,6 +157,6 @@ void gr_cuda_graph_release(gr_cuda_graph *cg);
  * context. */
 #define GR_CUDA_DEVICE_ONLY (1u << 31)
 #define GR_CUDA_STAGED (1u << 30)
-uint32_t gr_cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it);
+uint32_t gr__cuda_host_kinds(const gr_backend_env *env, const gr_iteration *it);
 
 #endif /* GR_CUDA_LOWERING_H */

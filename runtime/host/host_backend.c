@@ -37,9 +37,9 @@
 static gr_status host_probe(const gr_config *cfg, uint32_t *count, gr_error_info *err)
 {
     if (cfg->host_devices == 0 || cfg->host_devices > HOST_MAX_DEVICES)
-        return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
-                            "host_devices must be 1..%d, got %u", HOST_MAX_DEVICES,
-                            cfg->host_devices);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "host_devices must be 1..%d, got %u", HOST_MAX_DEVICES,
+                             cfg->host_devices);
     *count = cfg->host_devices;
     return GR_OK;
 }
@@ -51,9 +51,9 @@ static gr_status host_device_open(gr_device *dev, gr_error_info *err)
             : mmap(NULL, dev->region_size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
-                            "host backend: cannot reserve %llu bytes for device %u's arena",
-                            (unsigned long long)dev->region_size, dev->id);
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL,
+                             "host backend: cannot reserve %llu bytes for device %u's arena",
+                             (unsigned long long)dev->region_size, dev->id);
     dev->region = p;
     return GR_OK;
 }
@@ -181,22 +181,22 @@ static gr_status refused_copy(const gr_iteration *it, gr_fault_reach *reach,
 
         if (node->kind == GR_NODE_KERNEL)
             continue;
-        gr_graph_node_copy(it, node, &dst, &src, &bytes);
+        gr__graph_node_copy(it, node, &dst, &src, &bytes);
         host = node->kind == GR_NODE_H2D ? src : (const void *)dst;
         host_span(host, &lo, &hi);
         if (gr__fault_hit(GR_FAULT_COPY)) {
             *reach = GR_REACH_REFUSED_COPY;
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, node->name,
-                                "host backend: copy of %llu bytes at %p refused (injected "
-                                "fault)", (unsigned long long)bytes, host);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, node->name,
+                                 "host backend: copy of %llu bytes at %p refused (injected "
+                                 "fault)", (unsigned long long)bytes, host);
         }
         if (bytes > hi - (uintptr_t)host) {
             *reach = GR_REACH_REFUSED_COPY;
-            return gr_error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, node->name,
-                                "host backend: copy of %llu bytes at %p refused: it runs "
-                                "past its allocation, which ends at %p (as the CUDA driver "
-                                "refuses it: invalid value)",
-                                (unsigned long long)bytes, host, (void *)hi);
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, node->name,
+                                 "host backend: copy of %llu bytes at %p refused: it runs "
+                                 "past its allocation, which ends at %p (as the CUDA driver "
+                                 "refuses it: invalid value)",
+                                 (unsigned long long)bytes, host, (void *)hi);
         }
     }
     return GR_OK;
@@ -213,7 +213,7 @@ static gr_status host_worker_open(gr_worker *w, gr_error_info *err)
     host_worker *hw = calloc(1, sizeof(*hw));
 
     if (hw == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     w->backend_state = hw;
     return GR_OK;
 }
@@ -237,20 +237,20 @@ static gr_status host_execute(gr_worker *w, const gr_iteration *it, gr_fault_rea
 
         /* Relaxed is enough: the flag guards no data, it only has to be seen soon. */
         if (atomic_load_explicit(&w->dev->lost, memory_order_relaxed))
-            return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, node->name,
-                                "host device %d was marked lost while this iteration ran",
-                                w->dev->ordinal);
+            return gr__error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, node->name,
+                                 "host device %d was marked lost while this iteration ran",
+                                 w->dev->ordinal);
         if (node->kind == GR_NODE_KERNEL) {
             gr_kernel_args a;
 
-            gr_graph_node_args(it, node, &a);
+            gr__graph_node_args(it, node, &a);
             node->kernel->def.cpu(&a, node->kernel->def.user);
         } else {
             const void *src;
             uint64_t bytes;
             void *dst;
 
-            gr_graph_node_copy(it, node, &dst, &src, &bytes);
+            gr__graph_node_copy(it, node, &dst, &src, &bytes);
             memcpy(dst, src, bytes);
         }
     }
@@ -279,12 +279,12 @@ static gr_status host_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
         return st;
     for (uint32_t i = 0; i < hw->n_launched; i++)
         if (hw->launched[i]->slot == it->slot)
-            return gr_error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
-                                "worker %u launched slot %u while it was in flight", w->id,
-                                it->slot);
+            return gr__error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
+                                 "worker %u launched slot %u while it was in flight", w->id,
+                                 it->slot);
     if (hw->n_launched == GR_WORKER_SLOTS)
-        return gr_error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
-                            "worker %u launched more than %d units", w->id, GR_WORKER_SLOTS);
+        return gr__error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
+                             "worker %u launched more than %d units", w->id, GR_WORKER_SLOTS);
     hw->launched[hw->n_launched++] = it;
     return GR_OK;
 }
@@ -297,8 +297,8 @@ static gr_status host_finish(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
 
     *reach = GR_REACH_ITERATION;
     if (hw->n_launched == 0 || hw->launched[0]->slot != slot)
-        return gr_error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
-                            "worker %u finished slot %u out of turn", w->id, slot);
+        return gr__error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
+                             "worker %u finished slot %u out of turn", w->id, slot);
     it = hw->launched[0];
     memmove(&hw->launched[0], &hw->launched[1], (hw->n_launched - 1) * sizeof(it));
     hw->n_launched--;
@@ -310,8 +310,8 @@ static gr_status host_upload(gr_worker *w, void *dst, const void *src, uint64_t 
 {
     *reach = GR_REACH_ITERATION;
     if (atomic_load_explicit(&w->dev->lost, memory_order_relaxed))
-        return gr_error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
-                            "host device %d was marked lost", w->dev->ordinal);
+        return gr__error_set(err, GR_ERR_DEVICE_LOST, GR_NO_INDEX, NULL,
+                             "host device %d was marked lost", w->dev->ordinal);
     memcpy(dst, src, bytes);
     return GR_OK;
 }
@@ -328,7 +328,7 @@ static bool host_dma_ready(const void *p)
     return true;
 }
 
-const gr_backend_ops gr_backend_host = {
+const gr_backend_ops gr__backend_host = {
     .kind = GR_BACKEND_HOST,
     .name = "host",
     .region_granule = GR_BUFFER_ALIGN,

@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     staging = malloc(n * bytes);
     flat = malloc(n * bytes);
     if (src == NULL || ops == NULL || ends == NULL || staging == NULL || flat == NULL ||
-        gr_copier_create((unsigned)threads, &c) != GR_OK) {
+        gr__copier_create((unsigned)threads, &c) != GR_OK) {
         fprintf(stderr, "copier_bench: out of memory\n");
         return 3;
     }
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
         for (uint64_t i = 0; i < n; i++)
             ops[i] = (gr_copy){.dst = staging + i * bytes, .src = src[i], .bytes = bytes};
         t0 = gr_now_ns();
-        gr_copier_copy(c, ops, n, ends);
+        gr__copier_copy(c, ops, n, ends);
         s = (double)(gr_now_ns() - t0) / 1e9;
         if (s < best_pool)
             best_pool = s;
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
            (unsigned long long)rounds, best_pool * 1e3, best_pool * 1e6 / (double)n,
            (double)(n * bytes) / best_pool / 1e9, best_memcpy * 1e3,
            (double)(n * bytes) / best_memcpy / 1e9, best_memcpy / best_pool);
-    gr_copier_destroy(c);
+    gr__copier_destroy(c);
     for (uint64_t i = 0; i < n; i++)
         free(src[i]);
     free(src);

@@ -16,7 +16,7 @@
  * warm-up tensor (graph instantiation, module loading), then --count tensors of --elems
  * floats in one job, pinned, budget three tensors' footprint, --workers workers; then every
  * output element is checked against the CPU reference on all CPUs (bit for bit, softmax
- * within a relative 1e-6; seed_expr against gr_seed_ref, the built-in seed's reference). Run from the repository root (the spec names its .cu by a
+ * within a relative 1e-6; seed_expr against gr__seed_ref, the built-in seed's reference). Run from the repository root (the spec names its .cu by a
  * relative path). Prints a table; --json FILE writes one object per workload. Exit status 1
  * when any workload failed or any output is wrong.
  *
@@ -107,7 +107,7 @@ static void *check_main(void *arg)
             if (strcmp(n, "seed") == 0)
                 want = seed_ref(x);
             else if (strcmp(n, "seed_expr") == 0)
-                want = gr_seed_ref(x);
+                want = gr__seed_ref(x);
             else if (strcmp(n, "user_entry") == 0)
                 want = gr_test_user_ref(x, 1.5f);
             else

@@ -22,8 +22,8 @@
     do {                                                                                    \
         cudaError_t e_ = (call);                                                            \
         if (e_ != cudaSuccess) {                                                            \
-            st = gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL, "%s: %s", #call,         \
-                              cudaGetErrorName(e_));                                        \
+            st = gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL, "%s: %s", #call,         \
+                               cudaGetErrorName(e_));                                        \
             goto out;                                                                       \
         }                                                                                   \
     } while (0)
@@ -174,14 +174,14 @@ gr_status gr_devmem_start(int ordinal, unsigned period_us, gr_devmem_sampler **o
 
     *out = NULL;
     if (s == NULL)
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     s->ordinal = ordinal;
     s->period_us = period_us;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, sampler_main, s) != 0) {
         free(s);
-        return gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no thread");
+        return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no thread");
     }
     pthread_mutex_lock(&s->mu);
     while (!s->started)
@@ -190,8 +190,8 @@ gr_status gr_devmem_start(int ordinal, unsigned period_us, gr_devmem_sampler **o
     if (s->start_status != GR_OK) {
         pthread_join(s->thread, NULL);
         free(s);
-        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
-                            "cannot read device %d's memory", ordinal);
+        return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL,
+                             "cannot read device %d's memory", ordinal);
     }
     *out = s;
     return GR_OK;
@@ -237,8 +237,8 @@ gr_status gr_cuda_describe(int ordinal, gr_cuda_device_desc *out, gr_error_info 
         e = cudaMemGetInfo(&free_b, &total_b);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return gr_error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL, "device %d: %s", ordinal,
-                            cudaGetErrorName(e));
+        return gr__error_set(err, GR_ERR_CUDA, GR_NO_INDEX, NULL, "device %d: %s", ordinal,
+                             cudaGetErrorName(e));
     }
     snprintf(out->name, sizeof(out->name), "%.127s", p.name);
     cudaDeviceGetPCIBusId(out->pci_bus_id, sizeof(out->pci_bus_id), ordinal);

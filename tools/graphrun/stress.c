@@ -559,7 +559,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
     s.r = r;
     pthread_mutex_init(&s.mu, NULL);
     if (w == NULL || th == NULL) {
-        st = gr_error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
+        st = gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
         goto out;
     }
     if ((st = gr_backend_probe(cfg.backend, NULL, &chosen, err)) != GR_OK)

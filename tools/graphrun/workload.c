@@ -24,7 +24,7 @@ static uint64_t check(const float *out, uint64_t first, uint64_t n, uint64_t see
         float want = gr_workload_value(seed, index, first + j);
 
         if (processed)
-            want = gr_seed_ref(want);
+            want = gr__seed_ref(want);
         if (memcmp(&out[j], &want, sizeof(float)) != 0) {
             if (bad++ == 0 && first_bad)
                 *first_bad = first + j;
@@ -53,7 +53,7 @@ uint64_t gr_workload_check_partial(const float *out, uint64_t first, uint64_t n,
     if (first_bad)
         *first_bad = UINT64_MAX;
     for (uint64_t j = 0; j < n; j++) {
-        float in = gr_workload_value(seed, index, first + j), done = gr_seed_ref(in);
+        float in = gr_workload_value(seed, index, first + j), done = gr__seed_ref(in);
 
         if (memcmp(&out[j], &in, sizeof(float)) != 0 &&
             memcmp(&out[j], &done, sizeof(float)) != 0) {
