@@ -78,8 +78,13 @@ void gr__graph_ref(gr_graph *g)
 void gr__graph_unref(gr_graph *g)
 {
     /* acq_rel: the last owner must see every other owner's accesses before freeing. */
-    if (g != NULL && atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1)
-        free(g);
+    if (g == NULL || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    /* The holds taken by add_kernel: an unregistered kernel goes with its last graph. */
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == GR_NODE_KERNEL)
+            gr__kernel_release(g->nodes[i].kernel);
+    free(g);
 }
 
 void gr_graph_destroy(gr_graph *g)
@@ -336,7 +341,7 @@ gr_status gr_graph_add_d2h(gr_graph *g, const char *node, const char *buffer, ui
 }
 
 /* The kernel called `name` for the element types of the node's buffers (reads[0 .. n_in),
- * write): one of its overloads, or a refusal naming the types it has. */
+ * write): one of its overloads, held, or a refusal naming the types it has. */
 static gr_status resolve_kernel(gr_graph *g, const char *node, const char *name,
                                 const gr_node *n, uint32_t n_in, const gr_kernel **out)
 {
@@ -346,7 +351,7 @@ static gr_status resolve_kernel(gr_graph *g, const char *node, const char *name,
 
     for (uint32_t i = 0; i < n_in; i++)
         in[i] = g->buffers[n->reads[i]].dtype;
-    *out = gr__kernel_find_typed(name, in, n_in, g->buffers[n->write].dtype);
+    *out = gr__kernel_hold_typed(name, in, n_in, g->buffers[n->write].dtype);
     if (*out != NULL)
         return GR_OK;
     got[0] = '\0';
@@ -403,26 +408,13 @@ static gr_status scalar_of(gr_graph *g, const char *node, uint32_t i, double v, 
     return GR_OK;
 }
 
-static gr_status add_kernel(gr_graph *g, const char *node, const char *kernel,
-                            const char *const *inputs, uint32_t n_inputs, const char *output,
-                            const double *scalars, uint32_t n_scalars)
+/* The rest of add_kernel, for `k` (the first kernel of the name), held. */
+static gr_status check_kernel(gr_graph *g, const char *node, const gr_kernel *k, gr_node *n,
+                              const char *const *inputs, uint32_t n_inputs,
+                              const char *output, const double *scalars, uint32_t n_scalars)
 {
-    gr_status st = check_mutable(g);
-    const gr_kernel *k;
-    gr_node *n;
+    gr_status st;
 
-    if (st != GR_OK)
-        return st;
-    if ((st = new_node(g, node, GR_NODE_KERNEL, &n)) != GR_OK)
-        return st;
-    k = gr__kernel_find(kernel);
-    if (k == NULL) {
-        char known[160];
-
-        gr__kernel_list(known, sizeof(known));
-        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': unknown kernel '%s' (kernels: %s)",
-                    node, kernel ? kernel : "(null)", known);
-    }
     if (n_inputs != k->def.n_inputs || (n_inputs > 0 && inputs == NULL))
         return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': kernel '%s' takes %u input(s), got %u",
                     node, k->name, k->def.n_inputs, n_inputs);
@@ -439,12 +431,41 @@ static gr_status add_kernel(gr_graph *g, const char *node, const char *kernel,
         return st;
     for (uint32_t i = 0; i < n_scalars; i++)
         if ((st = scalar_of(g, node, i, scalars[i], k->def.scalar_dtype[i], &n->scalars[i])) !=
-            GR_OK)
+            GR_OK) {
+            gr__kernel_release(k);
             return st;
+        }
     n->n_reads = n_inputs;
     n->kernel = k;
     g->n_nodes++;
     return GR_OK;
+}
+
+static gr_status add_kernel(gr_graph *g, const char *node, const char *kernel,
+                            const char *const *inputs, uint32_t n_inputs, const char *output,
+                            const double *scalars, uint32_t n_scalars)
+{
+    gr_status st = check_mutable(g);
+    const gr_kernel *k;
+    gr_node *n;
+
+    if (st != GR_OK)
+        return st;
+    if ((st = new_node(g, node, GR_NODE_KERNEL, &n)) != GR_OK)
+        return st;
+    /* Held while it is checked, so that an unregister meanwhile cannot free it; the node
+     * holds the overload it resolves until the graph is freed. */
+    k = gr__kernel_hold(kernel);
+    if (k == NULL) {
+        char known[160];
+
+        gr__kernel_list(known, sizeof(known));
+        return fail(g, GR_ERR_INVALID_ARGUMENT, "node '%s': unknown kernel '%s' (kernels: %s)",
+                    node, kernel ? kernel : "(null)", known);
+    }
+    st = check_kernel(g, node, k, n, inputs, n_inputs, output, scalars, n_scalars);
+    gr__kernel_release(k);
+    return st;
 }
 
 gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,

@@ -308,12 +308,13 @@ gr_status check_scalars(parser *p, const kernel_stmt *k, const char *kname,
     }
     if ((b = gr__graph_buffer_index(p->g, out)) < 0)
         return GR_OK;
-    def = gr__kernel_find_typed(kname, in, k->n_inputs, p->g->buffers[b].dtype);
-    for (uint32_t i = 0; def != NULL && i < k->n_scalars; i++)
-        if ((st = check_scalar(p, &k->scalar_toks[i], k->scalar_expr[i], k->scalars[i],
-                               def->def.scalar_dtype[i])) != GR_OK)
-            return st;
-    return GR_OK;
+    def = gr__kernel_hold_typed(kname, in, k->n_inputs, p->g->buffers[b].dtype);
+    st = GR_OK;
+    for (uint32_t i = 0; def != NULL && i < k->n_scalars && st == GR_OK; i++)
+        st = check_scalar(p, &k->scalar_toks[i], k->scalar_expr[i], k->scalars[i],
+                          def->def.scalar_dtype[i]);
+    gr__kernel_release(def);
+    return st;
 }
 
 /* The arguments of expr after '(': input buffers, then the expression in double quotes,
@@ -359,9 +360,11 @@ gr_status parse_expr_args(parser *p, kernel_stmt *k, tok *text)
 }
 
 /* An expr node, its names checked: compile and register the expression for the buffers'
- * types (or find it registered), into `kname`. */
+ * types (or find it registered), into `kname`, held in *held: a kernel registered only for
+ * the graphs that use it (gr__expr_register), unregistered once the last one is freed. */
 gr_status register_expr(parser *p, const kernel_stmt *k, const tok *text,
-                               char inputs[][GR_NAME_MAX + 1], const char *out, char *kname)
+                               char inputs[][GR_NAME_MAX + 1], const char *out, char *kname,
+                               const gr_kernel **held)
 {
     size_t start = (size_t)(text->p + 1 - p->text);
     spec_pos in = {text->pos.line, text->pos.col + 1};
@@ -388,7 +391,7 @@ gr_status register_expr(parser *p, const kernel_stmt *k, const tok *text,
     env.out_dtype = p->g->buffers[gr__graph_buffer_index(p->g, out)].dtype;
     env.params = p->expr_params;
     env.n_params = params_above(p, in.line);
-    if (gr__expr_register(text->p + 1, text->len - 2, &env, kname, &e) == GR_OK)
+    if (gr__expr_register(text->p + 1, text->len - 2, &env, kname, held, &e) == GR_OK)
         return GR_OK;
     unknown_name_hint(p, start, &e,
                       ": buffer '%s' is not an input; list it before the expression", hint,

@@ -109,7 +109,8 @@ typedef struct parser {
 /* A statement's parts, as far as one pass needs them. */
 typedef struct kernel_stmt {
     tok node, kernel, out;
-    const gr_kernel *def;
+    const gr_kernel *def;         /* held (gr__kernel_hold) */
+    const gr_kernel *expr_kernel; /* an expr's, held */
     tok inputs[GR_MAX_KERNEL_INPUTS];
     double scalars[GR_MAX_SCALARS];
     tok scalar_toks[GR_MAX_SCALARS];
@@ -185,7 +186,8 @@ gr_status parse_args(parser *p, kernel_stmt *k);
 gr_status parse_expr_args(parser *p, kernel_stmt *k, tok *text);
 gr_status parse_param(parser *p);
 gr_status register_expr(parser *p, const kernel_stmt *k, const tok *text,
-                        char inputs[][GR_NAME_MAX + 1], const char *out, char *kname);
+                        char inputs[][GR_NAME_MAX + 1], const char *out, char *kname,
+                        const gr_kernel **held);
 
 /* spec_parse.c: statements */
 gr_status parse_statement(parser *p);

@@ -392,73 +392,85 @@ static gr_status known_arg_buffer(parser *p, const tok *t, char *name)
 }
 
 /* kernel NAME ':' KERNEL '(' ARGS ')' '->' BUFFER, or with `expr` as the KERNEL,
- * expr '(' BUFFERS ',' STRING ')' */
-static gr_status parse_kernel(parser *p)
+ * expr '(' BUFFERS ',' STRING ')'. The kernels it looks up are held in k->def and
+ * k->expr_kernel, which parse_kernel gives back. */
+static gr_status parse_kernel_in(parser *p, kernel_stmt *k)
 {
     char name[GR_NAME_MAX + 1], kname[GR_NAME_MAX + 1], out[GR_NAME_MAX + 1], after[48];
     char inputs[GR_MAX_KERNEL_INPUTS][GR_NAME_MAX + 1];
     const char *in_ptrs[GR_MAX_KERNEL_INPUTS];
-    kernel_stmt k;
     gr_status st;
     bool expr;
     tok t, text = {0};
 
-    memset(&k, 0, sizeof(k));
-    if ((st = parse_node_head(p, "kernel", &k.node, name)) != GR_OK)
+    if ((st = parse_node_head(p, "kernel", &k->node, name)) != GR_OK)
         return st;
-    k.kernel = next(p);
-    if (k.kernel.kind != T_WORD)
-        return expected(p, &k.kernel, "a kernel name after ':'");
-    expr = tok_is(&k.kernel, "expr");
-    if (k.kernel.len <= GR_NAME_MAX) {
-        memcpy(kname, k.kernel.p, k.kernel.len);
-        kname[k.kernel.len] = '\0';
-        k.def = expr ? NULL : gr__kernel_find(kname);
+    k->kernel = next(p);
+    if (k->kernel.kind != T_WORD)
+        return expected(p, &k->kernel, "a kernel name after ':'");
+    expr = tok_is(&k->kernel, "expr");
+    if (k->kernel.len <= GR_NAME_MAX) {
+        memcpy(kname, k->kernel.p, k->kernel.len);
+        kname[k->kernel.len] = '\0';
+        k->def = expr ? NULL : gr__kernel_hold(kname);
     }
-    if (k.def == NULL && !expr)
-        return unknown_kernel(p, &k.kernel);
+    if (k->def == NULL && !expr)
+        return unknown_kernel(p, &k->kernel);
     t = next(p);
     if (t.kind != T_LPAREN)
         return expected(p, &t, "'(' after kernel name '%s'", kname);
     if (expr) {
-        if ((st = parse_expr_args(p, &k, &text)) != GR_OK)
+        if ((st = parse_expr_args(p, k, &text)) != GR_OK)
             return st;
-    } else if ((st = parse_args(p, &k)) != GR_OK || (st = check_arity(p, &k)) != GR_OK) {
+    } else if ((st = parse_args(p, k)) != GR_OK || (st = check_arity(p, k)) != GR_OK) {
         return st;
     }
     t = next(p);
     if (t.kind != T_ARROW)
         return expected(p, &t, "'->' and the output buffer after ')'");
-    k.out = next(p);
-    if (k.out.kind != T_WORD)
-        return expected(p, &k.out, "an output buffer name after '->'");
-    if ((st = take_name(p, &k.out, false, out)) != GR_OK)
+    k->out = next(p);
+    if (k->out.kind != T_WORD)
+        return expected(p, &k->out, "an output buffer name after '->'");
+    if ((st = take_name(p, &k->out, false, out)) != GR_OK)
         return st;
     snprintf(after, sizeof(after), "buffer '%s'", out);
     if ((st = expect_end(p, after)) != GR_OK)
         return st;
     if (p->pass != PASS_NODES)
         return GR_OK;
-    if ((st = new_node_name(p, &k.node, name)) != GR_OK)
+    if ((st = new_node_name(p, &k->node, name)) != GR_OK)
         return st;
-    for (uint32_t i = 0; i < k.n_inputs; i++) {
-        if ((st = known_arg_buffer(p, &k.inputs[i], inputs[i])) != GR_OK)
+    for (uint32_t i = 0; i < k->n_inputs; i++) {
+        if ((st = known_arg_buffer(p, &k->inputs[i], inputs[i])) != GR_OK)
             return st;
         in_ptrs[i] = inputs[i];
     }
-    if ((st = known_buffer(p, &k.out, out)) != GR_OK)
+    if ((st = known_buffer(p, &k->out, out)) != GR_OK)
         return st;
     if (expr) {
-        if ((st = register_expr(p, &k, &text, inputs, out, kname)) != GR_OK)
+        if ((st = register_expr(p, k, &text, inputs, out, kname, &k->expr_kernel)) != GR_OK)
             return st;
-    } else if ((st = check_scalars(p, &k, kname, inputs, out)) != GR_OK) {
+    } else if ((st = check_scalars(p, k, kname, inputs, out)) != GR_OK) {
         return st;
     }
-    if (gr_graph_add_kernel_f64(p->g, name, kname, in_ptrs, k.n_inputs, out, k.scalars,
-                                k.n_scalars) != GR_OK)
-        return builder_refused(p, &k.node);
-    added_node(p, &k.node);
+    if (gr_graph_add_kernel_f64(p->g, name, kname, in_ptrs, k->n_inputs, out, k->scalars,
+                                k->n_scalars) != GR_OK)
+        return builder_refused(p, &k->node);
+    added_node(p, &k->node);
     return GR_OK;
+}
+
+static gr_status parse_kernel(parser *p)
+{
+    kernel_stmt k;
+    gr_status st;
+
+    memset(&k, 0, sizeof(k));
+    st = parse_kernel_in(p, &k);
+    /* The graph holds what its node uses; an expression no graph took goes now. */
+    gr__kernel_release(k.def);
+    gr__kernel_release(k.expr_kernel);
+    return st;
 }
 
 /* NODE '->' NODE { '->' NODE }, the first NODE already read and followed by '->'. */

@@ -19,8 +19,14 @@
  * name is "expr." and the key's FNV-1a hash. A process-wide list maps keys to registered
  * names, so the same program is registered once however often it is parsed, and a hash
  * collision cannot make one program run another's code (the registry refuses the second
- * name). Registered programs are the kernels' `user` pointers and are never freed, as the
- * registry's entries are not.
+ * name). Registered programs are the kernels' `user` pointers, freed by the kernel's
+ * destroy (expr_destroy) with their entry of the list.
+ *
+ * Locks: compile_mu, held across one registration (and its NVRTC compile), so a program
+ * registers once even when many threads parse it at the same time; then the registry's
+ * lock; list_mu, taken alone, for moments, guards the list. expr_destroy takes list_mu
+ * only, as it runs wherever a kernel's last graph is freed (a runtime's worker, too), and
+ * must not wait for a compile.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -677,16 +683,47 @@ gr_status gr__expr_eval_const(const char *text, size_t len, const gr_expr_param 
     return st;
 }
 
-/* Programs registered so far, by key. */
+/* Programs registered and not yet freed, by key. */
 typedef struct known {
     struct known *next;
     char *key;
     char name[GR_NAME_MAX + 1];
+    const gr_expr_prog *prog; /* its kernel's user pointer */
 } known;
 
-static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
-static known *known_list;
-/* Relaxed: it only selects what later registrations make; known_mu orders the list. */
+static pthread_mutex_t compile_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+static known *known_list; /* guarded by list_mu */
+
+/* Take the entry of `prog` (or, with prog NULL, `stale`) off the list: the one list_mu
+ * critical section that removes. */
+static known *unlink_known(const gr_expr_prog *prog, known *stale)
+{
+    known **at, *k = NULL;
+
+    pthread_mutex_lock(&list_mu);
+    for (at = &known_list; *at != NULL; at = &(*at)->next)
+        if (prog != NULL ? (*at)->prog == prog : *at == stale) {
+            k = *at;
+            *at = k->next;
+            break;
+        }
+    pthread_mutex_unlock(&list_mu);
+    return k;
+}
+
+/* An expression kernel's destroy: its program and its entry go with it. */
+static void expr_destroy(void *user)
+{
+    known *k = unlink_known(user, NULL);
+
+    if (k != NULL) {
+        free(k->key);
+        free(k);
+    }
+    gr__expr_prog_free(user);
+}
+/* Relaxed: it only selects what later registrations make; compile_mu orders the list. */
 static atomic_bool without_cuda;
 
 void gr__expr_without_cuda(void)
@@ -708,15 +745,17 @@ static gr_status oom(gr_expr_error *e)
     return GR_ERR_OUT_OF_MEMORY;
 }
 
-/* Register the program of `nodes` under the name its key makes, unless it is already. */
+/* Register the program of `nodes` under the name its key makes, unless it is already
+ * (gr__expr_register says what `held` does). */
 static gr_status register_prog(const char *text, size_t len, const gr_expr_node *nodes,
                                uint32_t n, const gr_expr_env *env, char *name,
-                               gr_expr_error *e)
+                               const gr_kernel **held, gr_expr_error *e)
 {
     gr_kernel_def d = GR_KERNEL_DEF_INIT;
     gr_expr_prog *prog = NULL;
     char entry[GR_KERNEL_ENTRY_MAX + 1], doc[160];
     char *head = NULL, *body = NULL, *src = NULL, *key = NULL;
+    const gr_kernel *found = NULL, *drop = NULL;
     size_t head_len, body_len;
     gr_error_info err;
     gr_status st = GR_OK;
@@ -754,15 +793,26 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
     }
     snprintf(src, head_len + strlen(entry) + body_len + 1, "%s%s%s", head, entry, body);
     snprintf(key, head_len + body_len + 1, "%s%s", head, body);
-    /* Held while registering (and NVRTC compiling): a program registers once even when
-     * many threads parse it at the same time. */
-    pthread_mutex_lock(&known_mu);
+    pthread_mutex_lock(&compile_mu);
+    pthread_mutex_lock(&list_mu);
     for (k = known_list; k != NULL; k = k->next)
         if (strcmp(k->key, key) == 0)
             break;
-    if (k != NULL) {
+    pthread_mutex_unlock(&list_mu);
+    /* Only registrations unlink an entry and they hold compile_mu, so k is still listed; its
+     * kernel may be unregistered meanwhile (then its destroy, at its last hold, finds no
+     * entry: it is taken off here, and the program registered again). */
+    if (k != NULL && (found = gr__kernel_hold_user(k->name, k->prog, held == NULL)) != NULL) {
         gr__strlcpy(name, k->name, GR_NAME_MAX + 1);
+        if (held != NULL)
+            *held = found;
+        else
+            drop = found;
         goto out_unlock;
+    }
+    if (k != NULL && (k = unlink_known(NULL, k)) != NULL) {
+        free(k->key);
+        free(k);
     }
     if ((prog = gr__expr_prog_build(nodes, n, env)) == NULL ||
         (k = calloc(1, sizeof(*k))) == NULL) {
@@ -787,30 +837,40 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
     d.elementwise = 1;
     d.cpu = gr__expr_cpu;
     d.user = prog;
+    d.destroy = expr_destroy;
     if (cuda) {
         d.cuda_kind = GR_CUDA_SOURCE;
         d.cuda = src;
         d.cuda_name = entry;
     }
-    if ((st = gr_kernel_register(&d, &err)) != GR_OK) {
+    k->key = key;
+    k->prog = prog;
+    gr__strlcpy(k->name, name, sizeof(k->name));
+    /* Listed before the kernel is registered, so that its destroy, which may come as soon
+     * as it is (an unregister by name), finds the entry to take off. */
+    pthread_mutex_lock(&list_mu);
+    k->next = known_list;
+    known_list = k;
+    pthread_mutex_unlock(&list_mu);
+    st = held != NULL ? gr__kernel_register_held(&d, held, &err) : gr_kernel_register(&d, &err);
+    if (st != GR_OK) {
+        (void)unlink_known(prog, NULL);
         e->status = st;
         e->offset = 0;
         snprintf(e->why, sizeof(e->why), "cannot register the expression's kernel: %.160s",
                  err.message);
         goto out_free_prog;
     }
-    k->key = key;
     key = NULL;
-    gr__strlcpy(k->name, name, sizeof(k->name));
-    k->next = known_list;
-    known_list = k;
     goto out_unlock;
 
 out_free_prog:
     free(k);
     gr__expr_prog_free(prog);
 out_unlock:
-    pthread_mutex_unlock(&known_mu);
+    pthread_mutex_unlock(&compile_mu);
+    /* After the locks: a registration that pinned it may see it unregistered at once. */
+    gr__kernel_release(drop);
 out:
     free(head);
     free(body);
@@ -820,7 +880,7 @@ out:
 }
 
 gr_status gr__expr_register(const char *text, size_t len, const gr_expr_env *env, char *name,
-                            gr_expr_error *e)
+                            const gr_kernel **held, gr_expr_error *e)
 {
     gr_expr_node *nodes = malloc(GR_EXPR_MAX_NODES * sizeof(gr_expr_node));
     xp p;
@@ -835,7 +895,7 @@ gr_status gr__expr_register(const char *text, size_t len, const gr_expr_env *env
     if (st == GR_OK)
         st = check_root(&nodes[p.n - 1], env->out_dtype, e);
     if (st == GR_OK)
-        st = register_prog(text, len, nodes, p.n, env, name, e);
+        st = register_prog(text, len, nodes, p.n, env, name, held, e);
     free(nodes);
     return st;
 }
@@ -942,7 +1002,7 @@ gr_status gr_kernel_register_expr(const gr_expr_def *caller, char *name, size_t 
     env.params = params;
     env.n_params = def->n_params;
     len = strnlen(def->text, GR_EXPR_MAX_TEXT + 1);
-    st = gr__expr_register(def->text, len, &env, got, &e);
+    st = gr__expr_register(def->text, len, &env, got, NULL, &e);
     if (st != GR_OK)
         return public_error(err, def->text, &e);
     gr__strlcpy(name, got, name_size);

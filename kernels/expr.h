@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct gr_kernel; /* kernels.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -63,10 +65,14 @@ gr_status gr__expr_eval_const(const char *text, size_t len, const gr_expr_param 
 /* Compile text[0, len) for `env` and register it as an elementwise kernel, or find the
  * kernel an earlier call registered for the same program (the same operations, constants
  * and types, whatever the names): its name ("expr." and 16 hex digits) into `name`
- * (GR_NAME_MAX + 1 bytes). GR_ERR_INVALID_ARGUMENT for the text (e->offset, e->why); the
- * registry's status and reason (full: GR_ERR_OVER_BUDGET) otherwise. Any thread. */
+ * (GR_NAME_MAX + 1 bytes). With `held` NULL it is registered as gr_kernel_register's are
+ * (until gr_kernel_unregister); otherwise only for its holders: it is held, into *held,
+ * and unregistered when its last hold goes (a spec's, for the graphs that use it), unless
+ * a registration without `held` made it a registered one meanwhile.
+ * GR_ERR_INVALID_ARGUMENT for the text (e->offset, e->why); the registry's status and
+ * reason (full: GR_ERR_OVER_BUDGET) otherwise. Any thread. */
 gr_status gr__expr_register(const char *text, size_t len, const gr_expr_env *env,
-                            char *name, gr_expr_error *e);
+                            char *name, const struct gr_kernel **held, gr_expr_error *e);
 
 /* For fuzzers: from now on, expressions register without a CUDA implementation, so without
  * NVRTC (tens of milliseconds for each new program, and a large uninstrumented library in a

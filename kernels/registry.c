@@ -1,17 +1,27 @@
 /*
  * registry.c - the one registry of kernel definitions (graphrun.h, "Kernels").
  *
- * Append-only: a registered kernel is never changed or freed, so a pointer to it stays
- * valid for the life of the process and lookups take no lock. Writers serialize on `mu`
- * (so a name is checked and taken at once); each new entry is stored, then published by a
- * release store of the count, which readers load with acquire before reading the entries
- * below it.
+ * A table of the registered kernels (at most GR_MAX_KERNELS), in registration order, and
+ * every access to it under `mu`: lookups are rare (building a graph, parsing a spec,
+ * listing), never per iteration, since a graph keeps the kernels its nodes resolved.
+ *
+ * Lifetime: a kernel's definition never changes once registered. Each holder (a graph's
+ * node, a lookup in progress) counts in `holds`, taken under `mu` together with the lookup,
+ * so no one can free a kernel between finding it and holding it. Unregistering takes it out
+ * of the table at once (its name and slot are free again) and frees it only when its holds
+ * are 0; otherwise the last gr__kernel_release frees it. So a graph's kernels stay as they
+ * were for the graph's life, and a kernel is freed, and its destroy called, exactly once:
+ * by whichever of unregister and the last release sees it out of the table with no holds,
+ * both deciding under `mu`. Destroy runs after `mu` is released (it may take its owner's
+ * locks: expr.c's list_mu, which no one holds while taking `mu`).
+ *
+ * A kernel registered with no pin (gr__kernel_register_held) leaves the table by itself
+ * when its last hold goes: an expression a spec registered for its graph.
  *
  * The built-ins come in through the same checks and the same insertion as any user's
  * kernel (registry_add), the first time anyone looks at the registry.
  */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +32,8 @@
 #include "runtime/sync.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static const gr_kernel *entries[GR_MAX_KERNELS];
-static atomic_uint count;
+static gr_kernel *entries[GR_MAX_KERNELS]; /* guarded by mu, as is count */
+static uint32_t count;
 static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 
 /* The size of the first version of gr_kernel_def: callers must know at least that much. */
@@ -57,7 +67,7 @@ static bool valid_name(const char *name, size_t max, bool identifier)
     return true;
 }
 
-static const gr_kernel *find_among(const char *name, uint32_t n)
+static gr_kernel *find_among(const char *name, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
         if (strcmp(entries[i]->name, name) == 0)
@@ -206,10 +216,20 @@ static bool same_kernel_among(const gr_kernel_def *d, uint32_t n)
     return false;
 }
 
+static void free_kernel(gr_kernel *k)
+{
+    if (k->def.destroy != NULL)
+        k->def.destroy(k->def.user);
+    free(k->source);
+    free(k);
+}
+
 /* Check and insert: the one way into the registry, for the built-ins and every caller. With
- * `same_ok`, a kernel of the name registered from exactly this definition is success. */
+ * `same_ok`, a kernel of the name registered from exactly this definition is success.
+ * Without `pinned`, the kernel is registered with one hold, given to *held, and leaves the
+ * table with its last hold. */
 static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, bool builtin,
-                              gr_error_info *err)
+                              bool pinned, const gr_kernel **held, gr_error_info *err)
 {
     static uint64_t next_id = 1; /* guarded by mu */
     gr_kernel_def full, *d = &full;
@@ -241,6 +261,9 @@ static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, bool bu
     k->def.name = k->name;
     k->def.doc = k->doc;
     k->builtin = builtin;
+    k->pinned = pinned;
+    k->listed = true;
+    k->holds = pinned ? 0 : 1;
     if (d->cuda_kind == GR_CUDA_SOURCE && (st = add_source(k, d, err)) != GR_OK) {
         free(k->source);
         free(k);
@@ -248,7 +271,7 @@ static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, bool bu
     }
 
     pthread_mutex_lock(&mu);
-    n = atomic_load_explicit(&count, memory_order_relaxed); /* only writers change it */
+    n = count;
     if (same_ok && same_kernel_among(&k->def, n)) {
         already = true;
     } else if ((refusal = overload_refusal(&k->def, builtin, n)) != NULL) {
@@ -256,18 +279,22 @@ static gr_status registry_add(const gr_kernel_def *caller, bool same_ok, bool bu
                            k->name, refusal);
     } else if (n == GR_MAX_KERNELS)
         st = gr__error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
-                           "the registry is full (%d kernels)", GR_MAX_KERNELS);
+                           "the registry is full (%d kernels registered; unregister some)",
+                           GR_MAX_KERNELS);
     if (st == GR_OK && !already) {
         k->id = next_id++;
         entries[n] = k;
-        /* release: a reader that sees the new count sees the entry it covers. */
-        atomic_store_explicit(&count, n + 1, memory_order_release);
+        count = n + 1;
     }
     pthread_mutex_unlock(&mu);
     if (st != GR_OK || already) {
+        /* Not registered: the caller keeps its user data, so no destroy. */
         free(k->source);
         free(k);
+        return st;
     }
+    if (held != NULL)
+        *held = k;
     return st;
 }
 
@@ -280,7 +307,8 @@ static bool same_kernel(const gr_kernel *k, const gr_kernel_def *d)
         e->elementwise != d->elementwise || e->cpu != d->cpu || e->user != d->user ||
         e->cuda_kind != d->cuda_kind || e->cuda_block != d->cuda_block ||
         e->cuda_blocks_per_sm != d->cuda_blocks_per_sm || e->out_size != d->out_size ||
-        e->small_inputs != d->small_inputs || e->cuda_max_blocks != d->cuda_max_blocks)
+        e->small_inputs != d->small_inputs || e->cuda_max_blocks != d->cuda_max_blocks ||
+        e->destroy != d->destroy)
         return false;
     for (uint32_t i = 0; i < e->n_inputs; i++)
         if (e->in_dtype[i] != d->in_dtype[i])
@@ -297,39 +325,89 @@ static bool same_kernel(const gr_kernel *k, const gr_kernel_def *d)
 gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err)
 {
     ensure_builtins();
-    return registry_add(def, false, false, err);
+    return registry_add(def, false, false, true, NULL, err);
 }
 
 gr_status gr__kernel_register_same_ok(const gr_kernel_def *def, gr_error_info *err)
 {
     ensure_builtins();
-    return registry_add(def, true, false, err);
+    return registry_add(def, true, false, true, NULL, err);
+}
+
+gr_status gr__kernel_register_held(const gr_kernel_def *def, const gr_kernel **held,
+                                   gr_error_info *err)
+{
+    ensure_builtins();
+    return registry_add(def, false, false, false, held, err);
 }
 
 /* Called once, by pthread_once: the built-ins' registration cannot itself wait for it. */
 gr_status gr__kernels_add_builtin(const gr_kernel_def *def, gr_error_info *err)
 {
-    return registry_add(def, false, true, err);
+    return registry_add(def, false, true, true, NULL, err);
 }
 
-static uint32_t published(void)
+/* Take entry i out of the table, keeping the others' order; under mu. */
+static void unlist(uint32_t i)
 {
+    entries[i]->listed = false;
+    memmove(&entries[i], &entries[i + 1], (count - i - 1) * sizeof(entries[0]));
+    count--;
+}
+
+gr_status gr_kernel_unregister(const char *name, gr_error_info *err)
+{
+    gr_kernel *dead[GR_MAX_KERNELS];
+    uint32_t n_dead = 0;
+    bool found = false;
+    gr_kernel *k;
+
+    if (name == NULL)
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "gr_kernel_unregister: name is NULL");
     ensure_builtins();
-    /* acquire: pairs with the release in registry_add. */
-    return atomic_load_explicit(&count, memory_order_acquire);
+    pthread_mutex_lock(&mu);
+    k = find_among(name, count);
+    if (k != NULL && k->builtin) {
+        pthread_mutex_unlock(&mu);
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "kernel '%s' is a built-in, which cannot be unregistered", name);
+    }
+    for (uint32_t i = count; i-- > 0;) {
+        k = entries[i];
+        if (strcmp(k->name, name) != 0)
+            continue;
+        found = true;
+        unlist(i);
+        if (k->holds == 0)
+            dead[n_dead++] = k;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!found)
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "no kernel '%.*s' is registered", GR_NAME_MAX, name);
+    for (uint32_t i = 0; i < n_dead; i++)
+        free_kernel(dead[i]);
+    return GR_OK;
 }
 
-const gr_kernel *gr__kernel_find(const char *name)
+const gr_kernel *gr__kernel_hold(const char *name)
 {
-    return name ? find_among(name, published()) : NULL;
+    gr_kernel *k;
+
+    if (name == NULL)
+        return NULL;
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    if ((k = find_among(name, count)) != NULL)
+        k->holds++;
+    pthread_mutex_unlock(&mu);
+    return k;
 }
 
-const gr_kernel *gr__kernel_find_typed(const char *name, const gr_dtype *in, uint32_t n_in,
-                                       gr_dtype out)
+static gr_kernel *find_typed(const char *name, const gr_dtype *in, uint32_t n_in, gr_dtype out)
 {
-    uint32_t n = published();
-
-    for (uint32_t i = 0; name != NULL && i < n; i++) {
+    for (uint32_t i = 0; name != NULL && i < count; i++) {
         const gr_kernel_def *d = &entries[i]->def;
         bool match = strcmp(entries[i]->name, name) == 0 && d->n_inputs == n_in &&
                      d->out_dtype == out;
@@ -342,15 +420,94 @@ const gr_kernel *gr__kernel_find_typed(const char *name, const gr_dtype *in, uin
     return NULL;
 }
 
+const gr_kernel *gr__kernel_hold_typed(const char *name, const gr_dtype *in, uint32_t n_in,
+                                       gr_dtype out)
+{
+    gr_kernel *k;
+
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    if ((k = find_typed(name, in, n_in, out)) != NULL)
+        k->holds++;
+    pthread_mutex_unlock(&mu);
+    return k;
+}
+
+const gr_kernel *gr__kernel_hold_user(const char *name, const void *user, bool pin)
+{
+    gr_kernel *k = NULL;
+
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    for (uint32_t i = 0; name != NULL && i < count && k == NULL; i++)
+        if (entries[i]->def.user == user && strcmp(entries[i]->name, name) == 0)
+            k = entries[i];
+    if (k != NULL) {
+        k->holds++;
+        k->pinned |= pin;
+    }
+    pthread_mutex_unlock(&mu);
+    return k;
+}
+
+void gr__kernel_release(const gr_kernel *held)
+{
+    gr_kernel *k = (gr_kernel *)held;
+    bool dead = false;
+
+    if (k == NULL)
+        return;
+    pthread_mutex_lock(&mu);
+    if (--k->holds == 0) {
+        if (k->listed && !k->pinned) {
+            for (uint32_t i = 0; i < count; i++)
+                if (entries[i] == k) {
+                    unlist(i);
+                    break;
+                }
+        }
+        dead = !k->listed;
+    }
+    pthread_mutex_unlock(&mu);
+    if (dead)
+        free_kernel(k);
+}
+
+const gr_kernel *gr__kernel_find(const char *name)
+{
+    gr_kernel *k;
+
+    if (name == NULL)
+        return NULL;
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    k = find_among(name, count);
+    pthread_mutex_unlock(&mu);
+    return k;
+}
+
+const gr_kernel *gr__kernel_find_typed(const char *name, const gr_dtype *in, uint32_t n_in,
+                                       gr_dtype out)
+{
+    gr_kernel *k;
+
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    k = find_typed(name, in, n_in, out);
+    pthread_mutex_unlock(&mu);
+    return k;
+}
+
 void gr__kernel_signatures(const char *name, char *buf, size_t size)
 {
-    uint32_t n = published();
     size_t used = 0;
 
     if (size == 0)
         return;
     buf[0] = '\0';
-    for (uint32_t i = 0; i < n; i++) {
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    for (uint32_t i = 0; i < count; i++) {
         const gr_kernel_def *d = &entries[i]->def;
         char sig[96];
         size_t at = 0;
@@ -367,20 +524,33 @@ void gr__kernel_signatures(const char *name, char *buf, size_t size)
         if (w < 0 || (size_t)w >= size - used) {
             if (size >= 4)
                 snprintf(buf + (used < size - 4 ? used : size - 4), 4, "...");
-            return;
+            break;
         }
         used += (size_t)w;
     }
+    pthread_mutex_unlock(&mu);
 }
 
 const gr_kernel *gr__kernel_at(uint32_t i)
 {
-    return i < published() ? entries[i] : NULL;
+    gr_kernel *k;
+
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    k = i < count ? entries[i] : NULL;
+    pthread_mutex_unlock(&mu);
+    return k;
 }
 
 uint32_t gr_kernel_count(void)
 {
-    return published();
+    uint32_t n;
+
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    n = count;
+    pthread_mutex_unlock(&mu);
+    return n;
 }
 
 /* The end of the first version of gr_kernel_info (0.3's, the first with a struct_size):
@@ -390,35 +560,44 @@ uint32_t gr_kernel_count(void)
 
 gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out)
 {
-    const gr_kernel *k = gr__kernel_at(i);
+    const gr_kernel *k;
     gr_kernel_info info;
 
-    if (k == NULL || out == NULL || out->magic != GR_KERNEL_INFO_MAGIC ||
+    if (out == NULL || out->magic != GR_KERNEL_INFO_MAGIC ||
         out->struct_size < KERNEL_INFO_V1_SIZE)
         return GR_ERR_INVALID_ARGUMENT;
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    k = i < count ? entries[i] : NULL;
     memset(&info, 0, sizeof(info));
-    info.struct_size = out->struct_size;
-    info.magic = GR_KERNEL_INFO_MAGIC;
-    info.name = k->name;
-    info.n_inputs = k->def.n_inputs;
-    info.n_scalars = k->def.n_scalars;
-    info.elementwise = k->def.elementwise;
-    info.doc = k->doc;
-    info.out_dtype = k->def.out_dtype;
-    memcpy(info.in_dtype, k->def.in_dtype, sizeof(info.in_dtype));
+    if (k != NULL) {
+        info.struct_size = out->struct_size;
+        info.magic = GR_KERNEL_INFO_MAGIC;
+        info.name = k->name;
+        info.n_inputs = k->def.n_inputs;
+        info.n_scalars = k->def.n_scalars;
+        info.elementwise = k->def.elementwise;
+        info.doc = k->doc;
+        info.out_dtype = k->def.out_dtype;
+        memcpy(info.in_dtype, k->def.in_dtype, sizeof(info.in_dtype));
+    }
+    pthread_mutex_unlock(&mu);
+    if (k == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
     memcpy(out, &info, out->struct_size < sizeof(info) ? out->struct_size : sizeof(info));
     return GR_OK;
 }
 
 void gr__kernel_list(char *buf, size_t size)
 {
-    uint32_t n = published();
     size_t used = 0;
 
     if (size == 0)
         return;
     buf[0] = '\0';
-    for (uint32_t i = 0; i < n; i++) {
+    ensure_builtins();
+    pthread_mutex_lock(&mu);
+    for (uint32_t i = 0; i < count; i++) {
         int w;
 
         if (find_among(entries[i]->name, i) != NULL) /* an overload: named once */
@@ -428,8 +607,9 @@ void gr__kernel_list(char *buf, size_t size)
         if (w < 0 || (size_t)w >= size - used) {
             if (size >= 4)
                 snprintf(buf + (used < size - 4 ? used : size - 4), 4, "...");
-            return;
+            break;
         }
         used += (size_t)w;
     }
+    pthread_mutex_unlock(&mu);
 }

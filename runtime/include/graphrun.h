@@ -787,8 +787,13 @@ gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err);
  * addresses), like the CUDA runtime's own table of kernels; everything that belongs to one
  * runtime (a kernel resolved in a context, a module loaded) lives in that runtime's
  * backend. Two runtimes in one process see the same kernels and share nothing else.
- * Registration is append-only (a definition is never removed, so a graph can never hold a
- * dangling kernel) and limited to GR_MAX_KERNELS definitions.
+ *
+ * Lifetime: a kernel is registered until gr_kernel_unregister removes its name, which may
+ * then be registered again. A graph holds each kernel its nodes resolved until the graph is
+ * freed (gr_graph_destroy and the end of its last job), so a graph never sees its kernels
+ * change: an unregistered kernel that graphs still use is only unnamed, and is freed (its
+ * destroy called) when the last of them goes. At most GR_MAX_KERNELS definitions are
+ * registered at once; unregistered ones waiting for their graphs do not count.
  * ------------------------------------------------------------------------------------- */
 
 /* A scalar argument of a kernel, in the member its signature names (f32 for float32). */
@@ -911,6 +916,12 @@ typedef struct gr_kernel_def {
     uint32_t small_inputs;
     uint32_t cuda_max_blocks;
     const char *cuda_name;   /* GR_CUDA_SOURCE: the entry's name; copied */
+    /* Appended in 0.4. Called once with `user` when the kernel is freed: after
+     * gr_kernel_unregister, once no graph uses it any more (on whichever thread unregisters
+     * it or frees its last graph, with no runtime lock held). Never for a registration that
+     * fails (the caller keeps `user`), nor at process exit for a kernel still registered.
+     * It must not call back into the kernel registry. NULL: nothing to free. */
+    void (*destroy)(void *user);
 } gr_kernel_def;
 
 #define GR_MAX_KERNELS 4096
@@ -923,7 +934,8 @@ typedef struct gr_kernel_def {
 
 /*
  * Register a kernel: the definition is copied (its strings too); the functions and handles
- * it names must stay valid for the life of the process. From then on graphs may name it
+ * it names must stay valid until its destroy is called (for the life of the process when it
+ * is never unregistered). From then on graphs may name it
  * (gr_graph_add_kernel, graph specs). A name may be registered again for other element
  * types (an overload, with the same counts of inputs and scalars): a graph node gets the
  * definition whose input and output types are its buffers'. Refused with
@@ -931,9 +943,20 @@ typedef struct gr_kernel_def {
  * a built-in's name, a name taken for the same types or other counts, counts or types out
  * of range,
  * an unknown cuda_kind, a block size over 1024, no implementation at all; GR_ERR_OVER_BUDGET
- * past GR_MAX_KERNELS; GR_ERR_OUT_OF_MEMORY. Any thread.
+ * with GR_MAX_KERNELS registered; GR_ERR_OUT_OF_MEMORY. Any thread.
  */
 gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err);
+
+/*
+ * Unregister every definition called `name` (all its overloads): from now on graphs cannot
+ * name it, and the name may be registered again, for the same types or others. Graphs
+ * built before keep the definitions they resolved, unchanged, and can still run; each
+ * definition is freed, and its destroy called, once no graph holds it: now when none
+ * does, else when the last one is freed. GR_ERR_INVALID_ARGUMENT for a NULL or unknown
+ * name or a built-in's. Any thread; a kernel's gr_kernel_info_get strings are valid only
+ * until it is unregistered.
+ */
+gr_status gr_kernel_unregister(const char *name, gr_error_info *err);
 
 /*
  * Register the kernels that the CUDA C source file at `path` declares, each compiled by
@@ -991,7 +1014,8 @@ typedef struct gr_expr_def {
  * `name` (at least GR_NAME_MAX + 1 bytes), for gr_graph_add_kernel with the inputs in
  * order. GR_ERR_INVALID_ARGUMENT for a bad definition, or text that does not parse or type
  * (err->message "expr:LINE:COL: reason", COL the byte in the line of the text, from 1);
- * GR_ERR_OVER_BUDGET past GR_MAX_KERNELS; GR_ERR_OUT_OF_MEMORY. Any thread.
+ * GR_ERR_OVER_BUDGET with GR_MAX_KERNELS registered; GR_ERR_OUT_OF_MEMORY. The kernel stays
+ * registered until gr_kernel_unregister(name). Any thread.
  */
 gr_status gr_kernel_register_expr(const gr_expr_def *def, char *name, size_t name_size,
                                   gr_error_info *err);
@@ -1023,13 +1047,14 @@ typedef struct gr_kernel_info {
     {.struct_size = sizeof(gr_kernel_info), .magic = GR_KERNEL_INFO_MAGIC}
 #endif
 
-/* How many kernels are registered now. Any thread. */
+/* How many kernels are registered now (unregistered ones not counted). Any thread. */
 uint32_t gr_kernel_count(void);
 
 /* The i-th registered kernel (i < gr_kernel_count()) into `out` (initialized with
- * GR_KERNEL_INFO_INIT), up to its struct_size; its strings live as long as the process.
- * GR_ERR_INVALID_ARGUMENT for i out of range, NULL or an uninitialized struct. Any
- * thread. */
+ * GR_KERNEL_INFO_INIT), up to its struct_size; its strings are valid until it is
+ * unregistered (for the life of the process if it never is). Unregistering a kernel moves
+ * those after it down by one. GR_ERR_INVALID_ARGUMENT for i out of range, NULL or an
+ * uninitialized struct. Any thread. */
 gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out);
 
 /* ---------------------------------------------------------------------------------------
