@@ -873,7 +873,11 @@ static void full_registry_is_refused(void)
     d.input_names[0] = "x";
     ASSERT_STATUS(gr_kernel_register_expr(&d, name, sizeof(name), &err), GR_ERR_OVER_BUDGET);
     ASSERT_STR_EQ(err.message, "cannot register the expression's kernel: the registry is full "
-                               "(4096 kernels)");
+                               "(4096 kernels registered; unregister some)");
+    ASSERT_EQ(gr_kernel_count(), GR_MAX_KERNELS);
+    /* Room made by unregistering is room for it. */
+    ASSERT_STATUS(gr_kernel_unregister("filler4095", &err), GR_OK);
+    ASSERT_STATUS(gr_kernel_register_expr(&d, name, sizeof(name), &err), GR_OK);
     ASSERT_EQ(gr_kernel_count(), GR_MAX_KERNELS);
 }
 
