@@ -409,8 +409,9 @@ static void cuda_worker_close(gr_worker *w)
 
 /* Source kernels' modules, for the process: a library per compiled text (the kernels of one
  * file share it), loaded from its PTX (the driver compiles it for each device's
- * architecture when a context first uses it) and never unloaded, as the registry never
- * drops a kernel. Libraries are independent of contexts, so every runtime and every context
+ * architecture when a context first uses it) and never unloaded: the PTX is NVRTC's cache's,
+ * which outlives unregistered kernels, and a worker's cached CUDA graph may still name a
+ * kernel of it. Libraries are independent of contexts, so every runtime and every context
  * of the process shares one. Loading (a JIT that can take long) runs outside the lock; two
  * threads loading one text both load it, and the one that comes second unloads its copy. */
 typedef struct loaded_source {
