@@ -321,6 +321,8 @@ class KernelDef(ctypes.Structure):
         ("small_inputs", ctypes.c_uint32),
         ("cuda_max_blocks", ctypes.c_uint32),
         ("cuda_name", ctypes.c_char_p),
+        # void (*destroy)(void *user): left NULL, the map kernels live for the process.
+        ("destroy", ctypes.c_void_p),
     ]
 
 
@@ -366,6 +368,7 @@ _FUNCTIONS = {
     "gr_kernel_count": (ctypes.c_uint32, []),
     "gr_kernel_info_get": (c_enum, [ctypes.c_uint32, ctypes.POINTER(KernelInfo)]),
     "gr_kernel_register": (c_enum, [ctypes.POINTER(KernelDef), _ERR]),
+    "gr_kernel_unregister": (c_enum, [ctypes.c_char_p, _ERR]),
     "gr_job_submit": (c_enum, [_P, _P, ctypes.POINTER(Tensor), ctypes.c_uint64,
                                ctypes.POINTER(JobOptions), _PP, _ERR]),
     "gr_job_wait": (c_enum, [_P, ctypes.c_int64, ctypes.POINTER(c_enum)]),

@@ -918,7 +918,8 @@ typedef struct gr_kernel_def {
     const char *cuda_name;   /* GR_CUDA_SOURCE: the entry's name; copied */
     /* Appended in 0.4. Called once with `user` when the kernel is freed: after
      * gr_kernel_unregister, once no graph uses it any more (on whichever thread unregisters
-     * it or frees its last graph, with no runtime lock held). Never for a registration that
+     * it or frees its last graph, which may be a runtime's worker ending the graph's last
+     * job, with no runtime lock held: keep it short). Never for a registration that
      * fails (the caller keeps `user`), nor at process exit for a kernel still registered.
      * It must not call back into the kernel registry. NULL: nothing to free. */
     void (*destroy)(void *user);
