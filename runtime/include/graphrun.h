@@ -916,7 +916,7 @@ typedef struct gr_kernel_def {
     uint32_t small_inputs;
     uint32_t cuda_max_blocks;
     const char *cuda_name;   /* GR_CUDA_SOURCE: the entry's name; copied */
-    /* Appended in 0.4. Called once with `user` when the kernel is freed: after
+    /* Appended in 0.3. Called once with `user` when the kernel is freed: after
      * gr_kernel_unregister, once no graph uses it any more (on whichever thread unregisters
      * it or frees its last graph, which may be a runtime's worker ending the graph's last
      * job, with no runtime lock held: keep it short). Never for a registration that
