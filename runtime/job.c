@@ -18,13 +18,23 @@
  * reading freed memory. Public functions take
  * `handle` and look the job up; everything inside works on the job itself.
  *
+ * Completion descriptor: an eventfd made on demand (gr_job_completion_fd). Its counter is
+ * 1 exactly when `complete` is set: made with 1 if the job is already complete, else with 0
+ * and written 1 by job_finish in the same critical section that sets `complete`. Both
+ * happen under job->mu, as does the close in gr_job_destroy, so the descriptor is
+ * readable only once gr_job_wait would return at once, and job_finish never writes to a
+ * closed (possibly reused) descriptor number.
+ *
  * Lock order: job->mu, then nothing (the runtime's mu is taken only without job->mu).
  */
 #include "runtime/job.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "runtime/fault.h"
 #include "runtime/handle.h"
@@ -108,6 +118,16 @@ static gr_status job_result_locked(const gr_job *job)
     return job->has_error ? job->first_error.status : GR_OK;
 }
 
+/* The counter from 0 to 1: the descriptor becomes readable. It cannot block (the counter
+ * is far from its maximum) and cannot fail on a descriptor we own. */
+static void signal_completion_fd(int fd)
+{
+    uint64_t one = 1;
+
+    while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
+        ;
+}
+
 /* Run the callback (if any), then mark the job complete and wake its waiters, then drop the
  * reference held while incomplete. */
 static void job_finish(gr_job *job, gr_status result)
@@ -136,6 +156,8 @@ static void job_finish(gr_job *job, gr_status result)
     job->in_callback = false;
     job->complete = true;
     pthread_cond_broadcast(&job->cond);
+    if (job->completion_fd >= 0)
+        signal_completion_fd(job->completion_fd);
     pthread_mutex_unlock(&job->mu);
     gr__runtime_job_finished(rt); /* the job's runtime reference keeps rt alive here */
     gr__job_unref(job);
@@ -630,6 +652,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     job->on_complete = opts->on_complete;
     job->user = opts->user;
     job->submitting = true;
+    job->completion_fd = -1;
     if (gr__handle_new(job, GR_HANDLE_JOB, &job->handle) != GR_OK)
         goto out_release;
     gr__graph_ref(g);
@@ -964,15 +987,52 @@ int gr_job_is_complete(const gr_job *handle)
     return atomic_load_explicit(&job->ended, memory_order_acquire) == job->count;
 }
 
+gr_status gr_job_completion_fd(gr_job *handle, int *fd)
+{
+    gr_status st;
+    gr_job *job;
+
+    if (fd == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    *fd = -1;
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
+    st = GR_OK;
+    pthread_mutex_lock(&job->mu);
+    /* Only gr_job_destroy closes the descriptor: once the handle is given back (or for a
+     * detached job, which never had one held) nobody would, so that is refused. Checked
+     * under mu, which destroy takes after clearing handle_held, so a descriptor made here
+     * is always one destroy will find. */
+    if (!atomic_load(&job->handle_held)) {
+        st = GR_ERR_INVALID_USAGE;
+    } else {
+        if (job->completion_fd < 0)
+            job->completion_fd = eventfd(job->complete ? 1 : 0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (job->completion_fd < 0) /* EMFILE, ENFILE, ENOMEM: out of resources */
+            st = GR_ERR_OUT_OF_MEMORY;
+        else
+            *fd = job->completion_fd;
+    }
+    pthread_mutex_unlock(&job->mu);
+    return st;
+}
+
 void gr_job_destroy(gr_job *handle)
 {
     gr_status st;
     gr_job *job = job_get(handle, &st);
+    int fd;
 
     /* Only the handle gr_job_submit returned holds a reference to give back: a second
      * destroy of a job still alive, or a destroy of a detached job from its callback,
      * does nothing. */
     if (job != NULL && atomic_exchange(&job->handle_held, false)) {
+        pthread_mutex_lock(&job->mu);
+        fd = job->completion_fd;
+        job->completion_fd = -1;
+        pthread_mutex_unlock(&job->mu);
+        if (fd >= 0)
+            close(fd);
         drop_handle(job);
         gr__job_unref(job);
     }

@@ -1190,11 +1190,33 @@ int gr_job_is_complete(const gr_job *job);
  * accepted job, counting up. 0 for NULL. Any thread. */
 uint64_t gr_job_id(const gr_job *job);
 
+/*
+ * A file descriptor that becomes readable when the job completes, for event loops (epoll,
+ * poll, libuv's uv_poll_t, asyncio's add_reader): put it in the poll set, and when it is
+ * readable the job's result is final, gr_job_wait returns at once and the completion
+ * callback, if any, has returned. It is never readable before then. It is an eventfd
+ * (EFD_CLOEXEC | EFD_NONBLOCK) whose counter goes from 0 to 1 once, made on the first call
+ * (readable at once if the job is already complete); later calls give the same one. It
+ * belongs to the job: do not close it; remove it from your poll set before gr_job_destroy,
+ * which closes it. Reading it is not needed, and resets it to not readable (the job stays
+ * complete); a level-triggered poll set should drop it, or the job be destroyed, once seen.
+ *
+ * One descriptor per job: a server with many jobs in flight holds that many descriptors
+ * (mind RLIMIT_NOFILE), and pays an eventfd and two epoll_ctl calls per job.
+ *
+ * GR_ERR_INVALID_ARGUMENT for a NULL fd; GR_ERR_INVALID_USAGE for a destroyed job, a job
+ * whose handle was given back (also from its callback), or a detached one; GR_ERR_OUT_OF_MEMORY
+ * when no descriptor can be made (the process or system limit on descriptors, or memory).
+ * *fd is -1 on a failure. Linux only. Any thread.
+ */
+gr_status gr_job_completion_fd(gr_job *job, int *fd);
+
 /* Give back the handle gr_job_submit returned. A job still running keeps running to its
  * end (its callback still runs, and may still use the handle; call gr_job_cancel first to
  * stop it); the host memory it uses must stay valid until then. Once the job is complete
- * and destroyed, every call with the handle returns GR_ERR_INVALID_USAGE. NULL is a no-op;
- * so is a second call. */
+ * and destroyed, every call with the handle returns GR_ERR_INVALID_USAGE. Closes the job's
+ * completion descriptor (gr_job_completion_fd), at once even if the job is still running.
+ * NULL is a no-op; so is a second call. */
 void gr_job_destroy(gr_job *job);
 
 #ifdef __cplusplus
