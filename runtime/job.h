@@ -96,6 +96,12 @@ struct gr_job {
      * writes to a number that a destroy has closed and the process has since reused. */
     int completion_fd;
 
+    /* gr_job_options.notify: queued for gr_runtime_reap once complete. Set before the job
+     * is shared. reap_next, reap_prev and reap_queued are guarded by the runtime's reap_mu. */
+    bool notify;
+    bool reap_queued;
+    struct gr_job *reap_next, *reap_prev;
+
     /* The runtime's list of live jobs, guarded by the runtime's mu. */
     struct gr_job *live_next, *live_prev;
     bool tracked;

@@ -8,7 +8,11 @@
  *     must not write to the number the process has since given to another descriptor;
  *   - refused for NULL, a destroyed handle, and from a detached job's callback;
  *   - many jobs submitted from several threads into one epoll set, reaped by one thread,
- *     each seen exactly once, complete, its callback returned and its outputs written.
+ *     each seen exactly once, complete, its callback returned and its outputs written;
+ *   - the runtime's completion queue (gr_job_options.notify, gr_runtime_completion_fd,
+ *     gr_runtime_reap): its descriptor readable exactly while jobs wait, oldest first, a
+ *     job destroyed before it is reaped taken off, refusals, and the same many-threads
+ *     case through one descriptor.
  * Run under tsan by tools/test.
  */
 #include <errno.h>
@@ -32,8 +36,8 @@
 
 static gr_runtime *make_rt(uint32_t workers)
 {
-    return gr_test_runtime(
-        (gr_test_shape){.devices = 1, .workers = workers, .budget = 1 << 20, .whole_tensors = true});
+    return gr_test_runtime((gr_test_shape){
+        .devices = 1, .workers = workers, .budget = 1 << 20, .whole_tensors = true});
 }
 
 static void sleep_ms(int ms)
@@ -396,10 +400,257 @@ static void many_jobs_one_epoll_set(void)
     free(sh.entries);
 }
 
+/* ------------------------------------------------------------------------------------- */
+/* The runtime's completion queue (gr_job_options.notify, gr_runtime_reap). */
+
+static gr_job_options notify_options(void)
+{
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+
+    o.notify = 1;
+    return o;
+}
+
+/* Readable exactly while jobs wait to be reaped; oldest first; a descriptor asked for
+ * after they completed is readable at once. */
+static void queue_fd_readable_while_jobs_wait(void)
+{
+    gr_runtime *rt = make_rt(1);
+    gr_test_tensors s = gr_test_tensors_make(8, 3, 256);
+    gr_job_options o = notify_options();
+    gr_job *job[3], *got[4];
+    gr_graph *g;
+    size_t n = 99;
+    int fd = -1, again = -1;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    for (int i = 0; i < 3; i++) { /* one at a time: completion order is submission order */
+        ASSERT_STATUS(gr_job_submit(rt, g, &s.t[i], 1, &o, &job[i], NULL), GR_OK);
+        ASSERT_STATUS(gr_test_wait(job[i], GR_WAIT_FOREVER), GR_OK);
+    }
+    ASSERT_STATUS(gr_runtime_completion_fd(rt, &fd), GR_OK);
+    ASSERT_STATUS(gr_runtime_completion_fd(rt, &again), GR_OK);
+    ASSERT_EQ(again, fd);
+    ASSERT_TRUE(readable(fd, 0));
+    ASSERT_STATUS(gr_runtime_reap(rt, got, 2, &n), GR_OK);
+    ASSERT_EQ_U64(n, 2);
+    ASSERT_PTR_EQ(got[0], job[0]);
+    ASSERT_PTR_EQ(got[1], job[1]);
+    ASSERT_TRUE(readable(fd, 0));
+    ASSERT_STATUS(gr_runtime_reap(rt, got, 4, &n), GR_OK);
+    ASSERT_EQ_U64(n, 1);
+    ASSERT_PTR_EQ(got[0], job[2]);
+    ASSERT_TRUE(!readable(fd, 0));
+    ASSERT_STATUS(gr_runtime_reap(rt, got, 4, &n), GR_OK);
+    ASSERT_EQ_U64(n, 0);
+    ASSERT_STATUS(gr_runtime_reap(rt, NULL, 0, &n), GR_OK);
+    gr_test_expect_all_processed(&s);
+    for (int i = 0; i < 3; i++)
+        gr_job_destroy(job[i]);
+    gr_runtime_destroy(rt);
+    ASSERT_EQ(fcntl(fd, F_GETFD), -1); /* closed by destroy */
+    gr_graph_destroy(g);
+    gr_test_tensors_free(&s);
+}
+
+static void *destroy_main(void *p)
+{
+    gr_job_destroy(p);
+    return NULL;
+}
+
+/* A job destroyed before it is reaped leaves the queue (and the descriptor goes back to
+ * not readable); one destroyed while running is never queued; a job without notify never
+ * is. Destroying the runtime with jobs still queued leaves them to their handles. */
+static void destroyed_jobs_leave_the_queue(void)
+{
+    gr_runtime *rt = make_rt(1);
+    gr_test_tensors s = gr_test_tensors_make(9, 4, 256);
+    gr_job_options o = notify_options();
+    gr_job *done, *running, *plain, *left, *got[2];
+    gr_budget *b;
+    gr_graph *g;
+    pthread_t th;
+    size_t n = 99;
+    int fd = -1;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_runtime_completion_fd(rt, &fd), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, &s.t[0], 1, &o, &done, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(done, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_TRUE(readable(fd, 0));
+    pthread_create(&th, NULL, destroy_main, done); /* another thread than the reaper's */
+    pthread_join(th, NULL);
+    ASSERT_TRUE(!readable(fd, 0));
+    ASSERT_STATUS(gr_runtime_reap(rt, got, 2, &n), GR_OK);
+    ASSERT_EQ_U64(n, 0);
+
+    b = park(rt);
+    ASSERT_STATUS(gr_job_submit(rt, g, &s.t[1], 1, &o, &running, NULL), GR_OK);
+    ASSERT_TRUE(!readable(fd, 20));
+    gr_job_destroy(running);
+    ASSERT_STATUS(gr_job_submit(rt, g, &s.t[2], 1, NULL, &plain, NULL), GR_OK);
+    unpark(b);
+    ASSERT_STATUS(gr_test_wait(plain, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, &s.t[3], 1, &o, &left, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(left, GR_WAIT_FOREVER), GR_OK);
+    ASSERT_TRUE(readable(fd, 0));
+    ASSERT_STATUS(gr_runtime_reap(rt, got, 2, &n), GR_OK);
+    ASSERT_EQ_U64(n, 1); /* `left` only: `running` was destroyed first, `plain` has no notify */
+    ASSERT_PTR_EQ(got[0], left);
+    gr_job_destroy(plain);
+
+    /* Queued again (a fresh job) and left there across the runtime's destroy. */
+    ASSERT_STATUS(gr_job_submit(rt, g, &s.t[0], 1, &o, &done, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(done, GR_WAIT_FOREVER), GR_OK);
+    gr_runtime_destroy(rt);
+    ASSERT_STATUS(gr_runtime_reap(rt, got, 2, &n), GR_ERR_INVALID_USAGE);
+    ASSERT_STATUS(gr_runtime_completion_fd(rt, &fd), GR_ERR_INVALID_USAGE);
+    gr_job_destroy(done); /* takes it off the queue of a destroyed runtime */
+    gr_job_destroy(left);
+    gr_graph_destroy(g);
+    gr_test_tensors_free(&s);
+}
+
+static void queue_misuse_is_refused(void)
+{
+    gr_runtime *rt = make_rt(1);
+    gr_test_tensors s = gr_test_tensors_make(10, 1, 256);
+    gr_job_options o = notify_options();
+    gr_error_info err;
+    gr_job *got[1];
+    gr_graph *g;
+    size_t n = 99;
+    int fd = 0;
+
+    ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);
+    ASSERT_STATUS(gr_job_submit(rt, g, s.t, 1, &o, NULL, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(err.message, "notify");
+    ASSERT_STATUS(gr_runtime_completion_fd(rt, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_completion_fd(NULL, &fd), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(fd, -1);
+    ASSERT_STATUS(gr_runtime_reap(rt, NULL, 1, &n), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_reap(rt, got, 1, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_runtime_reap(NULL, got, 1, &n), GR_ERR_INVALID_ARGUMENT);
+    gr_runtime_destroy(rt);
+    gr_graph_destroy(g);
+    gr_test_tensors_free(&s);
+}
+
+/* Many notify jobs from several threads, one descriptor in an epoll set, one reaper: each
+ * job reaped once, complete, its callback returned, its outputs written. */
+static _Atomic(entry *) by_id[SUBMITTERS * JOBS_PER_THREAD + 1];
+
+static void id_callback(gr_job *job, gr_status st, void *user)
+{
+    entry *e = user;
+    uint64_t id = gr_job_id(job);
+
+    (void)st;
+    ASSERT_TRUE(id >= 1 && id <= SUBMITTERS * JOBS_PER_THREAD);
+    if (e->k % 7 == 0)
+        sleep_ms(1);
+    atomic_store_explicit(&e->callback_returned, 1, memory_order_relaxed);
+    /* release: the reaper that finds the entry by the job's id sees the stores above. */
+    atomic_store_explicit(&by_id[id], e, memory_order_release);
+}
+
+static void *notify_submit_main(void *p)
+{
+    submitter *sub = p;
+    shared *sh = sub->sh;
+    gr_job_options o = notify_options();
+    gr_job *job;
+
+    o.on_complete = id_callback;
+    pthread_barrier_wait(&sh->start);
+    for (uint32_t j = 0; j < JOBS_PER_THREAD; j++) {
+        o.user = &sh->entries[sub->first + j];
+        ASSERT_STATUS(gr_job_submit(sh->rt, sh->g, &sh->s.t[sub->first + j], 1, &o, &job,
+                                    NULL),
+                      GR_OK);
+    }
+    return NULL;
+}
+
+static void many_jobs_one_queue(void)
+{
+    enum { TOTAL = SUBMITTERS * JOBS_PER_THREAD };
+    shared sh = {.rt = make_rt(3)};
+    submitter subs[SUBMITTERS];
+    pthread_t th[SUBMITTERS];
+    struct epoll_event ev = {.events = EPOLLIN};
+    uint32_t reaped = 0;
+    int fd = -1;
+
+    sh.s = gr_test_tensors_make(11, TOTAL, ELEMS);
+    sh.entries = calloc(TOTAL, sizeof(*sh.entries));
+    ASSERT_TRUE(sh.entries != NULL);
+    for (uint32_t k = 0; k < TOTAL; k++) {
+        sh.entries[k].magic = ENTRY_MAGIC;
+        sh.entries[k].k = k;
+    }
+    ASSERT_STATUS(gr_graph_create_seed(&sh.g), GR_OK);
+    sh.ep = epoll_create1(EPOLL_CLOEXEC);
+    ASSERT_GE(sh.ep, 0);
+    ASSERT_STATUS(gr_runtime_completion_fd(sh.rt, &fd), GR_OK);
+    ASSERT_EQ(epoll_ctl(sh.ep, EPOLL_CTL_ADD, fd, &ev), 0);
+    pthread_barrier_init(&sh.start, NULL, SUBMITTERS + 1);
+    for (uint32_t t = 0; t < SUBMITTERS; t++) {
+        subs[t] = (submitter){&sh, t * JOBS_PER_THREAD};
+        pthread_create(&th[t], NULL, notify_submit_main, &subs[t]);
+    }
+    pthread_barrier_wait(&sh.start);
+    while (reaped < TOTAL) {
+        struct epoll_event out;
+        gr_job *got[16];
+        size_t n = 0;
+        int r = epoll_wait(sh.ep, &out, 1, 30000);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        ASSERT_EQ(r, 1); /* else 30 s without a completion: lost */
+        ASSERT_STATUS(gr_runtime_reap(sh.rt, got, 16, &n), GR_OK);
+        ASSERT_GT_U64(n, 0); /* readable means something to reap: only this thread reaps */
+        for (size_t i = 0; i < n; i++) {
+            gr_status result = GR_ERR_INTERNAL;
+            uint64_t id = gr_job_id(got[i]);
+            entry *e;
+
+            ASSERT_TRUE(id >= 1 && id <= TOTAL);
+            e = atomic_load_explicit(&by_id[id], memory_order_acquire);
+            ASSERT_TRUE(e != NULL); /* reaped before its callback returned */
+            ASSERT_EQ(e->magic, ENTRY_MAGIC);
+            ASSERT_EQ(atomic_fetch_add(&e->reaped, 1), 0);
+            ASSERT_EQ(atomic_load(&e->callback_returned), 1);
+            ASSERT_STATUS(gr_job_wait(got[i], 0, &result), GR_OK);
+            ASSERT_STATUS(result, GR_OK);
+            gr_test_expect_processed(&sh.s, e->k);
+            gr_job_destroy(got[i]);
+            reaped++;
+        }
+    }
+    for (uint32_t t = 0; t < SUBMITTERS; t++)
+        pthread_join(th[t], NULL);
+    ASSERT_TRUE(!readable(fd, 0));
+    for (uint32_t k = 0; k < TOTAL; k++)
+        ASSERT_EQ(atomic_load(&sh.entries[k].reaped), 1);
+    close(sh.ep);
+    pthread_barrier_destroy(&sh.start);
+    gr_runtime_destroy(sh.rt);
+    gr_graph_destroy(sh.g);
+    gr_test_tensors_free(&sh.s);
+    free(sh.entries);
+}
+
 GR_TEST_MAIN(GR_TEST(complete_job_is_readable_at_once),
              GR_TEST(never_readable_before_the_callback_returns),
              GR_TEST(canceled_job_becomes_readable),
              GR_TEST(timed_out_job_becomes_readable),
              GR_TEST(destroy_closes_the_descriptor),
              GR_TEST(misuse_is_refused),
-             GR_TEST(many_jobs_one_epoll_set))
+             GR_TEST(many_jobs_one_epoll_set),
+             GR_TEST(queue_fd_readable_while_jobs_wait),
+             GR_TEST(destroyed_jobs_leave_the_queue),
+             GR_TEST(queue_misuse_is_refused),
+             GR_TEST(many_jobs_one_queue))

@@ -1082,12 +1082,17 @@ typedef struct gr_job_options {
      * 0 for a graph without constants. */
     const void *const *constants;
     uint32_t n_constants;
+    /* Appended after n_constants (options whose struct_size ends before it mean 0):
+     * nonzero to queue the job, once complete, for gr_runtime_reap (which makes
+     * gr_runtime_completion_fd readable). Needs a handle: a detached job (out NULL) with
+     * notify is refused (GR_ERR_INVALID_ARGUMENT). */
+    uint32_t notify;
 } gr_job_options;
 
 #define GR_JOB_OPTIONS_MAGIC 0x67724a4fu /* "grJO" */
 #ifdef __cplusplus
 #define GR_JOB_OPTIONS_INIT                                                                 \
-    {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL, NULL, 0}
+    {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL, NULL, 0, 0}
 #else /* designated, so -Wmissing-field-initializers stays quiet about the rest */
 #define GR_JOB_OPTIONS_INIT                                                                 \
     {.struct_size = sizeof(gr_job_options), .magic = GR_JOB_OPTIONS_MAGIC,                  \
@@ -1211,11 +1216,34 @@ uint64_t gr_job_id(const gr_job *job);
  */
 gr_status gr_job_completion_fd(gr_job *job, int *fd);
 
+/*
+ * The runtime's completion queue, for servers with many jobs in flight: one descriptor in
+ * the poll set for all of them. A job submitted with gr_job_options.notify is queued when
+ * it completes, under the same rule as gr_job_completion_fd (its result final, gr_job_wait
+ * answering at once, its callback returned), in the order jobs complete.
+ *
+ * gr_runtime_completion_fd: an eventfd (EFD_CLOEXEC | EFD_NONBLOCK), made on the first call,
+ * the same one later, readable exactly while the queue holds a job (gr_runtime_reap
+ * resets it when it takes the last; level-triggered use needs nothing more, edge-triggered
+ * use must reap until *n < max). It belongs to the runtime: gr_runtime_destroy closes it;
+ * do not close or read it. GR_ERR_OUT_OF_MEMORY when no descriptor can be made;
+ * GR_ERR_INVALID_USAGE for a destroyed runtime. Linux only. Any thread.
+ *
+ * gr_runtime_reap: takes up to `max` completed notify jobs off the queue into jobs[0 ..
+ * *n - 1], oldest first, without blocking (*n is 0 when there are none). Each is the
+ * handle gr_job_submit returned, still the caller's to gr_job_destroy. A job destroyed
+ * before it is reaped leaves the queue. GR_ERR_INVALID_ARGUMENT for NULL jobs (with max >
+ * 0) or n. Any thread; reapers on several threads each get different jobs.
+ */
+gr_status gr_runtime_completion_fd(gr_runtime *rt, int *fd);
+gr_status gr_runtime_reap(gr_runtime *rt, gr_job **jobs, size_t max, size_t *n);
+
 /* Give back the handle gr_job_submit returned. A job still running keeps running to its
  * end (its callback still runs, and may still use the handle; call gr_job_cancel first to
  * stop it); the host memory it uses must stay valid until then. Once the job is complete
  * and destroyed, every call with the handle returns GR_ERR_INVALID_USAGE. Closes the job's
- * completion descriptor (gr_job_completion_fd), at once even if the job is still running.
+ * completion descriptor (gr_job_completion_fd), at once even if the job is still running,
+ * and takes it off the runtime's completion queue (gr_runtime_reap) or keeps it from it.
  * NULL is a no-op; so is a second call. */
 void gr_job_destroy(gr_job *job);
 
