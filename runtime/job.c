@@ -18,13 +18,35 @@
  * reading freed memory. Public functions take
  * `handle` and look the job up; everything inside works on the job itself.
  *
- * Lock order: job->mu, then nothing (the runtime's mu is taken only without job->mu).
+ * Completion descriptor: an eventfd made on demand (gr_job_completion_fd). Its counter is
+ * 1 exactly when `complete` is set: made with 1 if the job is already complete, else with 0
+ * and written 1 by job_finish in the same critical section that sets `complete`. Both
+ * happen under job->mu, as does the close in gr_job_destroy, so the descriptor is
+ * readable only once gr_job_wait would return at once, and job_finish never writes to a
+ * closed (possibly reused) descriptor number.
+ *
+ * Completion queue (gr_runtime_reap): a notify job is appended to the runtime's queue by
+ * job_finish in the critical section of job->mu that sets `complete`, so a reaped job
+ * obeys the descriptor's rule above, and a job whose wait has returned is queued already.
+ * The queue, its links in each job and the runtime's eventfd are guarded by rt->reap_mu,
+ * a leaf lock (taken inside job->mu, or alone); the
+ * eventfd's counter is 1 exactly while the queue is not empty (written on the push into
+ * an empty queue, read back by whatever empties it). The queue holds no reference: a job
+ * in it is kept alive by its caller's handle, and gr_job_destroy, after giving up
+ * handle_held, takes it off; job_finish queues a job only while handle_held is set, read
+ * under rt->reap_mu, so a job destroyed first is never queued.
+ *
+ * Lock order: job->mu, then rt->reap_mu, then nothing (the runtime's mu is taken only
+ * without job->mu).
  */
 #include "runtime/job.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "runtime/fault.h"
 #include "runtime/handle.h"
@@ -108,6 +130,65 @@ static gr_status job_result_locked(const gr_job *job)
     return job->has_error ? job->first_error.status : GR_OK;
 }
 
+/* The counter from 0 to 1: the descriptor becomes readable. It cannot block (the counter
+ * is far from its maximum) and cannot fail on a descriptor we own. */
+static void signal_completion_fd(int fd)
+{
+    uint64_t one = 1;
+
+    while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
+        ;
+}
+
+/* Empty the eventfd: not readable until the next signal. Nonblocking: a counter already 0
+ * just says EAGAIN. */
+static void drain_completion_fd(int fd)
+{
+    uint64_t v;
+
+    while (read(fd, &v, sizeof(v)) < 0 && errno == EINTR)
+        ;
+}
+
+/* Append a complete notify job to the runtime's completion queue, unless its handle was
+ * given back (nobody could reap it). job->mu held. */
+static void reap_push_locked(gr_job *job)
+{
+    gr_runtime *rt = job->rt;
+
+    pthread_mutex_lock(&rt->reap_mu);
+    if (atomic_load(&job->handle_held)) {
+        job->reap_prev = rt->reap_tail;
+        job->reap_next = NULL;
+        if (rt->reap_tail != NULL)
+            rt->reap_tail->reap_next = job;
+        else
+            rt->reap_head = job;
+        rt->reap_tail = job;
+        job->reap_queued = true;
+        if (job->reap_prev == NULL && rt->completion_fd >= 0)
+            signal_completion_fd(rt->completion_fd);
+    }
+    pthread_mutex_unlock(&rt->reap_mu);
+}
+
+/* Take a job off the completion queue; rt->reap_mu held. */
+static void reap_unlink_locked(gr_runtime *rt, gr_job *job)
+{
+    if (job->reap_prev != NULL)
+        job->reap_prev->reap_next = job->reap_next;
+    else
+        rt->reap_head = job->reap_next;
+    if (job->reap_next != NULL)
+        job->reap_next->reap_prev = job->reap_prev;
+    else
+        rt->reap_tail = job->reap_prev;
+    job->reap_next = job->reap_prev = NULL;
+    job->reap_queued = false;
+    if (rt->reap_head == NULL && rt->completion_fd >= 0)
+        drain_completion_fd(rt->completion_fd);
+}
+
 /* Run the callback (if any), then mark the job complete and wake its waiters, then drop the
  * reference held while incomplete. */
 static void job_finish(gr_job *job, gr_status result)
@@ -136,6 +217,12 @@ static void job_finish(gr_job *job, gr_status result)
     job->in_callback = false;
     job->complete = true;
     pthread_cond_broadcast(&job->cond);
+    if (job->completion_fd >= 0)
+        signal_completion_fd(job->completion_fd);
+    /* With `complete`, under job->mu: a reaped job's wait answers at once, and a wait that
+     * returned finds the job queued already. */
+    if (job->notify)
+        reap_push_locked(job);
     pthread_mutex_unlock(&job->mu);
     gr__runtime_job_finished(rt); /* the job's runtime reference keeps rt alive here */
     gr__job_unref(job);
@@ -630,6 +717,7 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     job->on_complete = opts->on_complete;
     job->user = opts->user;
     job->submitting = true;
+    job->completion_fd = -1;
     if (gr__handle_new(job, GR_HANDLE_JOB, &job->handle) != GR_OK)
         goto out_release;
     gr__graph_ref(g);
@@ -752,7 +840,7 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
 {
     static const gr_job_options defaults = GR_JOB_OPTIONS_INIT;
     gr_status st, result;
-    bool run_callback;
+    bool run_callback, notify;
     gr_runtime *rt;
     gr_job *job;
 
@@ -773,11 +861,20 @@ gr_status gr_job_submit(gr_runtime *handle, gr_graph *g, const gr_tensor *tensor
                                 : "not a live runtime: it was destroyed (or never created)");
     if ((st = check_request(rt, g, tensors, count, opts ? opts : &defaults, err)) != GR_OK)
         goto out_leave;
+    notify = opts != NULL && opts->struct_size >= offsetof(gr_job_options, notify) +
+                                                       sizeof(opts->notify) &&
+             opts->notify != 0;
+    if (notify && out == NULL) {
+        st = gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                           "gr_job_options.notify needs a handle to reap: out is NULL");
+        goto out_leave;
+    }
     if ((st = job_alloc(rt, g, tensors, count, opts ? opts : &defaults, &job)) != GR_OK) {
         gr__error_set(err, st, GR_NO_INDEX, NULL, "no memory for a job of %llu tensors",
                       (unsigned long long)count);
         goto out_leave;
     }
+    job->notify = notify; /* before the job is shared: it may complete while queuing */
     job->id = gr__stats_job_submitted(rt->stats);
     GR_LOG(&rt->log, GR_LOG_DEBUG, "job %llu submitted: %llu tensor(s) in %llu unit(s)",
            (unsigned long long)job->id, (unsigned long long)count,
@@ -964,16 +1061,124 @@ int gr_job_is_complete(const gr_job *handle)
     return atomic_load_explicit(&job->ended, memory_order_acquire) == job->count;
 }
 
+gr_status gr_job_completion_fd(gr_job *handle, int *fd)
+{
+    gr_status st;
+    gr_job *job;
+
+    if (fd == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    *fd = -1;
+    if ((job = job_get(handle, &st)) == NULL)
+        return st;
+    st = GR_OK;
+    pthread_mutex_lock(&job->mu);
+    /* Only gr_job_destroy closes the descriptor: once the handle is given back (or for a
+     * detached job, which never had one held) nobody would, so that is refused. Checked
+     * under mu, which destroy takes after clearing handle_held, so a descriptor made here
+     * is always one destroy will find. */
+    if (!atomic_load(&job->handle_held)) {
+        st = GR_ERR_INVALID_USAGE;
+    } else {
+        if (job->completion_fd < 0)
+            job->completion_fd = eventfd(job->complete ? 1 : 0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (job->completion_fd < 0) /* EMFILE, ENFILE, ENOMEM: out of resources */
+            st = GR_ERR_OUT_OF_MEMORY;
+        else
+            *fd = job->completion_fd;
+    }
+    pthread_mutex_unlock(&job->mu);
+    return st;
+}
+
 void gr_job_destroy(gr_job *handle)
 {
     gr_status st;
     gr_job *job = job_get(handle, &st);
+    int fd;
 
     /* Only the handle gr_job_submit returned holds a reference to give back: a second
      * destroy of a job still alive, or a destroy of a detached job from its callback,
      * does nothing. */
     if (job != NULL && atomic_exchange(&job->handle_held, false)) {
+        pthread_mutex_lock(&job->mu);
+        fd = job->completion_fd;
+        job->completion_fd = -1;
+        pthread_mutex_unlock(&job->mu);
+        if (fd >= 0)
+            close(fd);
+        if (job->notify) {
+            pthread_mutex_lock(&job->rt->reap_mu);
+            if (job->reap_queued)
+                reap_unlink_locked(job->rt, job);
+            pthread_mutex_unlock(&job->rt->reap_mu);
+        }
         drop_handle(job);
         gr__job_unref(job);
     }
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* The runtime's completion queue.                                                        */
+
+gr_status gr_runtime_completion_fd(gr_runtime *handle, int *fd)
+{
+    gr_status st = GR_OK;
+    gr_runtime *rt;
+
+    if (fd == NULL)
+        return GR_ERR_INVALID_ARGUMENT;
+    *fd = -1;
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+        return st;
+    pthread_mutex_lock(&rt->reap_mu);
+    if (rt->reap_closed) { /* a destroy racing this call has closed it for good */
+        st = GR_ERR_INVALID_USAGE;
+    } else {
+        if (rt->completion_fd < 0)
+            rt->completion_fd = eventfd(rt->reap_head != NULL ? 1 : 0,
+                                        EFD_CLOEXEC | EFD_NONBLOCK);
+        if (rt->completion_fd < 0) /* EMFILE, ENFILE, ENOMEM: out of resources */
+            st = GR_ERR_OUT_OF_MEMORY;
+        else
+            *fd = rt->completion_fd;
+    }
+    pthread_mutex_unlock(&rt->reap_mu);
+    return st;
+}
+
+gr_status gr_runtime_reap(gr_runtime *handle, gr_job **jobs, size_t max, size_t *n)
+{
+    gr_status st = GR_OK;
+    gr_runtime *rt;
+    size_t got = 0;
+
+    if (n == NULL || (jobs == NULL && max > 0))
+        return GR_ERR_INVALID_ARGUMENT;
+    *n = 0;
+    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+        return st;
+    pthread_mutex_lock(&rt->reap_mu);
+    while (got < max && rt->reap_head != NULL) {
+        gr_job *job = rt->reap_head;
+
+        reap_unlink_locked(rt, job);
+        jobs[got++] = (gr_job *)job->handle;
+    }
+    pthread_mutex_unlock(&rt->reap_mu);
+    *n = got;
+    return GR_OK;
+}
+
+void gr__runtime_close_completion_fd(gr_runtime *rt)
+{
+    int fd;
+
+    pthread_mutex_lock(&rt->reap_mu);
+    fd = rt->completion_fd;
+    rt->completion_fd = -1;
+    rt->reap_closed = true;
+    pthread_mutex_unlock(&rt->reap_mu);
+    if (fd >= 0)
+        close(fd);
 }

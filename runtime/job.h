@@ -12,8 +12,9 @@
  * end it from there, and only for a whole-tensor unit whose task it then puts back in the
  * ring for another device's workers (gr__job_unstart_piece).
  *
- * Completion: when the last index ends, the callback runs, then the job is complete and its
- * waiters wake, so a wait that returns has seen the callback's effects.
+ * Completion: when the last index ends, the callback runs, then the job is complete, its
+ * waiters wake and its completion descriptor (if asked for) becomes readable, so a wait
+ * that returns, or a poll that sees the descriptor readable, has seen the callback's effects.
  *
  * References: the caller's handle, one while the job is incomplete, and one per task in the
  * ring (a canceled index's task may still be queued after the job completed). The job is
@@ -90,6 +91,16 @@ struct gr_job {
     pthread_t callback_thread;
     bool has_error;
     gr_error_info first_error;
+    /* The job's eventfd (gr_job_completion_fd), made on the first call, -1 before and once
+     * gr_job_destroy has closed it. Written (and closed) only under mu, so job_finish never
+     * writes to a number that a destroy has closed and the process has since reused. */
+    int completion_fd;
+
+    /* gr_job_options.notify: queued for gr_runtime_reap once complete. Set before the job
+     * is shared. reap_next, reap_prev and reap_queued are guarded by the runtime's reap_mu. */
+    bool notify;
+    bool reap_queued;
+    struct gr_job *reap_next, *reap_prev;
 
     /* The runtime's list of live jobs, guarded by the runtime's mu. */
     struct gr_job *live_next, *live_prev;

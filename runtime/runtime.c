@@ -26,7 +26,9 @@
  * starts: any later call with it (a second destroy, a submit after destroy) is refused
  * rather than reading freed memory. Jobs keep the runtime itself, by reference.
  *
- * Lock order: rt->mu is taken alone; job->mu is never held while taking it.
+ * Lock order: rt->mu is taken alone; job->mu is never held while taking it. rt->reap_mu
+ * (the completion queue, job.c) is a leaf: taken alone or inside job->mu, nothing inside
+ * it.
  */
 #include "runtime/runtime.h"
 
@@ -65,6 +67,7 @@ static void runtime_free(gr_runtime *rt)
     gr__stats_destroy(rt->stats);
     pthread_cond_destroy(&rt->deadline_cond);
     pthread_cond_destroy(&rt->cond);
+    pthread_mutex_destroy(&rt->reap_mu);
     pthread_mutex_destroy(&rt->mu);
     free(rt->workers);
     free(rt->devices);
@@ -656,6 +659,7 @@ static void runtime_teardown(gr_runtime *rt)
     while (rt->unfinished_jobs > 0)
         pthread_cond_wait(&rt->cond, &rt->mu);
     pthread_mutex_unlock(&rt->mu);
+    gr__runtime_close_completion_fd(rt);
     if (rt->deadline_started) {
         pthread_mutex_lock(&rt->mu);
         rt->deadline_stop = true;
@@ -700,10 +704,13 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     rt->fault_token = fault_token;
     gr__logger_init(&rt->log, cfg);
     atomic_init(&rt->refs, 1);
+    rt->completion_fd = -1;
     if (pthread_mutex_init(&rt->mu, NULL) != 0)
         goto out_free_rt;
-    if (gr__cond_init(&rt->cond) != 0)
+    if (pthread_mutex_init(&rt->reap_mu, NULL) != 0)
         goto out_destroy_mu;
+    if (gr__cond_init(&rt->cond) != 0)
+        goto out_destroy_reap_mu;
     if (gr__cond_init(&rt->deadline_cond) != 0)
         goto out_destroy_cond;
     if (gr__ring_create(cfg->ring_capacity, &rt->ring) != GR_OK)
@@ -742,6 +749,8 @@ out_destroy_deadline_cond:
     pthread_cond_destroy(&rt->deadline_cond);
 out_destroy_cond:
     pthread_cond_destroy(&rt->cond);
+out_destroy_reap_mu:
+    pthread_mutex_destroy(&rt->reap_mu);
 out_destroy_mu:
     pthread_mutex_destroy(&rt->mu);
 out_free_rt:

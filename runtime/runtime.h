@@ -63,6 +63,16 @@ struct gr_runtime {
     pthread_t deadline_thread;
     bool deadline_started;
 
+    /* The completion queue (job.c), guarded by reap_mu, a leaf lock (taken inside a
+     * job's mu, so that a job is queued in the same moment it becomes complete): complete
+     * notify jobs not yet reaped or destroyed, in completion order, and its eventfd,
+     * readable exactly while the queue is not empty (-1 until asked for; closed, and
+     * reap_closed set, by destroy). */
+    pthread_mutex_t reap_mu;
+    gr_job *reap_head, *reap_tail;
+    int completion_fd;
+    bool reap_closed;
+
     /* Observability, set up before the workers start and read-only after. */
     gr_logger log;          /* the config's callback and level, GR_LOG applied */
     gr_stats_state *stats;  /* counters (stats.h) */
@@ -79,6 +89,10 @@ void gr__runtime_untrack_job(struct gr_runtime *rt, gr_job *job);
 
 /* A job has completed: its callback has returned and its waiters are woken. */
 void gr__runtime_job_finished(struct gr_runtime *rt);
+
+/* Close the completion queue's descriptor (gr_runtime_destroy, once every job is
+ * complete). */
+void gr__runtime_close_completion_fd(struct gr_runtime *rt);
 
 /* Mark a device lost (idempotent): its workers stop taking work while another device
  * remains; when every device is lost they fail what is left. Any thread. */

@@ -65,6 +65,7 @@ static void job_options_init(void)
     ASSERT_PTR_EQ(x.user, c.user);
     ASSERT_PTR_EQ(x.constants, c.constants);
     ASSERT_EQ(x.n_constants, c.n_constants);
+    ASSERT_EQ(x.notify, c.notify);
 }
 
 static void buffer_desc_init(void)

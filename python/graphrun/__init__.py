@@ -1051,6 +1051,7 @@ class Job:
         job._handle = None
         job._lock = threading.Lock()
         job._event = threading.Event()
+        job._fd = None
         job._finished = False
         job._status = None
         job._error = None
@@ -1138,7 +1139,12 @@ class Job:
         finally:
             with _jobs_lock:
                 _jobs.pop(self._key, None)
-            self._event.set()
+            # Under the lock fileno() makes its descriptor under: it starts readable or
+            # is written here, once either way.
+            with self._lock:
+                self._event.set()
+                if self._fd is not None:
+                    os.eventfd_write(self._fd, 1)
 
     def _read_error(self):
         info = _c.ErrorInfo()
@@ -1210,6 +1216,25 @@ class Job:
         self.cancel()
         while not self._complete_within(_SLICE):
             pass
+
+    def fileno(self):
+        """A file descriptor that becomes readable once the job is complete and finished
+        here (done() is True: outputs copied back, on_complete returned), so that an event
+        loop can wait for it: selectors, select, or asyncio's
+        loop.add_reader(job, callback). Readable at once if the job is done already. The
+        job owns it and closes it when the job is collected: do not close it; remove it
+        from the loop before dropping the job. Reading it is not needed (a read makes it
+        not readable again). Not gr_job_completion_fd's descriptor: the C one turns
+        readable when the library's side is complete, before this package has copied
+        outputs back on its callback thread. Linux only."""
+        with self._lock:
+            if self._fd is None:
+                fd = os.eventfd(1 if self._event.is_set() else 0,
+                                os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+                self._fd_finalizer = weakref.finalize(self, os.close, fd)
+                self._fd_finalizer.atexit = False
+                self._fd = fd
+            return self._fd
 
     def cancel(self):
         """Indices not started end as canceled at once; running ones finish and write

@@ -208,6 +208,7 @@ class JobOptions(ctypes.Structure):
         ("user", ctypes.c_void_p),
         ("constants", ctypes.POINTER(ctypes.c_void_p)),
         ("n_constants", ctypes.c_uint32),
+        ("notify", ctypes.c_uint32),
     ]
 
 

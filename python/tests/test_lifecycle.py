@@ -4,7 +4,11 @@ callbacks, many threads at once, iteration, progress, Ctrl-C, and the memory con
 The host backend's precise cases use the gate kernel (gate.py), which holds iterations until
 the test lets them go; the same questions on CUDA use work long enough to be stopped."""
 import _thread
+import asyncio
 import gc
+import os
+import select
+import selectors
 import signal
 import threading
 import time
@@ -167,6 +171,84 @@ def test_context_manager_stops_on_an_exception(gate):
 
 
 # ---------------------------------------------------------------------------------------
+# Job.fileno: completion for event loops.
+
+def _readable(fd, timeout):
+    r, _, _ = select.select([fd], [], [], timeout)
+    return bool(r)
+
+
+def test_fileno_readable_only_once_done(gated):
+    rt, g, gate = gated
+    xs = [rand(100, seed=i) for i in range(3)]
+    x0 = [x.copy() for x in xs]
+    seen = []
+    job = rt.submit(g, xs, on_complete=lambda j: (time.sleep(0.1),
+                                                  seen.append(_readable(j.fileno(), 0))))
+    fd = job.fileno()
+    assert job.fileno() == fd and fd >= 0
+    gate.wait_entered(1)
+    assert not _readable(fd, 0.05) and not job.done()
+    gate.open()
+    with selectors.DefaultSelector() as sel:
+        sel.register(job, selectors.EVENT_READ)  # a Job is a file object: it has fileno
+        assert sel.select(10), "the job's descriptor never became readable"
+        assert job.done(), "readable before the job was done here"
+        sel.unregister(job)
+    assert seen == [False], "readable while on_complete still ran"
+    ys = job.result(timeout=0)
+    for x, y in zip(x0, ys):
+        assert same_bits(y, plus_one(x))
+
+
+def test_fileno_of_a_done_or_canceled_job(gated):
+    rt, g, gate = gated
+    job = rt.submit(g, [rand(10) for _ in range(3)])
+    gate.wait_entered(1)
+    job.cancel()
+    gate.open()
+    assert _readable(job.fileno(), 10)
+    assert job.done() and isinstance(job.error(), graphrun.Canceled)
+    done = rt.submit(graphrun.seed(), [rand(10)])
+    assert done.wait(10)
+    assert _readable(done.fileno(), 0)  # asked for after the fact: readable at once
+
+
+def test_fileno_closed_with_the_job(new_runtime):
+    rt = new_runtime(backend="host")
+    job = rt.submit(graphrun.seed(), [rand(10)])
+    fd = job.fileno()
+    assert job.wait(10)
+    del job
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_fileno_with_asyncio(new_runtime):
+    """Many jobs awaited on one event loop through loop.add_reader, none blocking it."""
+    rt = new_runtime(backend="host")
+    xs = [rand(5000, seed=i) for i in range(40)]
+
+    async def one(x):
+        loop = asyncio.get_running_loop()
+        job = rt.submit(graphrun.seed(), [x])
+        ready = loop.create_future()
+        loop.add_reader(job, ready.set_result, None)
+        try:
+            await asyncio.wait_for(ready, 30)
+        finally:
+            loop.remove_reader(job)
+        assert job.done()
+        return job.result(timeout=0)[0]
+
+    async def main():
+        return await asyncio.gather(*(one(x) for x in xs))
+
+    for x, y in zip(xs, asyncio.run(main())):
+        assert same_bits(y, seed_ref(x))
+
+
 # Callbacks.
 
 def test_on_complete_runs_on_a_python_thread_before_wait_returns(rt):

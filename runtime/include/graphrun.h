@@ -1108,12 +1108,17 @@ typedef struct gr_job_options {
      * 0 for a graph without constants. */
     const void *const *constants;
     uint32_t n_constants;
+    /* Appended after n_constants (options whose struct_size ends before it mean 0):
+     * nonzero to queue the job, once complete, for gr_runtime_reap (which makes
+     * gr_runtime_completion_fd readable). Needs a handle: a detached job (out NULL) with
+     * notify is refused (GR_ERR_INVALID_ARGUMENT). */
+    uint32_t notify;
 } gr_job_options;
 
 #define GR_JOB_OPTIONS_MAGIC 0x67724a4fu /* "grJO" */
 #ifdef __cplusplus
 #define GR_JOB_OPTIONS_INIT                                                                 \
-    {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL, NULL, 0}
+    {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL, NULL, 0, 0}
 #else /* designated, so -Wmissing-field-initializers stays quiet about the rest */
 #define GR_JOB_OPTIONS_INIT                                                                 \
     {.struct_size = sizeof(gr_job_options), .magic = GR_JOB_OPTIONS_MAGIC,                  \
@@ -1216,11 +1221,56 @@ int gr_job_is_complete(const gr_job *job);
  * accepted job, counting up. 0 for NULL. Any thread. */
 uint64_t gr_job_id(const gr_job *job);
 
+/*
+ * A file descriptor that becomes readable when the job completes, for event loops (epoll,
+ * poll, libuv's uv_poll_t, asyncio's add_reader): put it in the poll set, and when it is
+ * readable the job's result is final, gr_job_wait returns at once and the completion
+ * callback, if any, has returned. It is never readable before then. It is an eventfd
+ * (EFD_CLOEXEC | EFD_NONBLOCK) whose counter goes from 0 to 1 once, made on the first call
+ * (readable at once if the job is already complete); later calls give the same one. It
+ * belongs to the job: do not close it; remove it from your poll set before gr_job_destroy,
+ * which closes it. Reading it is not needed, and resets it to not readable (the job stays
+ * complete); a level-triggered poll set should drop it, or the job be destroyed, once seen.
+ *
+ * One descriptor per job: a server with many jobs in flight holds that many descriptors
+ * (mind RLIMIT_NOFILE), and pays an eventfd and two epoll_ctl calls per job.
+ *
+ * GR_ERR_INVALID_ARGUMENT for a NULL fd; GR_ERR_INVALID_USAGE for a destroyed job, a job
+ * whose handle was given back (also from its callback), or a detached one; GR_ERR_OUT_OF_MEMORY
+ * when no descriptor can be made (the process or system limit on descriptors, or memory).
+ * *fd is -1 on a failure. Linux only. Any thread.
+ */
+gr_status gr_job_completion_fd(gr_job *job, int *fd);
+
+/*
+ * The runtime's completion queue, for servers with many jobs in flight: one descriptor in
+ * the poll set for all of them. A job submitted with gr_job_options.notify is queued when
+ * it completes, under the same rule as gr_job_completion_fd (its result final, gr_job_wait
+ * answering at once, its callback returned), in the order jobs complete.
+ *
+ * gr_runtime_completion_fd: an eventfd (EFD_CLOEXEC | EFD_NONBLOCK), made on the first call,
+ * the same one later, readable exactly while the queue holds a job (gr_runtime_reap
+ * resets it when it takes the last; level-triggered use needs nothing more, edge-triggered
+ * use must reap until *n < max). It belongs to the runtime: gr_runtime_destroy closes it;
+ * do not close or read it. GR_ERR_OUT_OF_MEMORY when no descriptor can be made;
+ * GR_ERR_INVALID_USAGE for a destroyed runtime. Linux only. Any thread.
+ *
+ * gr_runtime_reap: takes up to `max` completed notify jobs off the queue into jobs[0 ..
+ * *n - 1], oldest first, without blocking (*n is 0 when there are none). Each is the
+ * handle gr_job_submit returned, still the caller's to gr_job_destroy. A job destroyed
+ * before it is reaped leaves the queue. GR_ERR_INVALID_ARGUMENT for NULL jobs (with max >
+ * 0) or n. Any thread; reapers on several threads each get different jobs.
+ */
+gr_status gr_runtime_completion_fd(gr_runtime *rt, int *fd);
+gr_status gr_runtime_reap(gr_runtime *rt, gr_job **jobs, size_t max, size_t *n);
+
 /* Give back the handle gr_job_submit returned. A job still running keeps running to its
  * end (its callback still runs, and may still use the handle; call gr_job_cancel first to
  * stop it); the host memory it uses must stay valid until then. Once the job is complete
- * and destroyed, every call with the handle returns GR_ERR_INVALID_USAGE. NULL is a no-op;
- * so is a second call. */
+ * and destroyed, every call with the handle returns GR_ERR_INVALID_USAGE. Closes the job's
+ * completion descriptor (gr_job_completion_fd), at once even if the job is still running,
+ * and takes it off the runtime's completion queue (gr_runtime_reap) or keeps it from it.
+ * NULL is a no-op; so is a second call. */
 void gr_job_destroy(gr_job *job);
 
 #ifdef __cplusplus
