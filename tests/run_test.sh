@@ -1145,11 +1145,14 @@ assert d["disk_read_gbs"] > 0 and d["disk_write_gbs"] > 0 and d["disk_both_gbs"]
 assert d["ratio"] > 0 and d["peak_rss_bytes"] > 0 and d["run"]["status"] == "ok", d
 assert d["run"]["host_memory_bytes"] == 4 << 20, d["run"]' "$out" &&
     [[ -z $(ls -A "$T/bio") ]] || { echo "    left:"; ls -A "$T/bio"; return 1; }
-  # A run that gets a tensor wrong (here: fails it) fails the benchmark.
+  # A run that gets a tensor wrong (here: fails it) fails the benchmark. The failed device
+  # allocation fails the unit it was for, and how many tensors a unit holds depends on how
+  # the stream grouped them as they arrived: one to three of the four.
   GR_FAULT=arena:2 run 1 bench --io "$T/bio" --count 4 --elems 262144 --json && "$py" -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["verified"] == 3 and d["wrong"] == 1 and d["run_exit"] == 1, d' "$out"
+assert d["verified"] + d["wrong"] == 4 and d["wrong"] >= 1 and d["verified"] >= 1, d
+assert d["run_exit"] == 1, d' "$out"
 }
 progress_line_only_where_it_belongs() { # on a terminal or asked for; never with --json
   local lines="$T/pg_lines"
