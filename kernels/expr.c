@@ -695,15 +695,15 @@ static pthread_mutex_t compile_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static known *known_list; /* guarded by list_mu */
 
-/* Take the entry of `prog` (or, with prog NULL, `stale`) off the list: the one list_mu
- * critical section that removes. */
-static known *unlink_known(const gr_expr_prog *prog, known *stale)
+/* Take the entry of `prog` off the list (register_prog also unlinks a stale entry, inside
+ * its lookup's critical section). */
+static known *unlink_known(const gr_expr_prog *prog)
 {
     known **at, *k = NULL;
 
     pthread_mutex_lock(&list_mu);
     for (at = &known_list; *at != NULL; at = &(*at)->next)
-        if (prog != NULL ? (*at)->prog == prog : *at == stale) {
+        if ((*at)->prog == prog) {
             k = *at;
             *at = k->next;
             break;
@@ -715,7 +715,7 @@ static known *unlink_known(const gr_expr_prog *prog, known *stale)
 /* An expression kernel's destroy: its program and its entry go with it. */
 static void expr_destroy(void *user)
 {
-    known *k = unlink_known(user, NULL);
+    known *k = unlink_known(user);
 
     if (k != NULL) {
         free(k->key);
@@ -761,7 +761,7 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
     gr_status st = GR_OK;
     bool cuda = true;
     uint64_t h;
-    known *k;
+    known *k, **at;
 
     if (!gr__expr_cuda(nodes, n, env, &head, &body))
         return oom(e);
@@ -794,23 +794,28 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
     snprintf(src, head_len + strlen(entry) + body_len + 1, "%s%s%s", head, entry, body);
     snprintf(key, head_len + body_len + 1, "%s%s", head, body);
     pthread_mutex_lock(&compile_mu);
+    /* The entry is looked up and its kernel held under list_mu: a kernel's destroy (at its
+     * last hold, on any thread, a worker freeing a graph included) unlinks and frees its
+     * entry under list_mu too, so the entry cannot go while it is read here. The registry's
+     * lock is taken inside list_mu, never the other way (destroys run outside it). */
     pthread_mutex_lock(&list_mu);
-    for (k = known_list; k != NULL; k = k->next)
-        if (strcmp(k->key, key) == 0)
+    for (at = &known_list; *at != NULL; at = &(*at)->next)
+        if (strcmp((*at)->key, key) == 0)
             break;
-    pthread_mutex_unlock(&list_mu);
-    /* Only registrations unlink an entry and they hold compile_mu, so k is still listed; its
-     * kernel may be unregistered meanwhile (then its destroy, at its last hold, finds no
-     * entry: it is taken off here, and the program registered again). */
-    if (k != NULL && (found = gr__kernel_hold_user(k->name, k->prog, held == NULL)) != NULL) {
+    k = *at;
+    if (k != NULL && (found = gr__kernel_hold_user(k->name, k->prog, held == NULL)) != NULL)
         gr__strlcpy(name, k->name, GR_NAME_MAX + 1);
+    else if (k != NULL)
+        *at = k->next; /* its kernel unregistered, to go at its last hold: register again */
+    pthread_mutex_unlock(&list_mu);
+    if (found != NULL) {
         if (held != NULL)
             *held = found;
         else
             drop = found;
         goto out_unlock;
     }
-    if (k != NULL && (k = unlink_known(NULL, k)) != NULL) {
+    if (k != NULL) {
         free(k->key);
         free(k);
     }
@@ -854,7 +859,7 @@ static gr_status register_prog(const char *text, size_t len, const gr_expr_node 
     pthread_mutex_unlock(&list_mu);
     st = held != NULL ? gr__kernel_register_held(&d, held, &err) : gr_kernel_register(&d, &err);
     if (st != GR_OK) {
-        (void)unlink_known(prog, NULL);
+        (void)unlink_known(prog);
         e->status = st;
         e->offset = 0;
         snprintf(e->why, sizeof(e->why), "cannot register the expression's kernel: %.160s",
