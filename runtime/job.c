@@ -1129,7 +1129,9 @@ gr_status gr_runtime_completion_fd(gr_runtime *handle, int *fd)
     if (fd == NULL)
         return GR_ERR_INVALID_ARGUMENT;
     *fd = -1;
-    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+    /* A reference, not a lookup alone: an event loop calls this while another thread may
+     * destroy the runtime, and the lock below must outlive that. */
+    if ((rt = gr__runtime_acquire(handle, &st)) == NULL)
         return st;
     pthread_mutex_lock(&rt->reap_mu);
     if (rt->reap_closed) { /* a destroy racing this call has closed it for good */
@@ -1144,6 +1146,7 @@ gr_status gr_runtime_completion_fd(gr_runtime *handle, int *fd)
             *fd = rt->completion_fd;
     }
     pthread_mutex_unlock(&rt->reap_mu);
+    gr__runtime_unref(rt);
     return st;
 }
 
@@ -1156,7 +1159,7 @@ gr_status gr_runtime_reap(gr_runtime *handle, gr_job **jobs, size_t max, size_t 
     if (n == NULL || (jobs == NULL && max > 0))
         return GR_ERR_INVALID_ARGUMENT;
     *n = 0;
-    if ((rt = gr__runtime_get(handle, &st)) == NULL)
+    if ((rt = gr__runtime_acquire(handle, &st)) == NULL) /* as gr_runtime_completion_fd */
         return st;
     pthread_mutex_lock(&rt->reap_mu);
     while (got < max && rt->reap_head != NULL) {
@@ -1166,6 +1169,7 @@ gr_status gr_runtime_reap(gr_runtime *handle, gr_job **jobs, size_t max, size_t 
         jobs[got++] = (gr_job *)job->handle;
     }
     pthread_mutex_unlock(&rt->reap_mu);
+    gr__runtime_unref(rt);
     *n = got;
     return GR_OK;
 }
