@@ -39,6 +39,9 @@ typedef struct gr_host_entry {
     uint64_t last_hold; /* c->clock at its latest hold: the LRU order */
     bool dropped;       /* out of the array; freed when the thread or forget is done */
     bool urgent;        /* QUEUED, and to be registered even while jobs are live */
+    /* The hold that queued it: only another job's use makes it urgent (compared, never
+     * dereferenced; a job meeting its own range again is not a second use). */
+    const gr_host_hold *queued_by;
 } gr_host_entry;
 
 struct gr_host_cache {
@@ -337,7 +340,7 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
             return GR_OK;
         if (e->state == ENTRY_REGISTERED)
             c->stats.hits++;
-        if (e->state == ENTRY_QUEUED && !e->urgent) { /* used again before registered */
+        if (e->state == ENTRY_QUEUED && !e->urgent && e->queued_by != h) { /* used again */
             e->urgent = true;
             c->urgent++;
             pthread_cond_signal(&c->work);
@@ -362,6 +365,7 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
     e->last_hold = ++c->clock;
     if (e->state == ENTRY_IDLE && end - base <= c->capacity && !c->closed) {
         e->state = ENTRY_QUEUED; /* the thread finds room for it, or sets it back */
+        e->queued_by = h;
         c->queued++;
         pthread_cond_signal(&c->work);
     }
@@ -396,15 +400,33 @@ static gr_status snapshot_ready(gr_host_hold *h)
     return GR_OK;
 }
 
-/* Whether an entry the hold has is on its way to being registered for it: queued by an
- * earlier job and used again (urgent), or being registered now (under mu). One queued by
- * this job alone waits for an idle moment, as its first use always does. */
-static bool hold_awaits_registration(const gr_host_hold *h)
+/* Whether a port range of the job lies inside an entry on its way to being registered:
+ * queued and made urgent by a second job's use, or being registered now (under mu). An
+ * entry held only because a range overlaps it is not waited for: that range is staged
+ * whatever the entry becomes. */
+static bool job_awaits_registration(gr_host_cache *c, const gr_graph *g, const gr_tensor *t,
+                                    uint64_t count)
 {
-    for (uint64_t k = 0; k < h->n; k++)
-        if ((h->v[k]->state == ENTRY_QUEUED && h->v[k]->urgent) ||
-            h->v[k]->state == ENTRY_REGISTERING)
-            return true;
+    uint32_t ports = g->n_inputs + g->n_outputs;
+
+    for (uint64_t i = 0; i < count; i++) {
+        for (uint32_t p = 0; p < ports; p++) {
+            bool is_out = p >= g->n_inputs, conflict;
+            uint32_t port = is_out ? p - g->n_inputs : p;
+            const void *ptr = is_out ? t[i].out[port] : t[i].in[port];
+            uint64_t bytes = gr_graph_port_bytes(g, is_out, port, t[i].elems), at;
+            uintptr_t base = (uintptr_t)ptr & ~(c->page - 1);
+            uintptr_t end = ((uintptr_t)ptr + bytes + c->page - 1) & ~(c->page - 1);
+            gr_host_entry *e;
+
+            if (bytes < GR_HOST_CACHE_MIN_BYTES)
+                continue; /* never registered for itself */
+            e = find(c, base, end, &at, &conflict);
+            if (e != NULL && ((e->state == ENTRY_QUEUED && e->urgent) ||
+                              e->state == ENTRY_REGISTERING))
+                return true;
+        }
+    }
     return false;
 }
 
@@ -446,7 +468,8 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
     /* A range used again is registered before this job plans, not beside it: registering
      * beside live copies stalls them (the driver serialises the two), so the job would run
      * staged and slowed, where waiting the registration's time lets it copy by DMA. */
-    while (st == GR_OK && !c->closed && hold_awaits_registration(out))
+    while (st == GR_OK && !c->closed && c->urgent + c->busy > 0 &&
+           job_awaits_registration(c, g, t, count))
         if (gr__cond_wait_until(&c->idle, &c->mu, wait_until_ns))
             break; /* the job's deadline: it runs as it finds the ranges */
     if (st == GR_OK)
