@@ -955,7 +955,8 @@ gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err);
  * definition is freed, and its destroy called, once no graph holds it: now when none
  * does, else when the last one is freed. GR_ERR_INVALID_ARGUMENT for a NULL or unknown
  * name or a built-in's. Any thread; a kernel's gr_kernel_info_get strings are valid only
- * until it is unregistered.
+ * until it is unregistered (a spec's expression kernel, registered by gr_graph_parse, until
+ * the last graph holding it is freed).
  */
 gr_status gr_kernel_unregister(const char *name, gr_error_info *err);
 
