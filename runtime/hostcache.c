@@ -7,10 +7,10 @@
  * in the array until unregistered, so that no lookup meanwhile takes its range for unknown
  * memory and asks the driver, which would still call it page-locked, about it: the range
  * is staged until it is gone). A QUEUED entry waits for a moment with no live job, unless
- * it is urgent (a second job held it while queued, and waits for it: hostcache.h says why). Entries no job
- * holds are dropped when IDLE or FAILED, and, when REGISTERED, kept until evicted (least
- * recently held first) or forgotten. The thread does every pin and every eviction's unpin;
- * gr_host_forget unpins on its caller's thread.
+ * it is urgent (a second job held it while queued, and waits for it: hostcache.h says
+ * why). Entries no job holds are dropped when IDLE or FAILED, and, when REGISTERED, kept
+ * until evicted (least recently held first) or forgotten. The thread does every pin and
+ * every eviction's unpin; gr_host_forget unpins on its caller's thread.
  */
 #include "runtime/hostcache.h"
 
