@@ -314,6 +314,26 @@ static bool unpinning_over(const gr_host_cache *c, uintptr_t base, uintptr_t end
     return false;
 }
 
+/* [*base, *end): [p, p + bytes) rounded out to whole pages, as entries are. */
+static void page_span(const gr_host_cache *c, const void *p, uint64_t bytes, uintptr_t *base,
+                      uintptr_t *end)
+{
+    *base = (uintptr_t)p & ~(c->page - 1);
+    *end = ((uintptr_t)p + bytes + c->page - 1) & ~(c->page - 1);
+}
+
+/* Host port `p` of tensor `t` (the graph's inputs first, then its outputs): where it lies
+ * and how many bytes it moves. */
+static const void *port_range(const gr_graph *g, const gr_tensor *t, uint32_t p,
+                              uint64_t *bytes)
+{
+    bool is_out = p >= g->n_inputs;
+    uint32_t port = is_out ? p - g->n_inputs : p;
+
+    *bytes = gr_graph_port_bytes(g, is_out, port, t->elems);
+    return is_out ? t->out[port] : t->in[port];
+}
+
 /* Hold the entry [p, p + bytes) lies in; for a range of GR_HOST_CACHE_MIN_BYTES or more in
  * none, create one and queue it (under mu). A small range is only looked up: it may be a
  * view into a registered entry, which must not go while this job copies from it. A range
@@ -321,13 +341,13 @@ static bool unpinning_over(const gr_host_cache *c, uintptr_t base, uintptr_t end
  * calls its pages page-locked. */
 static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_host_hold *h)
 {
-    uintptr_t base = (uintptr_t)p & ~(c->page - 1);
-    uintptr_t end = ((uintptr_t)p + bytes + c->page - 1) & ~(c->page - 1);
+    uintptr_t base, end;
     gr_host_entry *e;
     uint64_t at;
     bool conflict;
     gr_status st;
 
+    page_span(c, p, bytes, &base, &end);
     while (unpinning_over(c, base, end))
         pthread_cond_wait(&c->idle, &c->mu);
     e = find(c, base, end, &at, &conflict);
@@ -411,16 +431,15 @@ static bool job_awaits_registration(gr_host_cache *c, const gr_graph *g, const g
 
     for (uint64_t i = 0; i < count; i++) {
         for (uint32_t p = 0; p < ports; p++) {
-            bool is_out = p >= g->n_inputs, conflict;
-            uint32_t port = is_out ? p - g->n_inputs : p;
-            const void *ptr = is_out ? t[i].out[port] : t[i].in[port];
-            uint64_t bytes = gr_graph_port_bytes(g, is_out, port, t[i].elems), at;
-            uintptr_t base = (uintptr_t)ptr & ~(c->page - 1);
-            uintptr_t end = ((uintptr_t)ptr + bytes + c->page - 1) & ~(c->page - 1);
+            uint64_t bytes, at;
+            const void *ptr = port_range(g, &t[i], p, &bytes);
+            uintptr_t base, end;
             gr_host_entry *e;
+            bool conflict;
 
             if (bytes < GR_HOST_CACHE_MIN_BYTES)
                 continue; /* never registered for itself */
+            page_span(c, ptr, bytes, &base, &end);
             e = find(c, base, end, &at, &conflict);
             if (e != NULL && ((e->state == ENTRY_QUEUED && e->urgent) ||
                               e->state == ENTRY_REGISTERING))
@@ -455,10 +474,8 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
     }
     for (uint64_t i = 0; i < count && st == GR_OK; i++) {
         for (uint32_t p = 0; p < ports && st == GR_OK; p++) {
-            bool is_out = p >= g->n_inputs;
-            uint32_t port = is_out ? p - g->n_inputs : p;
-            const void *ptr = is_out ? t[i].out[port] : t[i].in[port];
-            uint64_t bytes = gr_graph_port_bytes(g, is_out, port, t[i].elems);
+            uint64_t bytes;
+            const void *ptr = port_range(g, &t[i], p, &bytes);
 
             if (bytes < GR_HOST_CACHE_MIN_BYTES && c->n == 0)
                 continue; /* nothing to be a view into */
