@@ -156,6 +156,23 @@ static inline uint64_t gr_graph_port_bytes(const gr_graph *g, bool output, uint3
     return total;
 }
 
+/* Host port `q` of tensor `t`, counting the graph's inputs first and then its outputs
+ * (0 .. n_inputs + n_outputs): its address, and the bytes it moves. For the loops that
+ * treat every port of a tensor alike. */
+static inline uintptr_t gr_graph_tensor_port_at(const gr_graph *g, const gr_tensor *t,
+                                                uint32_t q)
+{
+    return q < g->n_inputs ? (uintptr_t)t->in[q] : (uintptr_t)t->out[q - g->n_inputs];
+}
+
+static inline uint64_t gr_graph_tensor_port_bytes(const gr_graph *g, const gr_tensor *t,
+                                                  uint32_t q)
+{
+    bool out = q >= g->n_inputs;
+
+    return gr_graph_port_bytes(g, out, out ? q - g->n_inputs : q, t->elems);
+}
+
 /* Where element `elems` of host port `port` (an output port when `output`) lies, in bytes
  * from the port's start: an offset within one tensor (a chunk's start), or a batch's. */
 static inline uint64_t gr_graph_port_offset(const gr_graph *g, bool output, uint32_t port,

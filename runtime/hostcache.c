@@ -322,18 +322,6 @@ static void page_span(const gr_host_cache *c, const void *p, uint64_t bytes, uin
     *end = ((uintptr_t)p + bytes + c->page - 1) & ~(c->page - 1);
 }
 
-/* Host port `p` of tensor `t` (the graph's inputs first, then its outputs): where it lies
- * and how many bytes it moves. */
-static const void *port_range(const gr_graph *g, const gr_tensor *t, uint32_t p,
-                              uint64_t *bytes)
-{
-    bool is_out = p >= g->n_inputs;
-    uint32_t port = is_out ? p - g->n_inputs : p;
-
-    *bytes = gr_graph_port_bytes(g, is_out, port, t->elems);
-    return is_out ? t->out[port] : t->in[port];
-}
-
 /* Hold the entry [p, p + bytes) lies in; for a range of GR_HOST_CACHE_MIN_BYTES or more in
  * none, create one and queue it (under mu). A small range is only looked up: it may be a
  * view into a registered entry, which must not go while this job copies from it. A range
@@ -431,8 +419,8 @@ static bool job_awaits_registration(gr_host_cache *c, const gr_graph *g, const g
 
     for (uint64_t i = 0; i < count; i++) {
         for (uint32_t p = 0; p < ports; p++) {
-            uint64_t bytes, at;
-            const void *ptr = port_range(g, &t[i], p, &bytes);
+            const void *ptr = (const void *)gr_graph_tensor_port_at(g, &t[i], p);
+            uint64_t bytes = gr_graph_tensor_port_bytes(g, &t[i], p), at;
             uintptr_t base, end;
             gr_host_entry *e;
             bool conflict;
@@ -474,8 +462,8 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
     }
     for (uint64_t i = 0; i < count && st == GR_OK; i++) {
         for (uint32_t p = 0; p < ports && st == GR_OK; p++) {
-            uint64_t bytes;
-            const void *ptr = port_range(g, &t[i], p, &bytes);
+            const void *ptr = (const void *)gr_graph_tensor_port_at(g, &t[i], p);
+            uint64_t bytes = gr_graph_tensor_port_bytes(g, &t[i], p);
 
             if (bytes < GR_HOST_CACHE_MIN_BYTES && c->n == 0)
                 continue; /* nothing to be a view into */

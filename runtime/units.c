@@ -83,17 +83,6 @@ typedef struct spans {
     uintptr_t lo[2 * GR_MAX_PORTS], hi[2 * GR_MAX_PORTS];
 } spans;
 
-static uintptr_t port_at(const gr_graph *g, const gr_tensor *t, uint32_t q)
-{
-    return q < g->n_inputs ? (uintptr_t)t->in[q] : (uintptr_t)t->out[q - g->n_inputs];
-}
-
-static uint64_t port_bytes(const gr_graph *g, const gr_tensor *t, uint32_t q)
-{
-    bool out = q >= g->n_inputs;
-
-    return gr_graph_port_bytes(g, out, out ? q - g->n_inputs : q, t->elems);
-}
 
 /* Whether tensor b starts, on every port, right where tensor a ends, inside the allocation
  * a lies in: then one copy covers both. The driver refuses a copy that runs from one
@@ -105,19 +94,20 @@ static bool one_range(const gr_graph *g, const gr_tensor *a, const gr_tensor *b,
     uint32_t ports = g->n_inputs + g->n_outputs;
 
     for (uint32_t q = 0; q < ports; q++)
-        if (port_at(g, a, q) + port_bytes(g, a, q) != port_at(g, b, q))
+        if (gr_graph_tensor_port_at(g, a, q) + gr_graph_tensor_port_bytes(g, a, q) !=
+            gr_graph_tensor_port_at(g, b, q))
             return false;
     if (env->host_span == NULL)
         return true;
     for (uint32_t q = 0; q < ports; q++) {
-        uintptr_t pa = port_at(g, a, q), pb = port_at(g, b, q);
+        uintptr_t pa = gr_graph_tensor_port_at(g, a, q), pb = gr_graph_tensor_port_at(g, b, q);
 
         if ((pa < sp->lo[q] || pa >= sp->hi[q]) &&
             !env->host_span((const void *)pa, &sp->lo[q], &sp->hi[q])) {
             sp->lo[q] = sp->hi[q] = 0; /* unknown: nothing past the tensor */
             return false;
         }
-        if (pb < sp->lo[q] || port_bytes(g, b, q) > sp->hi[q] - pb)
+        if (pb < sp->lo[q] || gr_graph_tensor_port_bytes(g, b, q) > sp->hi[q] - pb)
             return false;
     }
     return true;
