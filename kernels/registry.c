@@ -563,16 +563,13 @@ gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out)
     const gr_kernel *k;
     gr_kernel_info info;
 
-    if (out == NULL || out->magic != GR_KERNEL_INFO_MAGIC ||
-        out->struct_size < KERNEL_INFO_V1_SIZE)
+    if (!gr__sized_out_ok(out, GR_KERNEL_INFO_MAGIC, KERNEL_INFO_V1_SIZE))
         return GR_ERR_INVALID_ARGUMENT;
     ensure_builtins();
     pthread_mutex_lock(&mu);
     k = i < count ? entries[i] : NULL;
     memset(&info, 0, sizeof(info));
     if (k != NULL) {
-        info.struct_size = out->struct_size;
-        info.magic = GR_KERNEL_INFO_MAGIC;
         info.name = k->name;
         info.n_inputs = k->def.n_inputs;
         info.n_scalars = k->def.n_scalars;
@@ -584,7 +581,7 @@ gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out)
     pthread_mutex_unlock(&mu);
     if (k == NULL)
         return GR_ERR_INVALID_ARGUMENT;
-    memcpy(out, &info, out->struct_size < sizeof(info) ? out->struct_size : sizeof(info));
+    gr__sized_out_fill(out, &info, sizeof(info));
     return GR_OK;
 }
 

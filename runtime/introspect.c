@@ -20,20 +20,17 @@ gr_status gr_runtime_info_get(const gr_runtime *handle, gr_runtime_info *out)
     gr_status st;
     gr_runtime *rt;
 
-    if (out == NULL || out->magic != GR_RUNTIME_INFO_MAGIC ||
-        out->struct_size < RUNTIME_INFO_V1_SIZE)
+    if (!gr__sized_out_ok(out, GR_RUNTIME_INFO_MAGIC, RUNTIME_INFO_V1_SIZE))
         return GR_ERR_INVALID_ARGUMENT;
     if ((rt = gr__runtime_get(handle, &st)) == NULL)
         return st;
     memset(&info, 0, sizeof(info));
-    info.struct_size = out->struct_size;
-    info.magic = GR_RUNTIME_INFO_MAGIC;
     info.backend = rt->backend->kind;
     info.device_count = rt->n_devices;
     info.workers_per_device = rt->cfg.workers_per_device;
     info.budget_bytes = gr__arena_size(rt->devices[0].arena);
     gr__strlcpy(info.backend_note, rt->backend_note, sizeof(info.backend_note));
-    memcpy(out, &info, out->struct_size < sizeof(info) ? out->struct_size : sizeof(info));
+    gr__sized_out_fill(out, &info, sizeof(info));
     return GR_OK;
 }
 
@@ -103,7 +100,7 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
     gr_runtime *rt;
     gr_stats s;
 
-    if (out == NULL || out->magic != GR_STATS_MAGIC || out->struct_size < STATS_V1_SIZE)
+    if (!gr__sized_out_ok(out, GR_STATS_MAGIC, STATS_V1_SIZE))
         return GR_ERR_INVALID_ARGUMENT;
     if ((rt = gr__runtime_get(handle, &status)) == NULL)
         return status;
@@ -112,8 +109,6 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
     st = rt->stats;
     dev = &rt->devices[device];
     memset(&s, 0, sizeof(s));
-    s.struct_size = out->struct_size;
-    s.magic = GR_STATS_MAGIC;
 
     s.device_count = rt->n_devices;
     s.devices_lost = atomic_load_explicit(&rt->devices_lost, memory_order_relaxed);
@@ -167,6 +162,6 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
     s.budget_in_use = gr__budget_in_use(dev->budget);
     s.budget_peak = gr__budget_peak(dev->budget);
 
-    memcpy(out, &s, out->struct_size < sizeof(s) ? out->struct_size : sizeof(s));
+    gr__sized_out_fill(out, &s, sizeof(s));
     return GR_OK;
 }

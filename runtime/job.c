@@ -981,14 +981,11 @@ gr_status gr_job_progress_get(const gr_job *handle, gr_job_progress *out)
     gr_status st;
     gr_job *job;
 
-    if (out == NULL || out->magic != GR_JOB_PROGRESS_MAGIC ||
-        out->struct_size < JOB_PROGRESS_V1_SIZE)
+    if (!gr__sized_out_ok(out, GR_JOB_PROGRESS_MAGIC, JOB_PROGRESS_V1_SIZE))
         return GR_ERR_INVALID_ARGUMENT;
     if ((job = job_get(handle, &st)) == NULL)
         return st;
     memset(&p, 0, sizeof(p));
-    p.struct_size = out->struct_size;
-    p.magic = GR_JOB_PROGRESS_MAGIC;
     p.total = job->count;
     p.done = atomic_load_explicit(&job->done, memory_order_relaxed);
     p.failed = atomic_load_explicit(&job->failed, memory_order_relaxed);
@@ -1000,7 +997,7 @@ gr_status gr_job_progress_get(const gr_job *handle, gr_job_progress *out)
      * the differences so a snapshot taken mid-transition never wraps around. */
     p.in_flight = started > ended_running ? started - ended_running : 0;
     p.queued = job->count > started + ended_queued ? job->count - started - ended_queued : 0;
-    memcpy(out, &p, out->struct_size < sizeof(p) ? out->struct_size : sizeof(p));
+    gr__sized_out_fill(out, &p, sizeof(p));
     return GR_OK;
 }
 

@@ -73,6 +73,31 @@ int64_t gr__deadline_min(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+typedef struct sized_head {
+    uint32_t struct_size, magic;
+} sized_head;
+
+bool gr__sized_out_ok(const void *out, uint32_t magic, size_t v1_size)
+{
+    sized_head h;
+
+    if (out == NULL)
+        return false;
+    memcpy(&h, out, sizeof(h));
+    return h.magic == magic && h.struct_size >= v1_size;
+}
+
+void gr__sized_out_fill(void *out, const void *full, size_t full_size)
+{
+    sized_head h;
+    size_t n;
+
+    memcpy(&h, out, sizeof(h));
+    n = h.struct_size < full_size ? h.struct_size : full_size;
+    if (n > sizeof(h))
+        memcpy((char *)out + sizeof(h), (const char *)full + sizeof(h), n - sizeof(h));
+}
+
 void gr__strlcpy(char *dst, const char *src, size_t size)
 {
     size_t n;

@@ -59,6 +59,15 @@ static inline bool gr_deadline_passed(int64_t deadline_ns, int64_t now_ns)
 /* Copy a string into a fixed buffer, always NUL-terminated, truncating. */
 void gr__strlcpy(char *dst, const char *src, size_t size);
 
+/* The output structs that grow (gr_stats, gr_runtime_info, gr_job_progress, gr_kernel_info)
+ * begin with uint32_t struct_size and magic, which the caller's INIT macro sets.
+ * gr__sized_out_ok: `out` is not NULL, has `magic`, and covers at least the struct's first
+ * version (`v1_size` bytes). gr__sized_out_fill: the library's whole struct `full`
+ * (`full_size` bytes) into `out` past that header, no further than the caller's
+ * struct_size: fields appended later than the caller's header stay untouched. */
+bool gr__sized_out_ok(const void *out, uint32_t magic, size_t v1_size);
+void gr__sized_out_fill(void *out, const void *full, size_t full_size);
+
 /* Fill `err` (when not NULL): status, index, node and a printf-style message. Returns
  * `status` so callers can write `return gr__error_set(err, ...)`. */
 gr_status gr__error_set(gr_error_info *err, gr_status status, uint64_t index, const char *node,
