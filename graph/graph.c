@@ -27,6 +27,7 @@ static gr_status vfail(gr_graph *g, int32_t node, int32_t buffer, gr_status st,
                        const char *fmt, va_list ap)
 {
     vsnprintf(g->error, sizeof(g->error), fmt, ap);
+    g->error_status = st;
     g->error_node = node;
     g->error_buffer = buffer;
     return st;
@@ -95,6 +96,20 @@ void gr_graph_destroy(gr_graph *g)
 const char *gr_graph_error(const gr_graph *g)
 {
     return g ? g->error : "no graph";
+}
+
+gr_status gr_graph_error_get(const gr_graph *g, gr_error_info *out)
+{
+    if (g == NULL || out == NULL)
+        return gr__error_set(out, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             g == NULL ? "no graph" : "out must not be NULL");
+    out->status = g->error[0] != '\0' ? g->error_status : GR_OK;
+    out->index = GR_NO_INDEX;
+    out->node[0] = '\0';
+    if (g->error[0] != '\0' && g->error_node >= 0 && (uint32_t)g->error_node < g->n_nodes)
+        gr__strlcpy(out->node, g->nodes[g->error_node].name, sizeof(out->node));
+    gr__strlcpy(out->message, g->error, sizeof(out->message));
+    return GR_OK;
 }
 
 static bool valid_name(const char *name)

@@ -84,6 +84,7 @@ struct gr_graph {
     uint32_t inplace_ok[GR_MAX_PORTS];
 
     char error[256]; /* reason for the last refusal */
+    gr_status error_status; /* its status: GR_OK when error is "" */
     /* The declaration the last refusal points at, for callers that can show where it was
      * written (the spec parser): the node, else the buffer, to fix; -1 when the refusal is
      * about the graph as a whole (no nodes, no D2H). At most one of the two is set. */

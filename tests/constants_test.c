@@ -81,7 +81,7 @@ static gr_graph *affine_graph(uint64_t w_elems)
     ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
     if (gr_graph_finalize(g) != GR_OK)
-        GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
+        GR_TEST_FAIL("finalize: %s", GRAPH_ERROR(g));
     return g;
 }
 
@@ -184,10 +184,10 @@ static void graph_rules(void)
     register_affine();
     ASSERT_STATUS(gr_graph_create(&g), GR_OK);
     ASSERT_STATUS(gr_graph_add_const(g, "w", &d, 0, NULL), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "give its size in elements");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "give its size in elements");
     d.fixed_elems = 12;
     ASSERT_STATUS(gr_graph_add_const(g, "w", &d, 2, bad_shape), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "its shape holds 15 elements, its size says 12");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "its shape holds 15 elements, its size says 12");
     ASSERT_STATUS(gr_graph_add_const(g, "w", &d, 2, shape), GR_OK);
     ASSERT_STATUS(gr_graph_add_const(g, "w", &d, 0, NULL), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
@@ -215,13 +215,13 @@ static void graph_rules(void)
     ASSERT_STATUS(gr_graph_add_d2h(g, "store", "w", 0), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "load", "store"), GR_OK);
     ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "node 'load' writes constant 'w'");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "node 'load' writes constant 'w'");
     gr_graph_destroy(g);
     ASSERT_STATUS(gr_graph_create(&g), GR_OK);
     ASSERT_STATUS(gr_graph_add_const(g, "w", &d, 0, NULL), GR_OK);
     ASSERT_STATUS(gr_graph_add_d2h(g, "store", "w", 0), GR_OK);
     ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "copies constant 'w' out");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "copies constant 'w' out");
     gr_graph_destroy(g);
 }
 
@@ -306,7 +306,7 @@ static void normalize_with_constant_statistics(void)
     ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
     if (gr_graph_finalize(g) != GR_OK)
-        GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
+        GR_TEST_FAIL("finalize: %s", GRAPH_ERROR(g));
     ASSERT_TRUE(!g->splittable);
     for (int i = 0; i < N; i++) {
         uint64_t n = C * (uint64_t)(10 + i * 37);

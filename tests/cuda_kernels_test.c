@@ -209,7 +209,7 @@ static void eager_kernels_beside_builtins(void)
     ASSERT_STATUS(gr_graph_add_dep(g, "copy", "user"), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "user", "store"), GR_OK);
     if (gr_graph_finalize(g) != GR_OK)
-        GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
+        GR_TEST_FAIL("finalize: %s", GRAPH_ERROR(g));
     t = calloc(N, sizeof(*t));
     data = calloc(N, sizeof(*data));
     for (uint64_t i = 0; i < N; i++) {
@@ -478,7 +478,7 @@ static void expect_expr_matches_cpu(gr_runtime *rt, const expr_case *c, const do
     ASSERT_STATUS(gr_graph_add_h2d(g, "lx", 0, "x"), GR_OK);
     ASSERT_STATUS(gr_graph_add_h2d(g, "ly", 1, "y"), GR_OK);
     if (gr_graph_add_kernel(g, "k", name, ins, 2, "o", NULL, 0) != GR_OK)
-        GR_TEST_FAIL("'%s': %s", c->text, gr_graph_error(g));
+        GR_TEST_FAIL("'%s': %s", c->text, GRAPH_ERROR(g));
     ASSERT_STATUS(gr_graph_add_d2h(g, "s", "o", 0), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "lx", "k"), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "ly", "k"), GR_OK);

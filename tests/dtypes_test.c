@@ -264,9 +264,9 @@ static void kernel_versions_by_type(void)
     ASSERT_STATUS(gr_graph_add_buffer_desc(g, "x", &u8), GR_OK);
     ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", in, 1, "x", (float[]){2.0f}, 1),
                   GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "kernel 'mul' has no version for (uint8) -> uint8");
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "(float16) -> float16");
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "convert with cast first");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "kernel 'mul' has no version for (uint8) -> uint8");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "(float16) -> float16");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "convert with cast first");
     gr_graph_destroy(g);
 
     /* float64 scalars through gr_graph_add_kernel_f64 keep their digits; a float32 scalar
@@ -288,7 +288,7 @@ static void kernel_versions_by_type(void)
         ASSERT_STATUS(gr_graph_add_kernel_f64(g, "k2", "mul", in, 1, "y",
                                               (double[]){1e39}, 1),
                       GR_ERR_INVALID_ARGUMENT);
-        ASSERT_STR_CONTAINS(gr_graph_error(g), "scalar 0 (1e+39) is not a float32 value");
+        ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "scalar 0 (1e+39) is not a float32 value");
         /* The spec's rule (a value that rounds to FLT_MAX is one; one that rounds to 0 is
          * not), so that a spec's number and the builder agree. */
         ASSERT_STATUS(gr_graph_add_kernel_f64(g, "k3", "mul", in, 1, "y",
@@ -406,7 +406,7 @@ static gr_graph *typed_pipeline(gr_dtype t)
     ASSERT_STATUS(gr_graph_add_d2h(g, "store", "y", 0), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, gr__dtype_is_float(t) ? "k" : "out", "store"), GR_OK);
     if (gr_graph_finalize(g) != GR_OK)
-        GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
+        GR_TEST_FAIL("finalize: %s", GRAPH_ERROR(g));
     return g;
 }
 
@@ -669,13 +669,13 @@ static void expect_cuda_matches_cpu(gr_runtime *rt, const char *kernel, const gr
     d.dtype = out_t;
     ASSERT_STATUS(gr_graph_add_buffer_desc(g, "o", &d), GR_OK);
     if (gr_graph_add_kernel_f64(g, "k", kernel, names, n_in, "o", s, n_s) != GR_OK)
-        GR_TEST_FAIL("%s: %s", kernel, gr_graph_error(g));
+        GR_TEST_FAIL("%s: %s", kernel, GRAPH_ERROR(g));
     ASSERT_STATUS(gr_graph_add_d2h(g, "store", "o", 0), GR_OK);
     for (uint32_t i = 0; i < n_in; i++)
         ASSERT_STATUS(gr_graph_add_dep(g, i ? "load1" : "load0", "k"), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
     if (gr_graph_finalize(g) != GR_OK)
-        GR_TEST_FAIL("%s: finalize: %s", kernel, gr_graph_error(g));
+        GR_TEST_FAIL("%s: finalize: %s", kernel, GRAPH_ERROR(g));
     ASSERT_STATUS(gr_host_alloc(n * os, &out), GR_OK);
     memset(out, 0xa5, n * os);
     t.out[0] = out;

@@ -68,13 +68,13 @@ gr_graph *gr_test_kernel_graph(const char *kernel, uint32_t n_inputs, const floa
     }
     if (gr_graph_add_kernel(g, "k", kernel, ins, n_inputs, in_place ? "x" : "o", scalars,
                             n_scalars) != GR_OK)
-        GR_TEST_FAIL("kernel node '%s': %s", kernel, gr_graph_error(g));
+        GR_TEST_FAIL("kernel node '%s': %s", kernel, GRAPH_ERROR(g));
     ASSERT_STATUS(gr_graph_add_d2h(g, "st", in_place ? "x" : "o", 0), GR_OK);
     for (uint32_t i = 0; i < n_inputs; i++)
         ASSERT_STATUS(gr_graph_add_dep(g, loads[i], "k"), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "k", "st"), GR_OK);
     if (gr_graph_finalize(g) != GR_OK)
-        GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
+        GR_TEST_FAIL("finalize: %s", GRAPH_ERROR(g));
     return g;
 }
 

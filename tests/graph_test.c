@@ -59,57 +59,126 @@ static void builder_refusals(void)
     ASSERT_STATUS(gr_graph_create(NULL), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_create(&g), GR_OK);
     ASSERT_STATUS(gr_graph_add_buffer(g, "", 1, 1), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "buffer name");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "buffer name");
     ASSERT_STATUS(gr_graph_add_buffer(g, "a b", 1, 1), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_add_buffer(g, NULL, 1, 1), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_add_buffer(g, "abcdefghijklmnopqrstuvwxyz0123456", 1, 1),
                   GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_add_buffer(g, "x", 0, 1), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "must be positive");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "must be positive");
     ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 0), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), ""); /* cleared by a successful call */
-    ASSERT_EQ(gr_graph_error(g)[0], '\0');
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), ""); /* cleared by a successful call */
+    ASSERT_EQ(GRAPH_ERROR(g)[0], '\0');
     ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "buffer 'x' is defined twice");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "buffer 'x' is defined twice");
 
     ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "nope"), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "unknown buffer 'nope'");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "unknown buffer 'nope'");
     ASSERT_STATUS(gr_graph_add_h2d(g, "load", GR_MAX_PORTS, "x"), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "input port");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "input port");
     ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
     ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "node 'load' is defined twice");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "node 'load' is defined twice");
 
     ASSERT_STATUS(gr_graph_add_kernel(g, "k", "frobnicate", X, 1, "x", s, 1),
                   GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "unknown kernel 'frobnicate'");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "unknown kernel 'frobnicate'");
     ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", two, 2, "x", s, 1),
                   GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "takes 1 input(s), got 2");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "takes 1 input(s), got 2");
     ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", X, 1, "x", s, 2), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "takes 1 scalar(s), got 2");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "takes 1 scalar(s), got 2");
     ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", X, 1, "x", NULL, 1),
                   GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", unknown, 1, "x", s, 1),
                   GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "unknown buffer 'nope'");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "unknown buffer 'nope'");
     ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", X, 1, "y", s, 1), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", X, 1, "x", s, 1), GR_OK);
 
     ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", GR_MAX_PORTS), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "output port");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "output port");
     ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
 
     ASSERT_STATUS(gr_graph_add_dep(g, "load", "nowhere"), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "unknown node 'nowhere'");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "unknown node 'nowhere'");
     ASSERT_STATUS(gr_graph_add_dep(g, NULL, "k"), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_add_dep(g, "k", "k"), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "cannot depend on itself");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "cannot depend on itself");
     gr_graph_destroy(g);
 
     ASSERT_STATUS(gr_graph_add_buffer(NULL, "x", 1, 1), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_graph_finalize(NULL), GR_ERR_INVALID_ARGUMENT);
+}
+
+/* gr_graph_error_get gives a refusal as every other call gives its detail: the status the
+ * call returned, no index, the node when the refusal is about one, and the reason; GR_OK
+ * and "" before any refusal and after a call that succeeded. gr_graph_error, deprecated,
+ * is its message alone. */
+static void error_get(void)
+{
+    static const char *Y[] = {"y"};
+    const float s = 1.0f;
+    gr_error_info info;
+    gr_graph *g;
+
+    ASSERT_STATUS(gr_graph_create(&g), GR_OK);
+    memset(&info, 0x5a, sizeof(info));
+    ASSERT_STATUS(gr_graph_error_get(g, &info), GR_OK);
+    ASSERT_STATUS(info.status, GR_OK);
+    ASSERT_EQ_U64(info.index, GR_NO_INDEX);
+    ASSERT_STR_EQ(info.node, "");
+    ASSERT_STR_EQ(info.message, "");
+
+    /* Invalid argument, about no node. */
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 0, 1), GR_ERR_INVALID_ARGUMENT);
+    memset(&info, 0x5a, sizeof(info));
+    ASSERT_STATUS(gr_graph_error_get(g, &info), GR_OK);
+    ASSERT_STATUS(info.status, GR_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ_U64(info.index, GR_NO_INDEX);
+    ASSERT_STR_EQ(info.node, "");
+    ASSERT_STR_CONTAINS(info.message, "must be positive");
+    ASSERT_STR_EQ(info.message, gr_graph_error(g));
+
+    /* A success forgets it. */
+    ASSERT_STATUS(gr_graph_add_buffer(g, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_error_get(g, &info), GR_OK);
+    ASSERT_STATUS(info.status, GR_OK);
+    ASSERT_STR_EQ(info.message, "");
+    ASSERT_STR_EQ(gr_graph_error(g), "");
+
+    /* Finalize refuses a node that reads what nothing wrote: the node is named. */
+    ASSERT_STATUS(gr_graph_add_buffer(g, "y", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(g, "load", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(g, "k", "mul", Y, 1, "x", &s, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(g, "store", "x", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_graph_error_get(g, &info), GR_OK);
+    ASSERT_STATUS(info.status, GR_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ_U64(info.index, GR_NO_INDEX);
+    ASSERT_STR_EQ(info.node, "k");
+    ASSERT_STR_CONTAINS(info.message, "node 'k' reads buffer 'y'");
+    ASSERT_STR_EQ(info.message, gr_graph_error(g));
+    gr_graph_destroy(g);
+
+    /* Invalid usage: a finalized graph changed. */
+    g = chain();
+    ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
+    ASSERT_STATUS(gr_graph_add_buffer(g, "y", 1, 1), GR_ERR_INVALID_USAGE);
+    ASSERT_STATUS(gr_graph_error_get(g, &info), GR_OK);
+    ASSERT_STATUS(info.status, GR_ERR_INVALID_USAGE);
+    ASSERT_STR_CONTAINS(info.message, "finalized");
+    ASSERT_STR_EQ(info.message, gr_graph_error(g));
+
+    /* NULL: refused, and said so in out when there is one. */
+    ASSERT_STATUS(gr_graph_error_get(g, NULL), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_graph_error_get(NULL, &info), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(info.status, GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(info.message, "no graph");
+    gr_graph_destroy(g);
 }
 
 static void limits(void)
@@ -123,13 +192,13 @@ static void limits(void)
         ASSERT_STATUS(gr_graph_add_buffer(g, name, 1, 1), GR_OK);
     }
     ASSERT_STATUS(gr_graph_add_buffer(g, "one_more", 1, 1), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "too many buffers");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "too many buffers");
     for (int i = 0; i < GR_MAX_NODES; i++) {
         snprintf(name, sizeof(name), "n%d", i);
         ASSERT_STATUS(gr_graph_add_h2d(g, name, 0, "b0"), GR_OK);
     }
     ASSERT_STATUS(gr_graph_add_h2d(g, "one_more", 0, "b0"), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "too many nodes");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "too many nodes");
     gr_graph_destroy(g);
 }
 
@@ -137,7 +206,7 @@ static void limits(void)
 static void expect_refused(gr_graph *g, const char *why)
 {
     ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), why);
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), why);
     ASSERT_TRUE(!g->finalized);
     gr_graph_destroy(g);
 }
@@ -224,7 +293,7 @@ static void frozen_after_finalize(void)
     ASSERT_STATUS(gr_graph_finalize(g), GR_OK);
     ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_USAGE);
     ASSERT_STATUS(gr_graph_add_buffer(g, "y", 1, 1), GR_ERR_INVALID_USAGE);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "finalized");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "finalized");
     ASSERT_STATUS(gr_graph_add_kernel(g, "k9", "mul", X, 1, "x", &s, 1), GR_ERR_INVALID_USAGE);
     ASSERT_STATUS(gr_graph_add_dep(g, "load", "store"), GR_ERR_INVALID_USAGE);
     gr_graph_destroy(g);
@@ -343,7 +412,8 @@ static void output_of_its_own_size(void)
     gr_graph_destroy(g);
 }
 
-GR_TEST_MAIN(GR_TEST(seed_graph_and_footprint), GR_TEST(builder_refusals), GR_TEST(limits),
+GR_TEST_MAIN(GR_TEST(seed_graph_and_footprint), GR_TEST(builder_refusals), GR_TEST(error_get),
+             GR_TEST(limits),
              GR_TEST(output_of_its_own_size),
              GR_TEST(finalize_refusals), GR_TEST(frozen_after_finalize),
              GR_TEST(dag_layout_and_in_place_rules), GR_TEST(kernel_listing))

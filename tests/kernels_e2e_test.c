@@ -18,7 +18,7 @@
 static gr_graph *finalized(gr_graph *g)
 {
     if (gr_graph_finalize(g) != GR_OK)
-        GR_TEST_FAIL("finalize: %s", gr_graph_error(g));
+        GR_TEST_FAIL("finalize: %s", GRAPH_ERROR(g));
     return g;
 }
 
@@ -28,7 +28,7 @@ static void add_fixed(gr_graph *g, const char *name, uint64_t elems)
 
     d.fixed_elems = elems;
     if (gr_graph_add_buffer_desc(g, name, &d) != GR_OK)
-        GR_TEST_FAIL("add buffer %s: %s", name, gr_graph_error(g));
+        GR_TEST_FAIL("add buffer %s: %s", name, GRAPH_ERROR(g));
 }
 
 /* load: in0 -> x; k: KERNEL(x) -> y; store: y -> out0, y a buffer of the tensor's size or
@@ -268,7 +268,7 @@ static void fixed_buffers_only_where_they_fit(void)
     ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
     ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "node 'k' works on the whole tensor, but buffer 'f' "
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "node 'k' works on the whole tensor, but buffer 'f' "
                                            "has a fixed size (16 elements)");
     ASSERT_EQ(g->error_buffer, 1);
     gr_graph_destroy(g);
@@ -282,7 +282,7 @@ static void fixed_buffers_only_where_they_fit(void)
     ASSERT_STATUS(gr_graph_add_dep(g, "load", "k"), GR_OK);
     ASSERT_STATUS(gr_graph_add_dep(g, "k", "store"), GR_OK);
     ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "buffer 'f' has a fixed size");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "buffer 'f' has a fixed size");
     gr_graph_destroy(g);
     /* A small input reads what its buffer holds: a fixed size, or else the whole tensor, so
      * a ratio buffer below 1/1 is refused there too (normalize would read past it). */
@@ -300,20 +300,20 @@ static void fixed_buffers_only_where_they_fit(void)
         ASSERT_STATUS(gr_graph_add_dep(g, "s", "n"), GR_OK);
         ASSERT_STATUS(gr_graph_add_dep(g, "n", "store"), GR_OK);
         ASSERT_STATUS(gr_graph_finalize(g), GR_ERR_INVALID_ARGUMENT);
-        ASSERT_STR_CONTAINS(gr_graph_error(g), "node 'n' works on the whole tensor, but buffer "
+        ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "node 'n' works on the whole tensor, but buffer "
                                                "'m' (1/4) is smaller than the tensor");
         gr_graph_destroy(g);
     }
     /* A bad description is refused by the builder. */
     ASSERT_STATUS(gr_graph_create(&g), GR_OK);
     ASSERT_STATUS(gr_graph_add_buffer_desc(g, "x", NULL), GR_ERR_INVALID_ARGUMENT);
-    ASSERT_STR_CONTAINS(gr_graph_error(g), "GR_BUFFER_DESC_INIT");
+    ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "GR_BUFFER_DESC_INIT");
     {
         gr_buffer_desc d = GR_BUFFER_DESC_INIT;
 
         d.dtype = GR_DTYPE_COUNT_;
         ASSERT_STATUS(gr_graph_add_buffer_desc(g, "x", &d), GR_ERR_INVALID_ARGUMENT);
-        ASSERT_STR_CONTAINS(gr_graph_error(g), "unknown element type");
+        ASSERT_STR_CONTAINS(GRAPH_ERROR(g), "unknown element type");
     }
     gr_graph_destroy(g);
 }

@@ -164,6 +164,15 @@ _Noreturn void gr_test_fail_from_signal(const char *message);
                          h_ ? h_ : "(null)");                                               \
     } while (0)
 
+/* The message of graph g's last refusal, through gr_graph_error_get (the one way to get
+ * error detail): valid until the end of the enclosing block, "" when none. */
+static inline const char *gr_test_graph_error_(const gr_graph *g, gr_error_info *e)
+{
+    gr_graph_error_get(g, e);
+    return e->message;
+}
+#define GRAPH_ERROR(g) gr_test_graph_error_((g), &(gr_error_info){.status = GR_OK})
+
 /* Skip the current case (say why) and return from it. */
 #define SKIP(reason)                                                                        \
     do {                                                                                    \

@@ -143,7 +143,10 @@ static int build_seed_graph(gr_graph **out)
     if (st == GR_OK)
         st = gr_graph_finalize(g); /* validated and frozen: usable by any thread */
     if (st != GR_OK) {
-        fail("building the seed graph: %s: %s", gr_status_str(st), gr_graph_error(g));
+        gr_error_info err; /* the refusal, as every call gives its detail */
+
+        gr_graph_error_get(g, &err);
+        fail("building the seed graph: %s: %s", gr_status_str(err.status), err.message);
         gr_graph_destroy(g);
         return -1;
     }

@@ -229,7 +229,8 @@ int main(int argc, char **argv)
         gr_graph_add_d2h(g, "store", "mag", 0) != GR_OK ||
         gr_graph_add_dep(g, "load", "fft") != GR_OK || gr_graph_add_dep(g, "fft", "abs") != GR_OK ||
         gr_graph_add_dep(g, "abs", "store") != GR_OK || gr_graph_finalize(g) != GR_OK) {
-        fprintf(stderr, "fft_cufft: graph: %s\n", gr_graph_error(g));
+        gr_graph_error_get(g, &err); /* the refusal: its status, node and reason */
+        fprintf(stderr, "fft_cufft: graph: %s\n", err.message);
         return 1;
     }
     if (gr_runtime_create(&cfg, &rt, &err) != GR_OK) {

@@ -201,7 +201,8 @@ int main(int argc, char **argv)
         gr_graph_add_d2h(g, "store", "y", 0) != GR_OK ||
         gr_graph_add_dep(g, "load", "mm") != GR_OK || gr_graph_add_dep(g, "mm", "store") != GR_OK ||
         gr_graph_finalize(g) != GR_OK) {
-        fprintf(stderr, "matmul_cublas: graph: %s\n", gr_graph_error(g));
+        gr_graph_error_get(g, &err); /* the refusal: its status, node and reason */
+        fprintf(stderr, "matmul_cublas: graph: %s\n", err.message);
         return 1;
     }
     if (gr_runtime_create(&cfg, &rt, &err) != GR_OK) {

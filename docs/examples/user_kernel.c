@@ -83,7 +83,8 @@ int main(int argc, char **argv)
         gr_graph_add_d2h(g, "store", "x", 0) != GR_OK ||
         gr_graph_add_dep(g, "load", "k") != GR_OK || gr_graph_add_dep(g, "k", "store") != GR_OK ||
         gr_graph_finalize(g) != GR_OK) {
-        fprintf(stderr, "user_kernel: graph: %s\n", gr_graph_error(g));
+        gr_graph_error_get(g, &err); /* the refusal: its status, node and reason */
+        fprintf(stderr, "user_kernel: graph: %s\n", err.message);
         return 1;
     }
     printf("PASS graph\n");

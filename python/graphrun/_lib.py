@@ -355,7 +355,7 @@ _FUNCTIONS = {
     "gr_dtype_name": (ctypes.c_char_p, [c_enum]),
     "gr_dtype_size": (ctypes.c_uint32, [c_enum]),
     "gr_graph_destroy": (None, [_P]),
-    "gr_graph_error": (ctypes.c_char_p, [_P]),
+    "gr_graph_error_get": (c_enum, [_P, _ERR]),
     "gr_graph_create_seed": (c_enum, [_PP]),
     "gr_graph_parse": (c_enum, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, _PP, _ERR]),
     "gr_graph_load": (c_enum, [ctypes.c_char_p, _PP, _ERR]),

@@ -19,8 +19,9 @@
  * threads; "owner" means the single thread that builds the object, until it is finalized.
  *
  * Handles are opaque. Every _destroy(NULL) is a no-op. Calls that can fail return a
- * gr_status; detail goes to the handle (graph, job) or to a caller-provided gr_error_info,
- * never to a process-wide global.
+ * gr_status; detail always comes as a gr_error_info: filled by the call itself through its
+ * optional `err`, or, for calls without one, kept on the handle and read with
+ * gr_graph_error_get or gr_job_error_get. Never in a process-wide global.
  *
  * Runtime and job handles are checked: once a runtime is destroyed, or a job is complete
  * and destroyed, every call with its handle returns GR_ERR_INVALID_USAGE (destroys do
@@ -589,8 +590,17 @@ gr_status gr_graph_create(gr_graph **out);
 /* Drops the caller's reference; jobs still using the graph keep it alive. NULL is a no-op. */
 void gr_graph_destroy(gr_graph *g);
 
-/* The reason for the last refusal by a graph call, "" when none. Owner (or any thread once
- * finalized). The text lives as long as the graph. */
+/* The last refusal by a graph call (gr_graph_add_*, gr_graph_finalize), as every other
+ * call gives its detail: out->status the status it returned, index GR_NO_INDEX, node the
+ * node it concerns when it concerns one ("" otherwise), message the reason. Each builder
+ * call forgets the refusal before it, so after a call that succeeded: status GR_OK and
+ * message "". Returns GR_OK, or GR_ERR_INVALID_ARGUMENT for a NULL graph or out (out then
+ * holds that status and a message, when not NULL). Owner (or any thread once finalized). */
+gr_status gr_graph_error_get(const gr_graph *g, gr_error_info *out);
+
+/* Deprecated: gr_graph_error_get's message alone, "" when none ("no graph" for NULL); the
+ * text lives as long as the graph. Kept so that programs written for 0.3 compile; use
+ * gr_graph_error_get. Owner (or any thread once finalized). */
 const char *gr_graph_error(const gr_graph *g);
 
 /* A buffer of ceil(tensor_elems * num / den) float32 elements (gr_graph_add_buffer_desc
