@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <graphrun_workloads.h>
+
 #include "runtime/sync.h"
 
 static gr_status fail(gr_graph *g, gr_status st, const char *fmt, ...)

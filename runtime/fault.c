@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <graphrun_testing.h>
+
 #include "runtime/sync.h"
 
 #define MAX_RULES 16
@@ -57,6 +59,14 @@ static const char *const site_names[GR_FAULT_SITE_COUNT] = {
     [GR_FAULT_GRAPH_LAUNCH] = "graph_launch",
     [GR_FAULT_COPY] = "copy",
 };
+
+gr_status gr_testing_set_fault_plan(gr_config *cfg, const char *plan)
+{
+    if (cfg == NULL || cfg->magic != GR_CONFIG_MAGIC)
+        return GR_ERR_INVALID_ARGUMENT;
+    cfg->testing_ = plan;
+    return GR_OK;
+}
 
 const char *gr__fault_site_name(gr_fault_site site)
 {

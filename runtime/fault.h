@@ -11,9 +11,9 @@
  * seed the same call numbers of a site fail in every run (gr__fault_random_fails says
  * which), but which thread, and so which job, makes a given call depends on the threads'
  * interleaving. The empty plan fails nothing but counts the calls of every site, which is
- * how a sweep learns how many there are. The plan comes from
- * gr_config.fault_plan or, when that is NULL, the GR_FAULT environment variable, and
- * gr_runtime_create arms it. Plan and counters are process-wide, because some sites (graph
+ * how a sweep learns how many there are. The plan comes from the config
+ * (gr_testing_set_fault_plan, <graphrun_testing.h>, which stores it in gr_config.testing_)
+ * or, when that is NULL, the GR_FAULT environment variable, and gr_runtime_create arms it. Plan and counters are process-wide, because some sites (graph
  * lowering, pinned allocation) have no runtime at hand: arming replaces any earlier plan and
  * restarts the counts, and the runtime that armed a plan disarms it when it is destroyed. It
  * is a testing facility: one faulty runtime at a time.

@@ -689,7 +689,7 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
     if ((st = gr__config_check(cfg, &full, err)) != GR_OK)
         return st;
     cfg = &full;
-    plan = cfg->fault_plan != NULL ? cfg->fault_plan : getenv("GR_FAULT");
+    plan = cfg->testing_ != NULL ? cfg->testing_ : getenv("GR_FAULT");
     if (plan != NULL && (st = gr__fault_arm(plan, &fault_token, err)) != GR_OK)
         return st;
     rt = gr__calloc(1, sizeof(*rt));
@@ -698,7 +698,7 @@ static gr_status runtime_create(const gr_config *cfg, gr_runtime **out, gr_error
         return gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
     }
     rt->cfg = *cfg;
-    rt->cfg.fault_plan = NULL; /* the caller's string need not outlive this call */
+    rt->cfg.testing_ = NULL; /* the caller's plan need not outlive this call */
     pthread_once(&atfork_once, register_atfork);
     rt->fork_generation = atomic_load(&fork_generation);
     rt->fault_token = fault_token;

@@ -255,7 +255,7 @@ static void refused_copies_run_staged(void)
         cfg.backend = GR_BACKEND_CUDA;
         cfg.workers_per_device = 1;
         cfg.budget_bytes = 64 * MiB;
-        cfg.fault_plan = plans[k];
+        gr_testing_set_fault_plan(&cfg, plans[k]);
         if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
             GR_TEST_FAIL("create: %s", err.message);
         ASSERT_EQ(cudaHostAlloc(&rows, 512 * 64 * KiB, cudaHostAllocPortable), cudaSuccess);

@@ -94,7 +94,7 @@ static gr_config config(const char *plan)
     cfg.copy_threads = 2;
     cfg.staging_bytes = 64 << 10;
     cfg.batch_below_bytes = 8 << 10;
-    cfg.fault_plan = plan;
+    gr_testing_set_fault_plan(&cfg, plan);
     return cfg;
 }
 
@@ -559,6 +559,33 @@ static void fault_rate_in_a_job(void)
     }
 }
 
+/* <graphrun_testing.h>'s setter: it refuses a config not made by GR_CONFIG_INIT, puts the
+ * plan in the config's private slot, where gr_runtime_create finds it, and NULL takes it
+ * out again. The slot is the one the plan has always had, so gr_config's layout did not
+ * change: every field after it stays where 0.3 put it. */
+static void fault_plan_setter(void)
+{
+    gr_config cfg = config(NULL), zeroed;
+    gr_error_info err;
+    gr_runtime *rt;
+
+    memset(&zeroed, 0, sizeof(zeroed));
+    ASSERT_STATUS(gr_testing_set_fault_plan(NULL, "alloc:1"), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(gr_testing_set_fault_plan(&zeroed, "alloc:1"), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_PTR_EQ(zeroed.testing_, NULL);
+    ASSERT_EQ(offsetof(gr_config, testing_), offsetof(gr_config, split_tensors) + 8);
+    ASSERT_EQ(offsetof(gr_config, log_callback), offsetof(gr_config, testing_) + sizeof(void *));
+
+    ASSERT_STATUS(gr_testing_set_fault_plan(&cfg, "device_alloc:1"), GR_OK);
+    ASSERT_STR_EQ(cfg.testing_, "device_alloc:1");
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_OUT_OF_MEMORY);
+    ASSERT_PTR_EQ(rt, NULL);
+    ASSERT_STATUS(gr_testing_set_fault_plan(&cfg, NULL), GR_OK);
+    ASSERT_PTR_EQ(cfg.testing_, NULL);
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+    gr_runtime_destroy(rt);
+}
+
 /* GR_FAULT applies when the config has no plan, and a bad one is refused with its name. */
 static void fault_plan_from_environment(void)
 {
@@ -571,7 +598,7 @@ static void fault_plan_from_environment(void)
     ASSERT_EQ(setenv("GR_FAULT", "bogus", 1), 0);
     ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(err.message, "bogus");
-    cfg.fault_plan = ""; /* the config wins over the environment */
+    gr_testing_set_fault_plan(&cfg, ""); /* the config wins over the environment */
     ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
     gr_runtime_destroy(rt);
     ASSERT_EQ(unsetenv("GR_FAULT"), 0);
@@ -648,8 +675,8 @@ static void submit_refused_when_the_handle_table_cannot_grow(void)
     free(held);
 }
 
-GR_TEST_MAIN(GR_TEST(fault_plan_parsing), GR_TEST(fault_rate_parsing),
-             GR_TEST(fault_rate_holds), GR_TEST(fault_rate_replays),
+GR_TEST_MAIN(GR_TEST(fault_plan_parsing), GR_TEST(fault_plan_setter),
+             GR_TEST(fault_rate_parsing), GR_TEST(fault_rate_holds), GR_TEST(fault_rate_replays),
              GR_TEST(fault_rate_in_a_job), GR_TEST(fault_plan_from_environment),
              GR_TEST(fault_sweep), GR_TEST(cuda_fault_sweep),
              GR_TEST(submit_refused_when_the_handle_table_cannot_grow))

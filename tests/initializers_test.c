@@ -38,7 +38,7 @@ static void config_init(void)
     ASSERT_EQ_U64(x.staging_bytes, c.staging_bytes);
     ASSERT_EQ_U64(x.batch_below_bytes, c.batch_below_bytes);
     ASSERT_EQ(x.split_tensors, c.split_tensors);
-    ASSERT_PTR_EQ(x.fault_plan, c.fault_plan);
+    ASSERT_PTR_EQ(x.testing_, c.testing_);
     ASSERT_TRUE(x.log_callback == c.log_callback);
     ASSERT_PTR_EQ(x.log_user, c.log_user);
     ASSERT_EQ(x.log_level, c.log_level);

@@ -392,7 +392,7 @@ static void staging_fallback_logged_once(void)
     gr_job *job;
 
     ASSERT_TRUE(data != NULL && want != NULL);
-    cfg.fault_plan = "pin:1+";
+    gr_testing_set_fault_plan(&cfg, "pin:1+");
     rt = create(&cfg);
     for (int i = 0; i < N; i++) {
         for (int j = 0; j < ELEMS; j++) {

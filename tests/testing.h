@@ -40,6 +40,9 @@
 #include <unistd.h>
 
 #include <graphrun.h>
+/* Tests use the whole public API: fault injection and the example workloads too. */
+#include <graphrun_testing.h>
+#include <graphrun_workloads.h>
 
 #ifndef GR_TEST_TIMEOUT_S
 #define GR_TEST_TIMEOUT_S 120

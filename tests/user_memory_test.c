@@ -293,7 +293,7 @@ static void refused_copies_never_fail_the_job(void)
         cfg.backend = GR_BACKEND_HOST;
         cfg.workers_per_device = 1;
         cfg.budget_bytes = 1 << 20;
-        cfg.fault_plan = plans[k];
+        gr_testing_set_fault_plan(&cfg, plans[k]);
         if (gr_runtime_create(&cfg, &rt, &err) != GR_OK)
             GR_TEST_FAIL("create: %s", err.message);
         ASSERT_STATUS(gr_graph_create_seed(&g), GR_OK);

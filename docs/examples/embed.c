@@ -110,8 +110,8 @@ static int wait_all_done(gr_job *job, uint64_t count)
  * ------------------------------------------------------------------------------------- */
 
 /* The seed pipeline unfused: load -> mul0 -> add0 -> pow0 -> ... -> pow9 -> store, all in
- * place on one tensor-sized buffer. (gr_graph_create_seed builds the same with one fused
- * kernel.) */
+ * place on one tensor-sized buffer. (gr_graph_create_seed, <graphrun_workloads.h>, builds the
+ * same with one fused kernel.) */
 static int build_seed_graph(gr_graph **out)
 {
     static const char *const kernel[3] = {"mul", "add", "pow"};

@@ -524,7 +524,7 @@ class Runtime:
         self._host_cache = cfg.host_cache_bytes != 0
         cfg.split_tensors = 1 if split_tensors else 0
         self._fault_plan = fault_plan.encode() if fault_plan is not None else None
-        cfg.fault_plan = self._fault_plan
+        lib.gr_testing_set_fault_plan(ctypes.byref(cfg), self._fault_plan)
         if devices is not None and devices != "all":
             devs = [int(d) for d in devices]
             arr = (ctypes.c_int * max(len(devs), 1))(*devs)

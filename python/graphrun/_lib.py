@@ -1,4 +1,5 @@
-"""The C library through ctypes: where it is found, and graphrun.h's types and functions.
+"""The C library through ctypes: where it is found, and graphrun.h's types and functions
+(with the few of graphrun_testing.h and graphrun_workloads.h the package uses).
 
 Why ctypes (not cffi, not a compiled extension): it is in the standard library, so the
 package is plain Python that needs no compiler and no third-party package on the user's
@@ -70,7 +71,7 @@ class Config(ctypes.Structure):
         ("staging_bytes", ctypes.c_uint64),
         ("batch_below_bytes", ctypes.c_uint64),
         ("split_tensors", ctypes.c_uint32),
-        ("fault_plan", ctypes.c_char_p),
+        ("testing_", ctypes.c_char_p),  # private: gr_testing_set_fault_plan sets it
         ("log_callback", LOG_CALLBACK),
         ("log_user", ctypes.c_void_p),
         ("log_level", c_enum),
@@ -343,6 +344,7 @@ _FUNCTIONS = {
                                   ctypes.POINTER(c_enum), _ERR]),
     "gr_log_level_name": (ctypes.c_char_p, [c_enum]),
     "gr_runtime_create": (c_enum, [ctypes.POINTER(Config), _PP, _ERR]),
+    "gr_testing_set_fault_plan": (c_enum, [ctypes.POINTER(Config), ctypes.c_char_p]),
     "gr_runtime_shutdown": (None, [_P]),
     "gr_runtime_destroy": (None, [_P]),
     "gr_runtime_info_get": (c_enum, [_P, ctypes.POINTER(RuntimeInfo)]),
@@ -356,7 +358,7 @@ _FUNCTIONS = {
     "gr_dtype_size": (ctypes.c_uint32, [c_enum]),
     "gr_graph_destroy": (None, [_P]),
     "gr_graph_error_get": (c_enum, [_P, _ERR]),
-    "gr_graph_create_seed": (c_enum, [_PP]),
+    "gr_graph_create_seed": (c_enum, [_PP]),  # graphrun_workloads.h
     "gr_graph_parse": (c_enum, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, _PP, _ERR]),
     "gr_graph_load": (c_enum, [ctypes.c_char_p, _PP, _ERR]),
     "gr_graph_input_count": (ctypes.c_uint32, [_P]),

@@ -1,5 +1,7 @@
 /*
- * graphrun.h - the whole embedding API of graphrun.
+ * graphrun.h - the embedding API of graphrun. Two more headers go beside it, each including
+ * this one: <graphrun_workloads.h>, the example workloads (the seed pipeline of the demo,
+ * benchmarks and docs), and <graphrun_testing.h>, fault injection, which only tests use.
  *
  * graphrun streams host-resident tensors through a device: for every tensor it copies the
  * inputs in, runs a graph of kernels on them and copies the outputs out, with different
@@ -215,16 +217,9 @@ typedef struct gr_config {
      * not fit the budget is refused. Its outputs are then all or nothing even when the job
      * is stopped. Default 1. */
     uint32_t split_tensors;
-    /* Testing only: a fault-injection plan. "SITE:N" makes the Nth call of a site fail,
-     * "SITE:N+" that call and every later one, "SITE:~N" a random one in every N calls for
-     * as long as the runtime lives, seeded by a "seed=S" rule (else the GR_FAULT_SEED
-     * environment variable, else 0): the same seed fails the same call numbers, though
-     * which job makes a given call varies with the threads' timing. Rules are separated by
-     * commas. Sites: alloc, pin, thread, arena, device_alloc, register, stream, event,
-     * graph_instantiate, graph_update, graph_launch, copy (docs/RELIABILITY.md says what each
-     * covers). NULL: the GR_FAULT environment variable's plan, if it is set. The plan is
-     * process-wide while this runtime lives. Default NULL. */
-    const char *fault_plan;
+    /* Private to <graphrun_testing.h> (gr_testing_set_fault_plan sets it): leave it as
+     * GR_CONFIG_INIT leaves it, NULL. The slot keeps the fields after it where they were. */
+    const char *testing_;
     /* Logging (see "Logging" above): messages at log_level and above go to log_callback
      * (default NULL: none), with log_user passed through. Default level GR_LOG_INFO. */
     gr_log_callback log_callback;
@@ -282,7 +277,7 @@ typedef struct gr_config {
         .backend = GR_BACKEND_AUTO, .budget_bytes = 0, .workers_per_device = 3,             \
         .ring_capacity = 4096, .host_devices = 1, .context_mode = GR_CONTEXT_PRIMARY,       \
         .copy_threads = 0, .staging_bytes = 64ull << 20, .batch_below_bytes = 1ull << 20,   \
-        .split_tensors = 1, .fault_plan = NULL, .log_callback = NULL, .log_user = NULL,     \
+        .split_tensors = 1, .testing_ = NULL, .log_callback = NULL, .log_user = NULL,       \
         .log_level = GR_LOG_INFO, .devices = NULL, .device_count = 0,                       \
         .pipeline_bytes = 128ull << 20, .host_cache_bytes = 0                               \
     }
@@ -760,12 +755,6 @@ typedef struct gr_units_plan_info {
 gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uint64_t *elems,
                               uint64_t count, int dma_ready, gr_unit_cut *cut,
                               gr_units_plan_info *out, gr_error_info *err);
-
-/*
- * The seed pipeline (H2D -> `seed` kernel in place -> D2H, one input and one output port),
- * finalized. `seed` is ten fused rounds of x = pow(x * 1.01 + 1.01, 0.5).
- */
-gr_status gr_graph_create_seed(gr_graph **out);
 
 /*
  * Parse a graph spec: the text format of docs/GRAPH_SPEC.md (buffers, h2d, kernel, d2h

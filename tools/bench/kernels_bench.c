@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <graphrun.h>
+#include <graphrun_workloads.h>
 #include "kernels/kernels.h"
 #include "tests/user_kernels.h"
 #include "tools/graphrun/cli.h"

@@ -29,6 +29,7 @@
 #include <sys/resource.h>
 
 #include <graphrun.h>
+#include <graphrun_workloads.h>
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/tensor_set.h"
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <graphrun.h>
+#include <graphrun_workloads.h>
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/commands.h"
 #include "tools/graphrun/opts.h"

@@ -37,6 +37,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <graphrun_testing.h>
+#include <graphrun_workloads.h>
+
 #include "runtime/fault.h"
 #include "runtime/job.h"
 #include "tools/graphrun/cli.h"
@@ -552,7 +555,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
     memset(r, 0, sizeof(*r));
     memset(&s, 0, sizeof(s));
     if (c->faults != NULL)
-        cfg.fault_plan = c->faults;
+        gr_testing_set_fault_plan(&cfg, c->faults);
     r->threads_before = thread_count();
     r->gr_threads_before = (long)gr__threads_live();
     s.c = c;

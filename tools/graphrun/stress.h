@@ -28,7 +28,7 @@ typedef struct gr_stress_config {
     unsigned budget_tensors; /* budget = this many largest iterations (default 3) */
     gr_mem_kind memory;
     bool mixed_memory;       /* submitters take pinned, pageable, registered in turn */
-    /* A fault plan armed for the whole run (cfg.fault_plan is set from it), or NULL. */
+    /* A fault plan armed for the whole run (gr_testing_set_fault_plan sets it), or NULL. */
     const char *faults;
 } gr_stress_config;
 

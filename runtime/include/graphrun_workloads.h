@@ -1,0 +1,27 @@
+/*
+ * graphrun_workloads.h - example workloads: finished graphs that the demo, the benchmarks,
+ * the docs' examples and the Python package's seed() run, so that a first program or a
+ * measurement needs no graph of its own. Installed beside <graphrun.h>, which it includes;
+ * the library defines and exports what it declares. A real application builds its graphs
+ * with the gr_graph_* calls or a graph spec (gr_graph_parse) instead.
+ */
+#ifndef GRAPHRUN_WORKLOADS_H
+#define GRAPHRUN_WORKLOADS_H
+
+#include <graphrun.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The seed pipeline (H2D -> `seed` kernel in place -> D2H, one input and one output port),
+ * finalized. `seed` is ten fused rounds of x = pow(x * 1.01 + 1.01, 0.5). Any thread.
+ */
+gr_status gr_graph_create_seed(gr_graph **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRAPHRUN_WORKLOADS_H */
