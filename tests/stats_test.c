@@ -535,7 +535,7 @@ static void prometheus_text(void)
     text = render(rt);
 
     expect_line(text, "# TYPE graphrun_tensors_total counter");
-    expect_line(text, "graphrun_info{backend=\"host\",version=\"0.3.0\"} 1");
+    expect_line(text, "graphrun_info{backend=\"host\",version=\"" GR_VERSION "\"} 1");
     expect_line(text, "graphrun_devices 2");
     expect_line(text, "graphrun_jobs_submitted_total 1");
     expect_line(text, "graphrun_jobs_completed_total 1");

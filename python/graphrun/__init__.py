@@ -43,7 +43,7 @@ from . import _lib as _c
 from ._arrays import reinterpret
 from ._pinned import pinned, pinned_empty
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 _c.check_version(lib.gr_version().decode(), __version__)
 __all__ = [
     "Runtime", "Graph", "Job", "Port", "Constant", "Progress", "RuntimeInfo", "Probe",

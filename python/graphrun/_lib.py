@@ -23,7 +23,7 @@ import os
 
 SONAME = "libgraphrun.so.0"
 
-# Mirrors graphrun.h (0.3). Enums are C ints.
+# Mirrors graphrun.h (0.4). Enums are C ints.
 GR_MAX_PORTS = 4
 GR_MAX_DIMS = 4
 GR_MAX_KERNEL_INPUTS = 4

@@ -48,10 +48,10 @@ extern "C" {
  * header it was compiled with, and may compare the two (the soname guarantees only the
  * same major version). GR_VERSION spells the three numbers (version_test checks). */
 #define GR_VERSION_MAJOR 0
-#define GR_VERSION_MINOR 3
+#define GR_VERSION_MINOR 4
 #define GR_VERSION_PATCH 0
-#define GR_VERSION "0.3.0"
-/* major * 1000000 + minor * 1000 + patch: 3000 for 0.3.0, so versions compare as numbers. */
+#define GR_VERSION "0.4.0"
+/* major * 1000000 + minor * 1000 + patch: 4000 for 0.4.0, so versions compare as numbers. */
 #define GR_VERSION_NUMBER                                                                   \
     (GR_VERSION_MAJOR * 1000000 + GR_VERSION_MINOR * 1000 + GR_VERSION_PATCH)
 
