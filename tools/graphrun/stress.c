@@ -37,7 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/job.h"
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/workload.h"
@@ -625,7 +625,7 @@ out:
     gr_runtime_destroy(s.rt);
     r->threads_after = thread_count();
     r->gr_threads_after = (long)gr__threads_live();
-    /* Destroy joins every thread the runtime started, on every backend (runtime/fault.h:
+    /* Destroy joins every thread the runtime started, on every backend (runtime/base/fault.h:
      * each is counted from before it is created to its last instruction; the CUDA
      * driver's, NVRTC's and tsan's threads, which outlive a runtime, are not counted). */
     if (st == GR_OK && r->gr_threads_after > r->gr_threads_before)
