@@ -17,7 +17,7 @@
 
 #include <graphrun_workloads.h>
 
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 static gr_status fail(gr_graph *g, gr_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -103,7 +103,7 @@ typedef enum gr_scalar_fit {
 } gr_scalar_fit;
 gr_scalar_fit gr__scalar_fit(double v, gr_dtype t);
 
-struct gr_copy;      /* runtime/copier.h */
+struct gr_copy;      /* runtime/core/copier.h */
 struct gr_host_hold; /* runtime/hostcache.h */
 
 typedef struct gr_iteration {

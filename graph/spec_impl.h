@@ -25,7 +25,7 @@
 #include "graph/graph.h"
 #include "kernels/expr.h"
 #include "kernels/lex.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 typedef struct spec_pos {
     size_t line, col;

@@ -21,7 +21,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/nvrtc.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 #define FILE_MAX_BYTES (4u << 20)
 #define MARK "// graphrun: kernel"

@@ -38,7 +38,7 @@
 #include "kernels/expr_impl.h"
 #include "kernels/kernels.h"
 #include "kernels/lex.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 #define MAX_SLOTS 2048 /* registers of a program (expr_cpu.c's bound) */
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 typedef int nvrtc_result;
 typedef struct nvrtc_program_ *nvrtc_program;

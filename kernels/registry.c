@@ -29,7 +29,7 @@
 #include "kernels/builtin.h"
 #include "kernels/kernels.h"
 #include "kernels/nvrtc.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static gr_kernel *entries[GR_MAX_KERNELS]; /* guarded by mu, as is count */

@@ -28,9 +28,9 @@
 #include <stdint.h>
 
 #include "graph/graph.h"
-#include "runtime/arena.h"
-#include "runtime/budget.h"
-#include "runtime/log.h"
+#include "runtime/core/arena.h"
+#include "runtime/core/budget.h"
+#include "runtime/base/log.h"
 
 /* What a backend may know of the runtime that runs it. Read-only, and valid from
  * device_open to device_close. */

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "runtime/backend.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 const gr_backend_ops *const gr__backends[] = {
     &gr__backend_cuda,

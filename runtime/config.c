@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 #define MAX_WORKERS_PER_DEVICE 1024
 #define MAX_LISTED_DEVICES 1024

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/job.h"
 #include "runtime/runtime.h"
 #include "runtime/stats.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 gr_status gr__const_dev_init(gr_const_dev *cd, uint32_t n_workers)
 {

@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/arena.h"
+#include "runtime/core/arena.h"
 #include "runtime/backend.h"
 #include <graphrun.h>
 

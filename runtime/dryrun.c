@@ -17,7 +17,7 @@
 #include "graph/graph.h"
 #include "runtime/backend.h"
 #include "runtime/config.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 #include "runtime/units.h"
 
 /* Every tensor's pointers, on each port, are the same address: no two tensors lie back to

@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 
 #define CHUNK_SLOTS 4096u
 #define MAX_CHUNKS 4096u /* 2^24 slots */

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/fault.h"
-#include "runtime/sync.h"
+#include "runtime/base/fault.h"
+#include "runtime/base/sync.h"
 
 typedef enum entry_state {
     ENTRY_IDLE,

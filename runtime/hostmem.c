@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "runtime/backend.h"
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/hostcache.h"
 #include "runtime/hostpool.h"
 #include "runtime/runtime.h"

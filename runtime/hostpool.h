@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "runtime/backend.h"
-#include "runtime/sanitizers.h"
+#include "runtime/base/sanitizers.h"
 
 #define GR_HOST_POOL_MAX (2ull << 20)          /* the largest request carved from a slab */
 #define GR_HOST_POOL_FIRST_SLAB (4ull << 20)   /* the first slab's size; each next doubles */

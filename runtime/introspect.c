@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "runtime/runtime.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 /* The end of the first version of gr_runtime_info (0.3's, the first with a struct_size):
  * callers must know at least that much. */

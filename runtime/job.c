@@ -48,10 +48,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/handle.h"
 #include "runtime/runtime.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 #define SLOT(state, status) ((uint16_t)((state) | ((unsigned)(status) << 8)))
 

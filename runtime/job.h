@@ -32,7 +32,7 @@
 #include <graphrun.h>
 #include "runtime/constants.h"
 #include "runtime/hostcache.h"
-#include "runtime/ring.h"
+#include "runtime/core/ring.h"
 #include "runtime/units.h"
 
 struct gr_runtime;

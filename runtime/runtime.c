@@ -39,12 +39,12 @@
 #include <unistd.h>
 
 #include "runtime/config.h"
-#include "runtime/copier.h"
+#include "runtime/core/copier.h"
 #include "runtime/hostcache.h"
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/handle.h"
-#include "runtime/sync.h"
-#include "runtime/trace.h"
+#include "runtime/base/sync.h"
+#include "runtime/base/trace.h"
 
 
 void gr__runtime_ref(gr_runtime *rt)

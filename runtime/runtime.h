@@ -14,8 +14,8 @@
 #include "runtime/hostcache.h"
 #include <graphrun.h>
 #include "runtime/job.h"
-#include "runtime/log.h"
-#include "runtime/ring.h"
+#include "runtime/base/log.h"
+#include "runtime/core/ring.h"
 #include "runtime/stats.h"
 #include "runtime/units.h"
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/hostcache.h"
 
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,

@@ -26,12 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/copier.h"
-#include "runtime/fault.h"
+#include "runtime/core/copier.h"
+#include "runtime/base/fault.h"
 #include "runtime/hostpool.h"
 #include "runtime/runtime.h"
-#include "runtime/sync.h"
-#include "runtime/trace.h"
+#include "runtime/base/sync.h"
+#include "runtime/base/trace.h"
 
 /* Why the index must not run now, or GR_OK. */
 static gr_status must_stop(gr_worker *w, gr_job *job)

@@ -7,9 +7,9 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "runtime/arena.h"
-#include "runtime/fault.h"
-#include "runtime/sync.h"
+#include "runtime/core/arena.h"
+#include "runtime/base/fault.h"
+#include "runtime/base/sync.h"
 #include "tests/testing.h"
 
 static void sleep_ms(int ms)

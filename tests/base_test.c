@@ -2,7 +2,7 @@
  * base_test.c - status texts, backend names, deadline arithmetic and the error-detail
  * helpers every module uses.
  */
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 #include "tests/testing.h"
 
 static void status_texts(void)

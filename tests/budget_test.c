@@ -6,8 +6,8 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "runtime/budget.h"
-#include "runtime/sync.h"
+#include "runtime/core/budget.h"
+#include "runtime/base/sync.h"
 #include "tests/testing.h"
 
 static void sleep_ms(int ms)

@@ -5,7 +5,7 @@
  */
 #include <pthread.h>
 
-#include "runtime/copier.h"
+#include "runtime/core/copier.h"
 #include "tests/testing.h"
 
 static void fill(unsigned char *p, uint64_t n, uint64_t seed)

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/handle.h"
 #include "runtime/job.h"
 #include "tests/fixtures.h"

@@ -17,7 +17,7 @@
 
 #include "graph/graph.h"
 #include "runtime/hostcache.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 #include "tests/testing.h"
 
 #define MIB (1ull << 20)

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/hostpool.h"
 #include "runtime/runtime.h"
 #include "tests/testing.h"

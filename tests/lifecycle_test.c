@@ -17,10 +17,10 @@
 #include <time.h>
 
 #include "graph/graph.h"
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/job.h"
 #include "runtime/runtime.h"
-#include "runtime/sanitizers.h"
+#include "runtime/base/sanitizers.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/handle.h"
-#include "runtime/sanitizers.h"
+#include "runtime/base/sanitizers.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 #include "tools/graphrun/workload.h"

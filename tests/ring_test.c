@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <time.h>
 
-#include "runtime/ring.h"
-#include "runtime/sync.h"
+#include "runtime/core/ring.h"
+#include "runtime/base/sync.h"
 #include "tests/testing.h"
 
 static gr_task task(uint64_t i)

@@ -16,8 +16,8 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "runtime/budget.h"
-#include "runtime/sync.h"
+#include "runtime/core/budget.h"
+#include "runtime/base/sync.h"
 #include "tests/testing.h"
 
 #define CAPACITY (1u << 20)

@@ -13,8 +13,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "runtime/ring.h"
-#include "runtime/sync.h"
+#include "runtime/core/ring.h"
+#include "runtime/base/sync.h"
 #include "tests/testing.h"
 
 #define MAGIC 0x67725f72696e6700ull

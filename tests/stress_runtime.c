@@ -10,7 +10,7 @@
  *
  *   stress_runtime [--threads N] [--duration SECONDS] [--seed X]
  */
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "tests/testing.h"
 #include "tools/graphrun/stress.h"
 

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "runtime/runtime.h"
-#include "runtime/trace.h"
+#include "runtime/base/trace.h"
 #include "tests/fixtures.h"
 #include "tests/testing.h"
 

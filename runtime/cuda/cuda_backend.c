@@ -43,13 +43,13 @@
 #include <string.h>
 
 #include "runtime/backend.h"
-#include "runtime/copier.h"
+#include "runtime/core/copier.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/lowering.h"
-#include "runtime/fault.h"
-#include "runtime/sync.h"
-#include "runtime/trace.h"
+#include "runtime/base/fault.h"
+#include "runtime/base/sync.h"
+#include "runtime/base/trace.h"
 
 #define REGION_GRANULE (2ull << 20)
 #define GRAPH_CACHE 8 /* lowered templates kept per worker */

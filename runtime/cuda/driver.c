@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static gr_cuda_driver driver;

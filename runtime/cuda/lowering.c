@@ -8,8 +8,8 @@
 
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/driver.h"
-#include "runtime/fault.h"
-#include "runtime/sync.h"
+#include "runtime/base/fault.h"
+#include "runtime/base/sync.h"
 
 gr_status gr__cuda_error(gr_error_info *err, gr_status st, cudaError_t e, const char *node,
                          const char *call)

@@ -9,7 +9,7 @@
 #include <pthread.h>
 
 #include "runtime/cuda/cuda.h"
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static bool have_gpu;

@@ -28,9 +28,9 @@
 #include <sys/mman.h>
 
 #include "runtime/backend.h"
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/host/host.h"
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 #define HOST_MAX_DEVICES 64
 

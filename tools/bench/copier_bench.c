@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/copier.h"
+#include "runtime/core/copier.h"
 #include <graphrun.h>
 #include "tools/graphrun/cli.h"
 

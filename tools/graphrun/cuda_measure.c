@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 #define CHECK(call)                                                                         \
     do {                                                                                    \

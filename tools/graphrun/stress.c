@@ -40,7 +40,7 @@
 #include <graphrun_testing.h>
 #include <graphrun_workloads.h>
 
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 #include "runtime/job.h"
 #include "tools/graphrun/cli.h"
 #include "tools/graphrun/workload.h"
@@ -628,7 +628,7 @@ out:
     gr_runtime_destroy(s.rt);
     r->threads_after = thread_count();
     r->gr_threads_after = (long)gr__threads_live();
-    /* Destroy joins every thread the runtime started, on every backend (runtime/fault.h:
+    /* Destroy joins every thread the runtime started, on every backend (runtime/base/fault.h:
      * each is counted from before it is created to its last instruction; the CUDA
      * driver's, NVRTC's and tsan's threads, which outlive a runtime, are not counted). */
     if (st == GR_OK && r->gr_threads_after > r->gr_threads_before)

@@ -5,7 +5,7 @@
  * through the built-in seed kernel, the same as an expression kernel, a kernel registered
  * as a user would (a C function for the host backend, CUDA C compiled by NVRTC for the
  * GPU) and a float16 graph. Optionally with a fault plan armed for the whole run (random
- * rules, runtime/fault.h): faults then land amid the jobs in flight, and a failed index
+ * rules, runtime/base/fault.h): faults then land amid the jobs in flight, and a failed index
  * must have failed with a status the plan's sites produce. Every promise is checked and
  * every breach counted (see gr_stress_report).
  */
@@ -47,13 +47,13 @@ typedef struct gr_stress_report {
     uint64_t half_jobs; /* jobs of the float16 graph */
     uint64_t expr_jobs; /* jobs of the seed as an expression kernel */
     uint64_t memory_jobs[3]; /* jobs by memory kind asked for: pageable, pinned, registered */
-    /* Faults: injected by the plan, per site (runtime/fault.h's order); indices failed
+    /* Faults: injected by the plan, per site (runtime/base/fault.h's order); indices failed
      * with a status the plan's sites produce; submissions refused for an injected fault. */
     uint64_t injected[16];
     uint64_t fault_failed, fault_refused;
     /* Host memory (resident set) after create, its peak, at a quarter of the run (after
      * the warm-up) and at the end before destroy; process threads before create and after
-     * destroy, and graphrun's own running (gr__threads_live: runtime/fault.h). */
+     * destroy, and graphrun's own running (gr__threads_live: runtime/base/fault.h). */
     uint64_t rss_start, rss_peak, rss_quarter, rss_end;
     long threads_before, threads_after, gr_threads_before, gr_threads_after;
     uint64_t budget_bytes, peak_budget, budget_samples;

@@ -1,7 +1,7 @@
 /*
  * nvtx_profile.c - where the runtime's threads spend their time, on a machine without
  * Nsight Systems: an NVTX tool (loaded by NVTX3 through NVTX_INJECTION64_PATH, as nsys is)
- * that times every range graphrun pushes (runtime/trace.h) and, at exit, prints per range
+ * that times every range graphrun pushes (runtime/base/trace.h) and, at exit, prints per range
  * name its count, total and mean time, and its self time (less the ranges nested in it).
  * Unit ranges ("job 12 index 345-600") count under one name, "unit".
  *

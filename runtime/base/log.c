@@ -12,7 +12,7 @@
  * reason to refuse a runtime; whoever set it wanted logging, so they get warn and above on
  * stderr, and the first line says what was wrong with the value.
  */
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

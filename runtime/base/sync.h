@@ -14,7 +14,7 @@
 
 #include <graphrun.h>
 
-#include "runtime/sanitizers.h"
+#include "runtime/base/sanitizers.h"
 
 /* A cancellation flag: 0 while running; a nonzero gr_status once the owner is stopped (the
  * status every wait on it returns). */

@@ -5,9 +5,9 @@
  * owner's mutex, so a grant is applied exactly once and never lost: the waiter checks
  * `granted` first whenever it wakes, before any reason to give up.
  */
-#include "runtime/waitq.h"
+#include "runtime/core/waitq.h"
 
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 void gr__waitq_init(gr_waitq *q, gr_waitq_grant_fn grant, void *owner)
 {

@@ -35,14 +35,14 @@
  * are GR_NO_TSAN and the hand-over of the task's payload (the job it points to) is marked
  * with a release before publishing and an acquire after receiving.
  */
-#include "runtime/ring.h"
+#include "runtime/core/ring.h"
 
 #include <ck_ring.h>
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "runtime/fault.h"
-#include "runtime/sync.h"
+#include "runtime/base/fault.h"
+#include "runtime/base/sync.h"
 
 CK_RING_PROTOTYPE(gr_task, gr_task)
 

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include <graphrun.h>
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 typedef struct gr_waiter {
     struct gr_waiter *next, *prev;

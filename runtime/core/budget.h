@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include <graphrun.h>
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 typedef struct gr_budget gr_budget;
 

@@ -9,14 +9,14 @@
  *
  * Lock order: only a->mu.
  */
-#include "runtime/arena.h"
+#include "runtime/core/arena.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "runtime/fault.h"
-#include "runtime/waitq.h"
+#include "runtime/base/fault.h"
+#include "runtime/core/waitq.h"
 
 struct gr_arena {
     pthread_mutex_t mu;

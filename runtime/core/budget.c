@@ -7,15 +7,15 @@
  *
  * Lock order: only b->mu.
  */
-#include "runtime/budget.h"
+#include "runtime/core/budget.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "runtime/fault.h"
-#include "runtime/sync.h"
-#include "runtime/waitq.h"
+#include "runtime/base/fault.h"
+#include "runtime/base/sync.h"
+#include "runtime/core/waitq.h"
 
 struct gr_budget {
     pthread_mutex_t mu;

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include <graphrun.h>
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 /* Alignment and size granule of every block (see GR_BUFFER_ALIGN). */
 #define GR_ARENA_ALIGN GR_BUFFER_ALIGN

@@ -5,7 +5,7 @@
  * a tool can show or hide graphrun's rows apart from the application's own. Range names
  * are formatted into a stack buffer; NVTX copies what it keeps.
  */
-#include "runtime/trace.h"
+#include "runtime/base/trace.h"
 
 #include <stdlib.h>
 

@@ -17,7 +17,7 @@
  *
  * Lock order: only c->mu.
  */
-#include "runtime/copier.h"
+#include "runtime/core/copier.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/fault.h"
-#include "runtime/sync.h"
+#include "runtime/base/fault.h"
+#include "runtime/base/sync.h"
 
 #define PIECE (1u << 20) /* large enough to amortize a handout, small enough to balance */
 

@@ -5,7 +5,7 @@
  * deadline on one clock (CLOCK_MONOTONIC) and wakes on a signal from its cancel or shutdown
  * path; none polls.
  */
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -14,7 +14,7 @@
  * runs of the same seed; the count of faults for the same number of calls cannot.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
-#include "runtime/fault.h"
+#include "runtime/base/fault.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -25,7 +25,7 @@
 
 #include <graphrun_testing.h>
 
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 #define MAX_RULES 16
 

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include <graphrun.h>
-#include "runtime/sync.h"
+#include "runtime/base/sync.h"
 
 struct gr_job;
 
