@@ -22,7 +22,7 @@
  * its order, so every implied edge points down the text and they make no cycle; a
  * dependency line that contradicts them is refused there, naming both lines.
  *
- * Expressions (params, constant scalars, `expr` kernels) are kernels/expr.c's: it parses,
+ * Expressions (params, constant scalars, `expr` kernels) are kernels/expr.h's: it parses,
  * evaluates and compiles them, reporting errors as offsets into their text, which become
  * columns of the line here.
  *

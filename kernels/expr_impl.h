@@ -1,7 +1,8 @@
 /*
- * expr_impl.h - what the parts of the expression compiler share (kernels/expr.c: the
- * language; expr_cpu.c: the CPU program; expr_cuda.c: the CUDA source): the typed tree,
- * and the definitions of the operations that both sides must compute alike.
+ * expr_impl.h - what the parts of the expression compiler share (kernels/expr_parse.c: the
+ * text to the tree; expr.c: its types, folding and registration; expr_cpu.c: the CPU
+ * program; expr_cuda.c: the CUDA source): the typed tree, and the definitions of the
+ * operations that both sides must compute alike.
  *
  * The tree is an array in post-order: every node after its operands, the root last.
  */

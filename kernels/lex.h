@@ -1,6 +1,6 @@
 /*
  * lex.h - the one tokenizer and number reader of graphrun's two languages: the graph spec
- * (graph/spec_*.c) and the expressions (kernels/expr.c). Both read untrusted bytes
+ * (graph/spec_*.c) and the expressions (kernels/expr_parse.c). Both read untrusted bytes
  * [0, len), never a C string, and both read numbers as C reads floats in the C locale,
  * whatever locale the host program set.
  *

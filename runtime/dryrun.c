@@ -74,7 +74,7 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
     out->splittable = g->splittable;
     arena = full.budget_bytes / ops->region_granule * ops->region_granule;
     out->arena_bytes = arena;
-    /* The job's constants take their room first (job.c refuses a job they would fill). */
+    /* The job's constants take their room first (job_submit.c refuses a job they would fill). */
     if (g->const_bytes >= arena)
         return gr__error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
                              "the graph's constants alone take %llu device bytes, and the "

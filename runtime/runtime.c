@@ -163,8 +163,8 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
         *n_units = count;
         return GR_OK;
     }
-    /* The job's constants take their room on each device first (job.c checked it is
-     * there). */
+    /* The job's constants take their room on each device first (job_submit.c checked it
+     * is there). */
     lim = gr__unit_limits(g, arena - g->const_bytes, rt->cfg.workers_per_device,
                           rt->cfg.staging_bytes, rt->cfg.batch_below_bytes,
                           rt->cfg.pipeline_bytes);

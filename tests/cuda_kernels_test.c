@@ -6,7 +6,7 @@
  * the built-ins added with them (exact ones bit for bit, CUDA's exp and log within 2 ulp of
  * the C library's, tanh and sigmoid within 4, softmax and the double sum within a relative
  * 1e-6); private contexts; and the device memory that source kernels' modules take. And
- * expression kernels (kernels/expr.c): their generated CUDA against their CPU evaluator, bit
+ * expression kernels (kernels/expr*.c): their generated CUDA against their CPU evaluator, bit
  * for bit for the exact operations and casts of every type, within the math libraries'
  * ulps for the others; the seed as an expression against the built-in seed. Every case
  * says SKIP without a GPU.

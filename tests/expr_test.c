@@ -1,5 +1,5 @@
 /*
- * expr_test.c - expression kernels (kernels/expr.c, gr_kernel_register_expr): every
+ * expr_test.c - expression kernels (kernels/expr*.c, gr_kernel_register_expr): every
  * operator and function of the language against a reference computed here in C with the
  * same roundings (this file is compiled with -ffp-contract=off, as the kernels are), bit for
  * bit; the typing rules (promotion, weak numbers, casts by kernels/dtype.h's rules, the

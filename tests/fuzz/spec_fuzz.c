@@ -7,7 +7,7 @@
  * GR_ERR_OVER_BUDGET once expressions have filled the kernel registry). A broken contract
  * aborts, which libFuzzer reports as a crash with the input that caused it.
  *
- * The expression kernels a graph holds (kernels/expr.c) also run, on the CPU, over a few
+ * The expression kernels a graph holds (kernels/expr*.c) also run, on the CPU, over a few
  * elements of every kind of value, so the sanitizers watch the evaluator too. They are
  * registered without CUDA: NVRTC would cost tens of milliseconds a new program.
  */
