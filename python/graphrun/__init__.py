@@ -1052,6 +1052,7 @@ class Job:
         job._lock = threading.Lock()
         job._event = threading.Event()
         job._fd = None
+        job._loop_waits = {}  # event loop -> the future __await__ waits on there
         job._finished = False
         job._status = None
         job._error = None
@@ -1235,6 +1236,40 @@ class Job:
                 self._fd_finalizer.atexit = False
                 self._fd = fd
             return self._fd
+
+    def __await__(self):
+        """`await job` in a coroutine: the outputs as result() returns them, or the job's
+        first failure raised, without blocking the event loop (the loop watches fileno()).
+        Any number of coroutines on any number of loops may await one job. Cancelling an
+        awaiting task cancels the job (as Ctrl-C does in wait) and raises CancelledError
+        there. Linux only."""
+        return self._wait_async().__await__()
+
+    async def _wait_async(self):
+        import asyncio
+        if not self.done():
+            loop = asyncio.get_running_loop()
+            ready = self._loop_waits.get(loop)
+            if ready is None:
+                # One reader per loop and descriptor (add_reader keeps only the last), and
+                # one future every awaiter on the loop shares.
+                ready = loop.create_future()
+                fd = self.fileno()
+
+                def readable():
+                    loop.remove_reader(fd)
+                    self._loop_waits.pop(loop, None)
+                    if not ready.done():
+                        ready.set_result(None)
+
+                self._loop_waits[loop] = ready
+                loop.add_reader(fd, readable)
+            try:
+                await asyncio.shield(ready)
+            except asyncio.CancelledError:
+                self.cancel()
+                raise
+        return self.result(timeout=0)
 
     def cancel(self):
         """Indices not started end as canceled at once; running ones finish and write

@@ -249,6 +249,108 @@ def test_fileno_with_asyncio(new_runtime):
         assert same_bits(y, seed_ref(x))
 
 
+# await job.
+
+def test_await_jobs_on_one_loop(new_runtime):
+    """Forty jobs awaited at once, each twice (two coroutines share one reader), the loop
+    never blocked: a ticker keeps running while they are in flight."""
+    rt = new_runtime(backend="host")
+    xs = [rand(20000, seed=i) for i in range(40)]
+
+    async def main():
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker():
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        t = asyncio.create_task(ticker())
+        jobs = [rt.submit(graphrun.seed(), [x]) for x in xs]
+        firsts = await asyncio.gather(*(asyncio.wait_for(j, 30) for j in jobs))
+        seconds = await asyncio.gather(*(j for j in jobs))  # done already: at once
+        stop.set()
+        await t
+        return firsts, seconds, ticks
+
+    firsts, seconds, ticks = asyncio.run(main())
+    assert ticks > 0
+    for x, a, b in zip(xs, firsts, seconds):
+        assert same_bits(a[0], seed_ref(x)) and same_bits(b[0], seed_ref(x))
+
+
+def test_await_shared_by_two_coroutines_before_it_is_done(gated):
+    rt, g, gate = gated
+    xs = [rand(100, seed=i) for i in range(3)]
+    x0 = [x.copy() for x in xs]
+    job = rt.submit(g, xs)
+
+    async def main():
+        a = asyncio.ensure_future(job)
+        b = asyncio.ensure_future(job)
+        await asyncio.sleep(0.05)
+        assert not a.done() and not b.done()
+        gate.open()
+        return await asyncio.wait_for(asyncio.gather(a, b), 30)
+
+    gate.wait_entered(1)
+    ra, rb = asyncio.run(main())
+    for x, ya, yb in zip(x0, ra, rb):
+        assert same_bits(ya, plus_one(x)) and same_bits(yb, plus_one(x))
+
+
+def test_await_raises_the_jobs_failure(gated):
+    rt, g, gate = gated
+    job = rt.submit(g, [rand(10) for _ in range(3)])
+    gate.wait_entered(1)
+    job.cancel()
+    gate.open()
+
+    async def main():
+        return await asyncio.wait_for(job, 30)
+
+    with pytest.raises(graphrun.Canceled):
+        asyncio.run(main())
+
+
+def test_cancelling_the_awaiting_task_cancels_the_job(gated):
+    rt, g, gate = gated
+    job = rt.submit(g, [rand(10, seed=i) for i in range(4)])
+    gate.wait_entered(1)
+
+    async def main():
+        task = asyncio.ensure_future(job)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    gate.open()
+    assert job.wait(10)
+    p = job.progress()
+    assert (p.done, p.canceled) == (1, 3), "the queued indices were not canceled"
+
+
+def test_await_from_loops_on_two_threads(new_runtime):
+    rt = new_runtime(backend="host")
+    x = rand(50000, seed=7)
+    job = rt.submit(graphrun.seed(), [x])
+    got = [None, None]
+
+    def on_thread(k):
+        got[k] = asyncio.run(asyncio.wait_for(job, 30))[0]
+
+    ts = [threading.Thread(target=on_thread, args=(k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    assert all(same_bits(y, seed_ref(x)) for y in got)
+
+
 # Callbacks.
 
 def test_on_complete_runs_on_a_python_thread_before_wait_returns(rt):
