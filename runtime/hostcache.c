@@ -39,9 +39,10 @@ typedef struct gr_host_entry {
     uint64_t last_hold; /* c->clock at its latest hold: the LRU order */
     bool dropped;       /* out of the array; freed when the thread or forget is done */
     bool urgent;        /* QUEUED, and to be registered even while jobs are live */
-    /* The hold that queued it: only another job's use makes it urgent (compared, never
-     * dereferenced; a job meeting its own range again is not a second use). */
-    const gr_host_hold *queued_by;
+    /* The id of the hold that queued it: only another job's use makes it urgent (a job
+     * meeting its own range again is not a second use). An id, not the hold's address:
+     * the next job's hold often lies where the last one's did. */
+    uint64_t queued_by;
 } gr_host_entry;
 
 struct gr_host_cache {
@@ -58,6 +59,7 @@ struct gr_host_cache {
     uint64_t queued;   /* entries QUEUED */
     uint64_t urgent;   /* of those, the urgent ones */
     uint64_t live_jobs; /* holds not yet released: jobs that may be copying */
+    uint64_t holds_made; /* the last hold's id */
     bool busy;         /* the thread is pinning or unpinning, outside the lock */
     uint64_t clock;
     bool closed, thread_started;
@@ -348,7 +350,7 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
             return GR_OK;
         if (e->state == ENTRY_REGISTERED)
             c->stats.hits++;
-        if (e->state == ENTRY_QUEUED && !e->urgent && e->queued_by != h) { /* used again */
+        if (e->state == ENTRY_QUEUED && !e->urgent && e->queued_by != h->id) { /* used again */
             e->urgent = true;
             c->urgent++;
             pthread_cond_signal(&c->work);
@@ -373,7 +375,7 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
     e->last_hold = ++c->clock;
     if (e->state == ENTRY_IDLE && end - base <= c->capacity && !c->closed) {
         e->state = ENTRY_QUEUED; /* the thread finds room for it, or sets it back */
-        e->queued_by = h;
+        e->queued_by = h->id;
         c->queued++;
         pthread_cond_signal(&c->work);
     }
@@ -446,6 +448,7 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
     out->v = NULL;
     out->n = out->cap = 0;
     out->live = false;
+    out->id = 0;
     out->ready = NULL;
     out->n_ready = 0;
     if (c == NULL)
@@ -453,6 +456,7 @@ gr_status gr__host_cache_hold(gr_host_cache *c, const gr_graph *g, const gr_tens
     pthread_mutex_lock(&c->mu);
     c->live_jobs++;
     out->live = true;
+    out->id = ++c->holds_made;
     if (!c->thread_started && !c->closed) {
         if (gr__thread_start(&c->thread, "gr-hostcache", registrar_main, c) != 0) {
             pthread_mutex_unlock(&c->mu);

@@ -70,6 +70,7 @@ typedef struct gr_host_hold {
     struct gr_host_entry **v;
     uint64_t n, cap;
     bool live; /* counted among the cache's live jobs */
+    uint64_t id; /* the cache's number for this hold, never reused (a hold's address is) */
     /* The held entries that were registered when the job was submitted, as [lo, hi)
      * ranges sorted by address: all the job may copy by DMA of what the cache knows (one
      * registered later is not the job's to use: its plan was made without it, and a

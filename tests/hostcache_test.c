@@ -200,6 +200,30 @@ static void used_again_while_queued_registers_at_once(void)
     teardown();
 }
 
+/* A job over a range another job queued is its second use even when its hold lies where
+ * the other's did (a job's memory is often where the last one's was): registered at once
+ * beside the live job, and waited for. */
+static void a_later_job_at_the_same_address_is_another_use(void)
+{
+    gr_host_cache *c;
+    gr_host_hold a, d;
+
+    setup();
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &ops, &c), GR_OK);
+    hold_one(c, 1, &d); /* a live job all along: no idle moment to register in */
+    hold_one(c, 0, &a);
+    gr__host_cache_release(c, &a, false);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&pinned[0]), 0); /* queued, d still live */
+    hold_one(c, 0, &a); /* the same gr_host_hold, a new job */
+    ASSERT_EQ(atomic_load(&pinned[0]), 1);
+    ASSERT_TRUE(gr__host_cache_ready(c, &a, region[0], 2 * MIB));
+    gr__host_cache_release(c, &a, false);
+    gr__host_cache_release(c, &d, false);
+    gr__host_cache_free(c);
+    teardown();
+}
+
 /* A job whose range is being registered waits no longer than its deadline: past it, it
  * runs the range staged (the pin here never ends until the test lets it). A job over a
  * range only it has seen never waits. */
@@ -593,6 +617,7 @@ static void public_api_without_pinned_memory(void)
 GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory),
              GR_TEST(registered_in_background_then_ready),
              GR_TEST(used_again_while_queued_registers_at_once),
+             GR_TEST(a_later_job_at_the_same_address_is_another_use),
              GR_TEST(waiting_for_a_registration_ends_at_the_deadline),
              GR_TEST(a_job_meeting_its_own_range_does_not_wait), GR_TEST(epoch_and_discard),
              GR_TEST(small_ranges_are_not_registered),
