@@ -58,6 +58,14 @@ typedef struct gr_host_cache_ops {
     bool (*dma_ready)(const void *p);
 } gr_host_cache_ops;
 
+/* Tests and `graphrun stress`: make a runtime created from now on, on a backend without
+ * pinned memory (the host backend, whose copies are memcpy whatever the memory), give
+ * gr_config.host_cache_bytes a cache whose pins and unpins are `ops`'s, so that holds,
+ * registrations, hits, evictions and gr_host_forget run beside real jobs without a GPU.
+ * NULL (the default): such a backend has no cache. `ops` must outlive every runtime
+ * created with it. Process-wide; any thread. */
+void gr__host_cache_emulate(const gr_host_cache_ops *ops);
+
 /* The counters behind gr_stats' host_cache_* fields. */
 typedef struct gr_host_cache_stats {
     uint64_t registered_bytes; /* page-locked by the cache now */

@@ -438,6 +438,13 @@ static gr_status open_devices(gr_runtime *rt, gr_error_info *err)
 static pthread_mutex_t process_cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static gr_host_cache *process_cache;
 static atomic_bool process_cache_on;
+/* gr__host_cache_emulate's pins, for a backend without pinned memory; read at create. */
+static const gr_host_cache_ops *_Atomic emulated_pins;
+
+void gr__host_cache_emulate(const gr_host_cache_ops *ops)
+{
+    atomic_store(&emulated_pins, ops);
+}
 
 static bool host_ready(const gr_backend_env *env, const gr_host_hold *hold, const void *p,
                        uint64_t bytes)
@@ -481,12 +488,17 @@ static gr_status choose_backend(gr_runtime *rt, gr_error_info *err)
     rt->env.host_ready = host_ready;
     rt->env.host_span = rt->backend->host_span;
     /* The registration cache, where memory can be pinned at all (a backend with pinned
-     * memory and a device to pin it for). */
-    if (rt->cfg.host_cache_bytes != 0 && rt->backend->pinned != NULL &&
-        rt->backend->pinned->available()) {
-        rt->cache_ops = (gr_host_cache_ops){rt->backend->pinned->pin,
-                                            rt->backend->pinned->unpin,
-                                            rt->backend->dma_ready};
+     * memory and a device to pin it for), or where a test emulates pinning (a backend
+     * without pinned memory: gr__host_cache_emulate). */
+    const gr_host_cache_ops *emulated = atomic_load(&emulated_pins);
+    bool pinnable = rt->backend->pinned != NULL && rt->backend->pinned->available();
+
+    if (rt->cfg.host_cache_bytes != 0 &&
+        (pinnable || (rt->backend->pinned == NULL && emulated != NULL))) {
+        rt->cache_ops = pinnable ? (gr_host_cache_ops){rt->backend->pinned->pin,
+                                                       rt->backend->pinned->unpin,
+                                                       rt->backend->dma_ready}
+                                 : *emulated;
         pthread_mutex_lock(&process_cache_mu);
         if (process_cache != NULL) {
             pthread_mutex_unlock(&process_cache_mu);

@@ -6,7 +6,10 @@
  * `stress_runtime_faults` does the same with graphrun stress --fault-rate's plan armed for
  * the whole run (one in 50 calls of each transient site: on the host backend the arena's
  * placements), pinned, pageable and registered tensors mixed: faults land amid the jobs in
- * flight, and every promise still holds.
+ * flight, and every promise still holds. Both runs also cover the completion queue (notify
+ * jobs reaped by threads polling the runtime's descriptor, some destroyed before they could
+ * be; waits on a job's own descriptor), kernels registered and unregistered while their jobs
+ * run, and the registration cache with its pins emulated: each of these must have run.
  *
  *   stress_runtime [--threads N] [--duration SECONDS] [--seed X]
  */
@@ -54,6 +57,26 @@ static void run(const char *faults)
     }
     ASSERT_LT(r.user_jobs + r.half_jobs + r.expr_jobs, r.jobs);
     ASSERT_GT(r.expr_jobs, 0);
+    /* The completion queue: notify jobs reaped, some destroyed before they could be, and
+     * waits on a job's own descriptor; every notify job accounted for. */
+    ASSERT_GT(r.notify_jobs, 0);
+    ASSERT_GT(r.notify_reaped, 0);
+    ASSERT_GT(r.notify_destroyed_early, 0);
+    ASSERT_EQ_U64(r.notify_reaped + r.notify_destroyed_early, r.notify_jobs);
+    ASSERT_GT(r.fd_waits, 0);
+    /* Kernel churn: kernels registered, used, unregistered, each destroyed once. */
+    ASSERT_GT(r.churn_kernels, 0);
+    ASSERT_GT(r.churn_jobs, 0);
+    ASSERT_EQ_U64(r.churn_destroys, r.churn_kernels);
+    /* The registration cache, its pins emulated on the host backend: ranges registered,
+     * hit and evicted, and forgotten at the end. */
+    ASSERT_TRUE(r.cache_emulated);
+    ASSERT_GT(r.cache_jobs, 0);
+    ASSERT_GT(r.cache_registrations, 0);
+    ASSERT_GT(r.cache_hits, 0);
+    ASSERT_GT(r.cache_evictions, 0);
+    ASSERT_GT(r.cache_forgets, 0);
+    ASSERT_EQ_U64(r.cache_failures, 0);
     ASSERT_EQ_U64(gr_stress_breaches(&r), 0);
     if (faults != NULL) {
         ASSERT_GT(r.injected[GR_FAULT_ARENA], 0);

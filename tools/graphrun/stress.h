@@ -4,7 +4,13 @@
  * jobs that are waited for, canceled, given short deadlines, detached or released early;
  * through the built-in seed kernel, the same as an expression kernel, a kernel registered
  * as a user would (a C function for the host backend, CUDA C compiled by NVRTC for the
- * GPU) and a float16 graph. Optionally with a fault plan armed for the whole run (random
+ * GPU) and a float16 graph. Beside them, three concurrent features: the completion queue
+ * (notify jobs left to reaper threads polling gr_runtime_completion_fd, some destroyed before
+ * they can be reaped; waits on a job's gr_job_completion_fd), kernel registration churn
+ * (kernels registered, used, and unregistered while their jobs run; each destroy callback
+ * once, and only after its last graph and job), and the registration cache (jobs over the
+ * same pageable ranges again and again, registered, hit and evicted; its pins emulated and
+ * checked on the host backend). Optionally with a fault plan armed for the whole run (random
  * rules, runtime/base/fault.h): faults then land amid the jobs in flight, and a failed index
  * must have failed with a status the plan's sites produce. Every promise is checked and
  * every breach counted (see gr_stress_report).
@@ -47,6 +53,19 @@ typedef struct gr_stress_report {
     uint64_t half_jobs; /* jobs of the float16 graph */
     uint64_t expr_jobs; /* jobs of the seed as an expression kernel */
     uint64_t memory_jobs[3]; /* jobs by memory kind asked for: pageable, pinned, registered */
+    /* The completion queue: jobs submitted with notify and not waited for; of those, reaped
+     * by the reapers (polling gr_runtime_completion_fd) and destroyed by their submitter
+     * before any reaper could take them; waits on a job's own gr_job_completion_fd. */
+    uint64_t notify_jobs, notify_reaped, notify_destroyed_early, fd_waits;
+    /* Kernel registration churn: kernels registered and unregistered while their jobs
+     * ran, jobs of them, destroy callbacks run. */
+    uint64_t churn_kernels, churn_jobs, churn_destroys;
+    /* The registration cache: jobs over the cache submitters' reused ranges, the runtime's
+     * counters at the end (gr_stats host_cache_*), gr_host_forget calls that succeeded, and
+     * whether the pins were the stress's emulation (host backend). */
+    uint64_t cache_jobs, cache_registrations, cache_hits, cache_evictions, cache_failures;
+    uint64_t cache_forgets;
+    bool cache_emulated;
     /* Faults: injected by the plan, per site (runtime/base/fault.h's order); indices failed
      * with a status the plan's sites produce; submissions refused for an injected fault. */
     uint64_t injected[16];
@@ -72,6 +91,20 @@ typedef struct gr_stress_report {
                                    create (the CUDA driver's and tsan's are not counted) */
     uint64_t rss_growth;        /* runs of 60 s or more: the resident set grew from the
                                    quarter to the end by over max(64 MiB, a quarter) */
+    uint64_t reap_errors;       /* a reaped job not complete, reaped twice, not a live notify
+                                   job (destroyed, or without notify); a notify job complete
+                                   for a second and never reaped; the queue not empty or its
+                                   descriptor readable at the end */
+    uint64_t fd_errors;         /* a job's completion descriptor readable before the job was
+                                   complete and its callback returned, or none to be had */
+    uint64_t churn_errors;      /* a kernel's destroy run before it was unregistered, its
+                                   graph destroyed and its jobs ended, or not exactly once; a
+                                   name a graph could still use after unregister; register
+                                   or unregister refused */
+    uint64_t cache_errors;      /* the cache above its capacity; gr_host_forget refused once
+                                   the jobs over a range ended; with emulated pins, a range
+                                   pinned twice, unpinned when not pinned, left pinned after
+                                   destroy, or a failed registration */
     char first_breach[256];
 } gr_stress_report;
 
