@@ -58,9 +58,9 @@ bool gr__host_pool_free(void *p);
 
 /* The calling thread has a CUDA context current that a runtime destroys (a worker's private
  * one): no slab is made on this thread from now on. Its requests carve slabs made on other
- * threads, else get an allocation of their own (which goes with that context: docs/API.md
- * says so for completion callbacks). Destroying a context frees the pinned memory made
- * under it, and a slab is shared. The worker thread's own, for its life. */
+ * threads, else get an allocation of their own (which goes with that context: gr_host_alloc
+ * in graphrun.h says so for completion callbacks). Destroying a context frees the pinned
+ * memory made under it, and a slab is shared. The worker thread's own, for its life. */
 void gr__host_pool_no_slabs_here(void);
 
 /* gr_host_alloc's memory (hostmem.c) from `pinned` (NULL: ordinary memory), never carved

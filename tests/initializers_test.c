@@ -46,7 +46,7 @@ static void config_init(void)
     ASSERT_EQ(x.device_count, c.device_count);
     ASSERT_EQ_U64(x.pipeline_bytes, c.pipeline_bytes);
     ASSERT_EQ_U64(x.host_cache_bytes, c.host_cache_bytes);
-    /* The defaults docs/API.md documents. */
+    /* The defaults graphrun.h documents (gr_config). */
     ASSERT_EQ(c.workers_per_device, 3);
     ASSERT_EQ(c.ring_capacity, 4096);
     ASSERT_EQ_U64(c.staging_bytes, 64ull << 20);

@@ -18,7 +18,10 @@
  *               once: done, failed (with a reason) or canceled.
  *
  * Thread safety is stated per function: "any thread" means concurrently from any number of
- * threads; "owner" means the single thread that builds the object, until it is finalized.
+ * threads, on the same handle too; "owner" means the single thread that builds the object,
+ * until it is finalized (a graph is not locked: two threads building one graph race). A
+ * destroy is called once per handle (or reference) by whoever holds it, after the holder's
+ * other calls on it have returned.
  *
  * Handles are opaque. Every _destroy(NULL) is a no-op. Calls that can fail return a
  * gr_status; detail always comes as a gr_error_info: filled by the call itself through its
@@ -27,11 +30,29 @@
  *
  * Runtime and job handles are checked: once a runtime is destroyed, or a job is complete
  * and destroyed, every call with its handle returns GR_ERR_INVALID_USAGE (destroys do
- * nothing) instead of touching freed memory; only a call racing on another thread with the
- * destroy itself is undefined. In a child forked from a process with a running runtime,
- * every call on the parent's runtime and jobs returns GR_ERR_INVALID_USAGE (the destroys do
- * nothing): the child has none of the runtime's threads and cannot use its CUDA context.
+ * nothing) instead of touching freed memory, and so does a runtime handle passed for a job
+ * or the other way round; only a call racing on another thread with the destroy itself is
+ * undefined. A gr_graph is a plain reference-counted object, not checked: do not use it
+ * after gr_graph_destroy. In a child forked from a process with a running runtime, every
+ * call on the parent's runtime and jobs returns GR_ERR_INVALID_USAGE (the destroys do
+ * nothing; the child's exit gives the memory back): the child has none of the runtime's
+ * threads and cannot use its CUDA context. The child may create a runtime of its own.
  * docs/RELIABILITY.md lists every misuse and its status.
+ *
+ * Memory: graphrun never frees what the caller owns and never hands the caller memory to
+ * free with free(); gr_host_alloc memory goes back with gr_host_free. Strings it returns
+ * are static (the names of statuses, backends, levels and types) or owned by a graph or a kernel
+ * registration, as each call says. Structs the caller passes are the caller's, filled in
+ * place. Those the library fills that may grow (gr_stats, gr_runtime_info,
+ * gr_job_progress, gr_kernel_info) start with struct_size and magic, set by their *_INIT
+ * macro: the library refuses one not made from it (GR_ERR_INVALID_ARGUMENT) and writes no
+ * further than its struct_size, so a program compiled against an older header gets the
+ * fields it knows. Structs the caller gives (gr_config, gr_job_options, gr_buffer_desc,
+ * gr_kernel_def, gr_expr_def) carry the same two fields: the library refuses one not made
+ * from its initializer, and takes one made by an earlier release's header, giving the
+ * fields it lacks their defaults, so a program built against an older header runs. The
+ * library never calls exit() or abort(), and prints nothing (logging goes to the caller's
+ * callback, or to stderr only when GR_LOG asks).
  */
 #ifndef GRAPHRUN_H
 #define GRAPHRUN_H
@@ -92,10 +113,10 @@ const char *gr_status_str(gr_status s);
  * size read from such a struct could not be trusted. More detail, if ever, comes through
  * calls of its own. */
 typedef struct gr_error_info {
-    gr_status status;
+    gr_status status;  /* the status the call returned: err is filled on failure only */
     uint64_t index;    /* tensor index, or GR_NO_INDEX when the failure is not about one */
     char node[32];     /* graph node name, "" when not about a node */
-    char message[256]; /* human-readable reason, NUL-terminated */
+    char message[256]; /* human-readable reason, NUL-terminated, at most 255 characters */
 } gr_error_info;
 
 #define GR_NO_INDEX UINT64_MAX
@@ -118,11 +139,17 @@ typedef enum gr_backend {
     GR_BACKEND_CUDA,     /* NVIDIA GPUs through the CUDA runtime and CUDA Graphs */
 } gr_backend;
 
+/* "auto", "host", "cuda"; "unknown" for other values. Static text. Any thread. */
 const char *gr_backend_name(gr_backend b);
 
-/* Whether backend `b` can run here, and on how many devices, without starting anything.
- * AUTO answers for the backend AUTO would choose. GR_ERR_UNAVAILABLE with the reason in
- * `err` when it cannot. Any thread. */
+/* Whether backend `b` can run here, and on how many devices (*devices), without creating a
+ * runtime (for CUDA and AUTO it initializes the CUDA runtime to count the devices).
+ * `devices`, `chosen` and `err` are optional; *chosen is the backend `b` resolves to (AUTO
+ * resolves to CUDA or HOST). GR_OK: HOST always (one device: the default host_devices);
+ * CUDA when at least one device is present and every device has compute capability 9.0 or
+ * later; AUTO always (it falls back to HOST); a value that is none of the three is answered
+ * as AUTO. GR_ERR_UNAVAILABLE (CUDA only) for no usable driver or device, or a device older
+ * than sm_90, with the reason in `err`. Any thread. */
 gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,
                            gr_error_info *err);
 
@@ -132,7 +159,9 @@ gr_status gr_backend_probe(gr_backend b, uint32_t *devices, gr_backend *chosen,
  * PRIVATE: every worker creates a context of its own (driver API); a fault in one worker's
  * context leaves the others usable, at the cost of memory and start-up time per worker and
  * of kernels of different workers time-sliced rather than concurrent (docs/PERFORMANCE.md
- * has the measurements).
+ * has the measurements). A worker whose private context faults retires. Where the driver
+ * poisons every context of the process on a device after a sticky fault (the H200's does),
+ * PRIVATE isolates nothing: docs/RELIABILITY.md.
  */
 typedef enum gr_context_mode {
     GR_CONTEXT_PRIMARY = 0,
@@ -186,21 +215,34 @@ typedef void (*gr_log_callback)(gr_log_level level, const char *message, void *u
 /*
  * Runtime configuration. Always start from GR_CONFIG_INIT and change fields: new fields are
  * only ever appended, with defaults in the initializer, so code written against an older
- * header keeps compiling and working.
+ * header keeps compiling and working. gr_runtime_create checks every field and refuses a
+ * bad one with GR_ERR_INVALID_ARGUMENT and a message naming it; the ranges below are what
+ * it takes.
  */
 typedef struct gr_config {
     uint32_t struct_size; /* sizeof(gr_config) at the caller's compile time */
-    uint32_t magic;       /* GR_CONFIG_MAGIC: catches uninitialized structs */
+    uint32_t magic;       /* GR_CONFIG_MAGIC: catches uninitialized structs ("config not
+                             initialized with GR_CONFIG_INIT") */
+    /* Default AUTO: CUDA when a usable GPU (compute capability 9.0 or later) is present,
+     * else the host backend, with the reason in gr_runtime_info.backend_note. */
     gr_backend backend;
     /* Device memory the runtime may hold, per device, in bytes. Required (0 is refused).
      * The runtime reserves one arena of this size per device at create time, rounded down
      * to the backend's allocation granule (256 bytes on the host backend, 2 MiB on CUDA,
-     * whose allocations come in 2 MiB pages), and allocates no device memory per tensor. */
+     * whose allocations come in 2 MiB pages; a budget below the granule is refused), and
+     * allocates no device memory per tensor. The CUDA backend holds up to
+     * GR_CUDA_OVERHEAD_BOUND beside it: size the budget so that the two fit the device. */
     uint64_t budget_bytes;
-    uint32_t workers_per_device; /* worker threads per device; default 3 */
-    uint32_t ring_capacity;      /* task ring entries, a power of two; default 4096 */
-    uint32_t host_devices;       /* host backend: number of devices to emulate; default 1 */
-    gr_context_mode context_mode; /* CUDA backend: which context workers use */
+    /* Worker threads per device, 1 to 1024, each with its own stream (and, with
+     * GR_CONTEXT_PRIVATE, context); default 3. */
+    uint32_t workers_per_device;
+    /* Task ring entries, a power of two from 2 to 2^30; default 4096. gr_job_submit sleeps
+     * while the ring is full. */
+    uint32_t ring_capacity;
+    /* Host backend only: devices to emulate, 1 to 64, each with its own budget and workers;
+     * default 1. */
+    uint32_t host_devices;
+    gr_context_mode context_mode; /* CUDA backend: which context workers use; PRIMARY */
     /* Graphs whose kernels are all elementwise (and buffers the tensor's size) are cut into
      * units of work (docs/PERFORMANCE.md): tensors larger than a worker's share of the
      * budget in chunks, tensors smaller than batch_below_bytes packed together. A unit that
@@ -208,10 +250,13 @@ typedef struct gr_config {
      * staging_bytes per worker, gathered and scattered by copy_threads host threads. Each
      * worker pins its buffer when the runtime is created, so that the first staged job
      * does not pay for it: workers_per_device * staging_bytes of pinned host memory per
-     * device. It also bounds batches of small tensors (units.c), so setting it small
-     * suits only a runtime whose tensors are pinned and at least batch_below_bytes. */
-    uint32_t copy_threads;      /* 0: one per CPU, at most 16 */
-    uint64_t staging_bytes;     /* per worker; default 64 MiB */
+     * device. It also bounds a staged unit and batches of small tensors (units.c), so
+     * setting it small suits only a runtime whose tensors are pinned and at least
+     * batch_below_bytes. Where the backend copies tensors where they lie (CUDA, pinned
+     * memory), tensors up to 16 MiB are batched too, each copied by the DMA engine from
+     * 32 KiB (gathered by the CPU below that). */
+    uint32_t copy_threads;      /* 0 to 256; default 0: one per CPU but one, at most 16 */
+    uint64_t staging_bytes;     /* per worker, at least 4096; default 64 MiB */
     uint64_t batch_below_bytes; /* default 1 MiB; 0: never batch */
     /* 0: never cut or pack: every tensor is one iteration, and a tensor whose iteration does
      * not fit the budget is refused. Its outputs are then all or nothing even when the job
@@ -221,7 +266,8 @@ typedef struct gr_config {
      * GR_CONFIG_INIT leaves it, NULL. The slot keeps the fields after it where they were. */
     const char *testing_;
     /* Logging (see "Logging" above): messages at log_level and above go to log_callback
-     * (default NULL: none), with log_user passed through. Default level GR_LOG_INFO. */
+     * (default NULL: none, unless GR_LOG is set), with log_user passed through. Default
+     * level GR_LOG_INFO; GR_LOG overrides it. */
     gr_log_callback log_callback;
     void *log_user;
     gr_log_level log_level;
@@ -232,22 +278,26 @@ typedef struct gr_config {
      * anything else is refused by gr_runtime_create (GR_ERR_INVALID_ARGUMENT, saying which
      * entry and why). The list is copied: it need not outlive gr_runtime_create. */
     const int *devices;
-    uint32_t device_count; /* entries in devices */
+    uint32_t device_count; /* entries in devices: 0 with NULL, else 1 to 1024 */
     /* Appended in 0.2. Splittable graphs: a tensor whose host bytes (inputs and outputs
      * together) are above this is cut into chunks of about this size even when it would fit
      * a worker's share whole, so that its copies in, kernels and copies out overlap with
      * each other's instead of the first copy in and the last copy out of a job running
-     * alone for a whole tensor's time. Default 128 MiB; 0: cut only what does not fit. */
+     * alone for a whole tensor's time. Default 128 MiB; 0: cut only what does not fit;
+     * otherwise at least 1 MiB. */
     uint64_t pipeline_bytes;
     /* Appended in 0.3. The registration cache: at most this many bytes of pageable host
      * memory that jobs use (port buffers of 1 MiB or more) are page-locked in place, in the
      * background, and kept, so that later jobs over the same memory copy it by DMA at the
      * link's speed instead of staging it through the CPU (the first job over a range runs
-     * staged, as without the cache, and the range is registered once no job is live; a job
-     * that uses it again before then waits in gr_job_submit for its registration, up to its
-     * deadline; ranges no live job uses are evicted least recently used first). Only on a
-     * backend with pinned
-     * memory (CUDA). Default 0: off.
+     * staged, as without the cache, and the range is registered by a background thread
+     * once no job is live, because registering stalls other threads' CUDA calls; a job that
+     * uses it again before then has it registered at once and waits in gr_job_submit for
+     * that, about one staged pass over it, never past its deadline; ranges no live job uses
+     * are evicted least recently used first). A job copies by DMA only ranges registered,
+     * whole, when it was submitted: a range that overlaps a registered one without lying
+     * inside it is staged, never handed to the DMA engine half page-locked. Only on a
+     * backend with pinned memory (CUDA); elsewhere it does nothing. Default 0: off.
      * The promise it needs from the caller: memory a job used stays allocated and mapped
      * until gr_host_forget has returned for it (or the runtime is destroyed). Freeing it
      * earlier leaves a registration of pages the memory no longer has, and later jobs over
@@ -285,7 +335,8 @@ typedef struct gr_config {
 
 /*
  * Device memory the CUDA backend holds per device beyond the budget and the CUDA context,
- * at most, with `workers` workers per device and graphs of a few dozen nodes: each
+ * at most (8 MiB + 2.5 MiB per worker), with `workers` workers per device and graphs of a
+ * few dozen nodes: each
  * worker's stream, events and cache of up to 8 instantiated graphs, and the kernels'
  * modules. What the device reports with 3 to 64 workers is in docs/PERFORMANCE.md, "Device
  * memory the runtime holds". Graphs of hundreds of nodes, many kernels of one's own, or
@@ -296,16 +347,31 @@ typedef struct gr_config {
 #define GR_CUDA_OVERHEAD_BOUND(workers) ((8ull << 20) + (uint64_t)(workers) * (5ull << 19))
 
 /*
- * Create a runtime: reserves each device's arena and starts the workers. On failure *out is
- * NULL and, when err is not NULL, err says why. Any thread.
+ * Create a runtime: checks the configuration, arms a fault plan if one is set
+ * (graphrun_testing.h), chooses the backend, reserves each device's arena (the whole
+ * budget, once), starts the workers and waits until each is ready (on CUDA: its context,
+ * stream and event exist), and starts the deadline thread. On success *out is the
+ * caller's until gr_runtime_destroy. On failure *out is NULL (when out is not), everything
+ * started is undone and, when err is not NULL, err says why. cfg is copied. Any thread.
+ *
+ * GR_ERR_INVALID_ARGUMENT: cfg or out NULL, a field out of range (gr_config), a malformed
+ * fault plan, a device list with a negative, repeated or absent number (the message names
+ * the entry and the devices there are). GR_ERR_INVALID_USAGE: host_cache_bytes set while
+ * another runtime of the process has the cache. GR_ERR_UNAVAILABLE: backend CUDA with no
+ * usable GPU or driver (AUTO falls back to the host backend instead, and says so in
+ * backend_note). GR_ERR_OUT_OF_MEMORY: host memory or a thread could not be had, or the
+ * host backend could not reserve the arena's address space. GR_ERR_CUDA: the device memory
+ * could not be reserved (the message gives the free and total memory), or a worker's
+ * context, stream or event could not be created.
  */
 gr_status gr_runtime_create(const gr_config *cfg, gr_runtime **out, gr_error_info *err);
 
 /*
  * Begin shutting down, without waiting: submissions from now on get GR_ERR_SHUTDOWN, every
  * sleeping wait wakes, and every index that has not started ends as canceled with status
- * GR_ERR_SHUTDOWN (iterations already running finish). For servers that stop taking work
- * on a signal and destroy later. Idempotent. Any thread, also a completion callback.
+ * GR_ERR_SHUTDOWN (iterations already running finish, and their outputs are written). For
+ * servers that stop taking work on a signal and destroy later. Idempotent; a NULL or
+ * destroyed handle does nothing. Any thread, also a completion callback.
  */
 void gr_runtime_shutdown(gr_runtime *rt);
 
@@ -314,9 +380,12 @@ void gr_runtime_shutdown(gr_runtime *rt);
  * gr_job_submit or gr_runtime_shutdown and for completion callbacks still running, join the
  * workers, free the devices' memory, and drop the handle. On return every job is complete
  * and no callback is running. Jobs still held by the caller stay valid until
- * gr_job_destroy. A second call does nothing. From a completion callback (where waiting for
- * every callback would wait for itself) it only shuts down, as gr_runtime_shutdown, and the
- * handle stays valid for a destroy from another thread. NULL is a no-op.
+ * gr_job_destroy. Threads still calling gr_job_submit or gr_runtime_shutdown meanwhile are
+ * served or refused, never read freed memory. Of several destroys, also racing on different
+ * threads, one does the work and the others return; a later call does nothing, and so does
+ * a forked child's. From a completion callback (where waiting for every callback would
+ * wait for itself) it only shuts down, as gr_runtime_shutdown, and the handle stays valid
+ * for a destroy from another thread. NULL is a no-op.
  */
 void gr_runtime_destroy(gr_runtime *rt);
 
@@ -343,7 +412,9 @@ typedef struct gr_runtime_info {
 #endif
 
 /* Fill `out` (initialized with GR_RUNTIME_INFO_INIT) up to its struct_size.
- * GR_ERR_INVALID_ARGUMENT for NULL or an uninitialized struct. Any thread. */
+ * GR_ERR_INVALID_ARGUMENT for NULL or an uninitialized struct (its magic wrong, or a
+ * struct_size shorter than 0.3's); GR_ERR_INVALID_USAGE for a destroyed runtime or a
+ * forked child's. Any thread. */
 gr_status gr_runtime_info_get(const gr_runtime *rt, gr_runtime_info *out);
 
 typedef struct gr_device_stats {
@@ -356,7 +427,10 @@ typedef struct gr_device_stats {
     uint64_t graph_updates;        /* iterations replayed by updating an instantiated graph */
 } gr_device_stats;
 
-/* Statistics of one device, a consistent snapshot per field. Any thread. (The first
+/* Statistics of one device: each field read atomically, one after another while work
+ * goes on. An iteration is one unit of work: a whole tensor, a chunk of one, or a batch of
+ * small ones. GR_ERR_INVALID_ARGUMENT for NULL or a device not below the device count;
+ * GR_ERR_INVALID_USAGE for a destroyed runtime or a forked child's. Any thread. (The first
  * statistics call, kept as it was; gr_runtime_stats_get below has these and more.
  * gr_device_stats is frozen: it has no struct_size and never grows; new statistics go to
  * gr_stats.) */
@@ -364,7 +438,9 @@ gr_status gr_runtime_device_stats(const gr_runtime *rt, uint32_t device, gr_devi
 
 /* The backend's number of runtime device `device` (0 .. device_count - 1): its CUDA ordinal,
  * or its index among the host backend's emulated devices; config.devices[device] when a
- * list was given. Any thread. */
+ * list was given, else `device`. Statistics number devices as the runtime does.
+ * GR_ERR_INVALID_ARGUMENT for NULL or a device out of range; GR_ERR_INVALID_USAGE for a
+ * destroyed runtime or a forked child's. Any thread. */
 gr_status gr_runtime_device_ordinal(const gr_runtime *rt, uint32_t device, int *ordinal);
 
 /*
@@ -468,7 +544,8 @@ typedef struct gr_stats {
 /* Fill `out` (initialized with GR_STATS_INIT) with a snapshot of device `device`
  * (< device_count) and of the runtime; each field is read atomically, one after another,
  * while work goes on. GR_ERR_INVALID_ARGUMENT for NULL, an uninitialized struct or a device
- * out of range. Any thread. */
+ * out of range; GR_ERR_INVALID_USAGE for a destroyed runtime or a forked child's. Any
+ * thread. */
 gr_status gr_runtime_stats_get(const gr_runtime *rt, uint32_t device, gr_stats *out);
 
 /*
@@ -478,8 +555,12 @@ gr_status gr_runtime_stats_get(const gr_runtime *rt, uint32_t device, gr_stats *
  * `size` bytes including a terminating NUL (nothing when size is 0; buf may then be NULL)
  * and returns the length of the whole text, without the NUL. A return >= size means the
  * text was cut short: call again with a larger buffer (the counters move between calls, so
- * leave some room, say a quarter more). Returns 0 only for a NULL runtime or when no host
- * memory was left for the snapshot. Any thread.
+ * leave some room, say a quarter more). Returns 0 only for a NULL, destroyed or forked
+ * child's runtime, or when no host memory was left for the snapshot. The fields appended
+ * after the histograms appear as graphrun_units_total{device,path},
+ * graphrun_units_overlapped_total{device}, graphrun_copies_refused_total{device},
+ * graphrun_host_cache_bytes, graphrun_host_cache_events_total{event} and
+ * graphrun_host_cache_register_seconds_total. `buf` is the caller's. Any thread.
  */
 size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size);
 
@@ -490,7 +571,8 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
  * speed of the link; copies of ordinary (pageable) memory go through the driver's staging
  * and are much slower. Tensors may live in either; these calls make pinned memory. On a
  * machine without a usable GPU they still work: gr_host_alloc returns ordinary page-aligned
- * memory, and register and unregister do nothing.
+ * memory, and register and unregister do nothing and return GR_OK. They need no runtime,
+ * before, during or after any runtime's life.
  * ------------------------------------------------------------------------------------- */
 
 /* `bytes` (> 0) of pinned host memory, 4096-byte aligned, usable from every device and
@@ -499,15 +581,28 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
  * pinned allocations that the process keeps while any of their blocks lives (and one empty
  * one after): the driver copies many tensors of few allocations faster than of many. Two
  * such blocks may therefore lie back to back, and a job copies adjacent tensors as one
- * range. GR_HOST_POOL=0 in the environment gives every request an allocation of its own. */
+ * range; blocks of two such allocations never do. GR_HOST_POOL=0 in the environment gives
+ * every request an allocation of its own.
+ *
+ * The memory is made under the CUDA context current on the calling thread (the device's
+ * primary context when none is), and destroying a context frees the pinned memory made
+ * under it: call it where no context of your own that you will destroy is current. On a
+ * GR_CONTEXT_PRIVATE runtime's threads (its completion callbacks) what it returns lives only
+ * until gr_runtime_destroy. In a child forked from a process that has used CUDA, requests
+ * may fail with GR_ERR_OUT_OF_MEMORY (they neither hang nor carve the parent's blocks).
+ * GR_ERR_INVALID_ARGUMENT for out NULL or bytes 0 (or too large to add a page to); on a
+ * failure *out is NULL. */
 gr_status gr_host_alloc(uint64_t bytes, void **out);
 
 /* Free memory from gr_host_alloc. NULL is a no-op; anything else not from gr_host_alloc,
  * or freed already, is undefined. Any thread. */
 void gr_host_free(void *p);
 
-/* Pin existing memory [p, p + bytes) in place, for every device and context; it must stay
- * allocated until gr_host_unregister. Any thread. */
+/* Pin existing memory [p, p + bytes) in place, for every device and context, and unpin it;
+ * the memory stays the caller's and must stay allocated until gr_host_unregister.
+ * GR_ERR_INVALID_ARGUMENT for p NULL or bytes 0; GR_ERR_INVALID_USAGE to register a range
+ * already registered or unregister a p that is not; GR_ERR_OUT_OF_MEMORY when the system
+ * cannot pin that much; GR_ERR_CUDA for any other CUDA failure. Any thread. */
 gr_status gr_host_register(void *p, uint64_t bytes);
 gr_status gr_host_unregister(void *p);
 
@@ -515,14 +610,16 @@ gr_status gr_host_unregister(void *p);
  * of `rt` registered within [p, p + bytes) and forget it, so that the memory may be freed.
  * Call it before freeing memory that a job of this runtime used. Waits for a registration
  * of that memory in progress; GR_ERR_INVALID_USAGE (nothing forgotten) while a job that has
- * not ended uses the memory. GR_OK also when the cache is off or holds none of it. Any
- * thread. */
+ * not ended uses the memory (wait for the job first), or for a destroyed runtime;
+ * GR_ERR_INVALID_ARGUMENT for rt or p NULL or bytes 0. GR_OK also when the cache is off or
+ * holds none of it. Any thread. */
 gr_status gr_host_forget(gr_runtime *rt, const void *p, uint64_t bytes);
 
 /* ---------------------------------------------------------------------------------------
  * Element types. Every buffer, host port and kernel argument has one (float32 unless said).
  * float16 is IEEE binary16, bfloat16 the upper half of a float32 (both stored as uint16_t
- * bit patterns); the integer types are two's complement. docs/GRAPH_SPEC.md, "Element
+ * bit patterns: NumPy's float16 and ml_dtypes' bfloat16 layouts); the integer types are two's
+ * complement. docs/GRAPH_SPEC.md, "Element
  * types", has the conversion rules that `cast` and expressions follow.
  * ------------------------------------------------------------------------------------- */
 typedef enum gr_dtype {
@@ -563,6 +660,15 @@ int gr_dtype_safe_cast(gr_dtype from, gr_dtype to);
  * Finalizing validates: no cycles, no unknown names, every buffer a node reads was written
  * by a node it depends on, no two unordered nodes touching a buffer that one of them
  * writes, input and output ports numbered 0..n-1 without gaps, each output written once.
+ * Nodes run in no other order than their dependencies give.
+ *
+ * Names of buffers and nodes are 1 to GR_NAME_MAX characters of [A-Za-z0-9_.-], unique
+ * among buffers and among nodes (a node and a buffer may share one). Every builder call
+ * (gr_graph_add_*, gr_graph_finalize) that refuses changes nothing: the graph can still be
+ * built, and gr_graph_error_get says why. Each refuses with GR_ERR_INVALID_USAGE once the
+ * graph is finalized, and with GR_ERR_INVALID_ARGUMENT a NULL graph, a bad or duplicate
+ * name, an unknown buffer or node, or one past a GR_MAX_* limit. A job holds its own
+ * reference to its graph, so the caller may destroy a graph while jobs still use it.
  * ------------------------------------------------------------------------------------- */
 typedef struct gr_graph gr_graph;
 
@@ -579,10 +685,13 @@ typedef struct gr_graph gr_graph;
  * coalesced and vectorized device access (cudaMalloc itself aligns to 256). */
 #define GR_BUFFER_ALIGN 256u
 
-/* Owner. */
+/* An empty graph, the caller's until gr_graph_destroy; the calling thread becomes its
+ * owner. GR_ERR_INVALID_ARGUMENT for out NULL; GR_ERR_OUT_OF_MEMORY (*out NULL). */
 gr_status gr_graph_create(gr_graph **out);
 
-/* Drops the caller's reference; jobs still using the graph keep it alive. NULL is a no-op. */
+/* Drops the caller's reference; jobs still using the graph keep it alive, and it is freed
+ * with the last. Once per reference (gr_graph_create, gr_graph_parse, gr_graph_load and
+ * gr_graph_create_seed each give one), by any thread that holds it. NULL is a no-op. */
 void gr_graph_destroy(gr_graph *g);
 
 /* The last refusal by a graph call (gr_graph_add_*, gr_graph_finalize), as every other
@@ -599,14 +708,17 @@ gr_status gr_graph_error_get(const gr_graph *g, gr_error_info *out);
 const char *gr_graph_error(const gr_graph *g);
 
 /* A buffer of ceil(tensor_elems * num / den) float32 elements (gr_graph_add_buffer_desc
- * for other types). Owner. */
+ * for other types). GR_ERR_INVALID_ARGUMENT also for num or den 0. Owner. */
 gr_status gr_graph_add_buffer(gr_graph *g, const char *name, uint32_t num, uint32_t den);
 
 /* A buffer described in full: its element type, and its size, either relative to the
  * tensor (ceil(tensor_elems * num / den) elements, the default 1/1) or, with fixed_elems
  * nonzero, exactly fixed_elems elements whatever the tensor (a reduction's result, a small
  * vector of per-channel constants). Host ports copied to or from a fixed buffer move its
- * fixed_elems elements per tensor. Start from GR_BUFFER_DESC_INIT. */
+ * fixed_elems elements per tensor, and a graph with one is never cut into chunks or
+ * batches. Only a kernel's small inputs and the output of a kernel that writes one element
+ * (or GR_OUT_BUFFER) may be fixed buffers: finalize refuses anything else, naming the
+ * buffer. Start from GR_BUFFER_DESC_INIT. */
 typedef struct gr_buffer_desc {
     uint32_t struct_size;
     uint32_t magic; /* GR_BUFFER_DESC_MAGIC */
@@ -629,24 +741,30 @@ typedef struct gr_buffer_desc {
     }
 #endif
 
-/* Owner. */
+/* GR_ERR_INVALID_ARGUMENT also for desc NULL or not from GR_BUFFER_DESC_INIT, an unknown
+ * element type, a ratio term 0 without fixed_elems, or fixed_elems over 2^60. Owner. */
 gr_status gr_graph_add_buffer_desc(gr_graph *g, const char *name, const gr_buffer_desc *desc);
 
-/* Copy host input `port` (tensor_elems elements, or a fixed buffer's fixed_elems) into
- * `buffer`. Owner. */
+/* Copy host input `port` (< GR_MAX_PORTS; tensor_elems elements, or a fixed buffer's
+ * fixed_elems) into `buffer`. Owner. */
 gr_status gr_graph_add_h2d(gr_graph *g, const char *node, uint32_t port, const char *buffer);
 
 /* Run a registered kernel over tensor_elems elements: reads `inputs`, writes `output`
  * (which may be one of the inputs: in place). Of the kernels called `kernel`, the one whose
  * input and output element types are those of the buffers runs (refused, naming the types
- * it has, when none is). The scalars are converted to the kernel's scalar types. Owner. */
+ * it has, when none is). The scalars are converted to the kernel's scalar types. The
+ * arrays are copied. GR_ERR_INVALID_ARGUMENT also for an unknown kernel (the message lists
+ * the known ones), or n_inputs or n_scalars not what the kernel takes (gr_kernel_info_get),
+ * or an array NULL while its count is not 0. Owner. */
 gr_status gr_graph_add_kernel(gr_graph *g, const char *node, const char *kernel,
                               const char *const *inputs, uint32_t n_inputs, const char *output,
                               const float *scalars, uint32_t n_scalars);
 
 /* gr_graph_add_kernel with the scalars as doubles, for kernels whose scalars are float64 or
  * int32: each must be a value of the scalar's type (an int32 scalar an integer in range, a
- * float32 one finite and within float32's range; it is rounded to nearest). Owner. */
+ * float32 one finite and within float32's range, rounded to nearest; a float64 one not NaN),
+ * else GR_ERR_INVALID_ARGUMENT naming the scalar. Graph specs build their nodes with it.
+ * Owner. */
 gr_status gr_graph_add_kernel_f64(gr_graph *g, const char *node, const char *kernel,
                                   const char *const *inputs, uint32_t n_inputs,
                                   const char *output, const double *scalars,
@@ -656,11 +774,17 @@ gr_status gr_graph_add_kernel_f64(gr_graph *g, const char *node, const char *ker
  * `port`. Owner. */
 gr_status gr_graph_add_d2h(gr_graph *g, const char *node, const char *buffer, uint32_t port);
 
-/* Node `after` starts only when node `before` has finished. Owner. */
+/* Node `after` starts only when node `before` has finished: a node that reads a buffer needs
+ * a dependency (direct or through others) on a node that writes it.
+ * GR_ERR_INVALID_ARGUMENT also for `before` equal to `after`. Owner. */
 gr_status gr_graph_add_dep(gr_graph *g, const char *before, const char *after);
 
 /* Validate and freeze. After GR_OK the graph is immutable and may be used by any thread.
- * Owner. */
+ * GR_ERR_INVALID_ARGUMENT (the graph stays unfinalized, and gr_graph_error_get says which)
+ * for what "Graph templates" above lists, and for no nodes, no D2H node, a node using a
+ * buffer smaller than the tensor (ratio below 1), a buffer no node uses, a node that
+ * writes a constant or copies one out; a cycle is spelled out. GR_ERR_INVALID_USAGE when
+ * already finalized. Owner. */
 gr_status gr_graph_finalize(gr_graph *g);
 
 /*
@@ -673,7 +797,18 @@ gr_status gr_graph_finalize(gr_graph *g);
  * also when the tensors are cut into chunks or batches. `shape` (rank 0..GR_MAX_DIMS, the
  * product of whose dimensions must be fixed_elems; rank 0: one dimension) is what
  * gr_graph_const_get reports, for callers that check or view the data by shape. At most
- * GR_MAX_CONSTS per graph. Owner.
+ * GR_MAX_CONSTS per graph. GR_ERR_INVALID_ARGUMENT also for no fixed_elems or a shape that
+ * does not multiply to it. A graph spec declares one with `const`. Owner.
+ *
+ * On each device the first worker to run a unit of a job takes budget for all the job's
+ * constants (one block at the end of the arena, each rounded up to GR_BUFFER_ALIGN) and
+ * copies them in; the job's units are sized to the budget less that block, and a job whose
+ * constants alone fill the smallest device's budget is refused (GR_ERR_OVER_BUDGET). A
+ * device holds one job's constants at a time: another job's units wait to load theirs, and
+ * a unit of any other job that waits for memory makes them go as soon as no unit of their
+ * job runs there; they are copied in again when their job's next unit comes
+ * (gr_stats.constants_copied). So no job waits for another's constants forever: two jobs
+ * with constants on one device take turns, at the price of copies.
  */
 gr_status gr_graph_add_const(gr_graph *g, const char *name, const gr_buffer_desc *desc,
                              uint32_t rank, const uint64_t *shape);
@@ -692,7 +827,8 @@ typedef struct gr_const_info {
 uint32_t gr_graph_const_count(const gr_graph *g);
 gr_status gr_graph_const_get(const gr_graph *g, uint32_t i, gr_const_info *out);
 
-/* Input and output port counts of a finalized graph. Any thread. */
+/* Input and output port counts of a finalized graph: what each gr_tensor must set. 0 for
+ * NULL or a graph not finalized. Any thread. */
 uint32_t gr_graph_input_count(const gr_graph *g);
 uint32_t gr_graph_output_count(const gr_graph *g);
 
@@ -708,8 +844,10 @@ gr_status gr_graph_port_get(const gr_graph *g, int output, uint32_t port, gr_por
 
 /*
  * Device bytes one iteration of this graph needs for a tensor of `elems` elements, as the
- * arena really allocates them (each buffer rounded to the arena alignment). Returns
- * GR_ERR_INVALID_ARGUMENT on overflow or a graph that is not finalized. Any thread.
+ * arena really allocates them (each buffer rounded up to GR_BUFFER_ALIGN): compare it with
+ * the budget to know whether a graph that cannot be split takes a tensor. Returns
+ * GR_ERR_INVALID_ARGUMENT for NULL, elems 0, overflow or a graph that is not finalized.
+ * Any thread.
  */
 gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes);
 
@@ -729,9 +867,9 @@ gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes)
  * iteration does not fit and cannot be cut: err names the index), with *out's backend,
  * arena_bytes, splittable and least_budget filled, cut untouched. GR_ERR_UNAVAILABLE, as
  * gr_job_submit refuses it, for a kernel the backend cannot run (err names the node).
- * GR_ERR_INVALID_ARGUMENT for
- * NULL, a graph not finalized, a config gr_runtime_create refuses, a tensor of 0 elements or
- * one too large; the probe's status when the backend is not there; GR_ERR_OUT_OF_MEMORY.
+ * GR_ERR_INVALID_ARGUMENT for NULL (elems with count > 0), a graph not finalized, a config
+ * gr_runtime_create refuses (its message), a tensor of 0 elements or one too large; the
+ * probe's status when the backend is not there; GR_ERR_OUT_OF_MEMORY.
  * Creates nothing and allocates no device memory. Any thread.
  */
 typedef struct gr_unit_cut {
@@ -758,16 +896,25 @@ gr_status gr_graph_plan_units(const gr_graph *g, const gr_config *cfg, const uin
 
 /*
  * Parse a graph spec: the text format of docs/GRAPH_SPEC.md (buffers, h2d, kernel, d2h
- * and dependency lines). `name` names the text in messages (a file's path, say). On success
- * *out holds a finalized graph. On failure *out is NULL and err->message reads
+ * and dependency lines), exactly `len` bytes of `text` (no NUL needed). `name` names the
+ * text in messages (a file's path, say; NULL: "<graph spec>"). On success *out holds a
+ * finalized graph, the caller's. On failure *out is NULL and err->message reads
  * "NAME:LINE:COL: what is wrong", pointing at the offending token (for problems found when
- * validating the whole graph, at the statement that declared the node or buffer involved).
- * Any thread.
+ * validating the whole graph, at the statement that declared the node or buffer involved,
+ * with err->node set for a node). GR_ERR_INVALID_ARGUMENT for out NULL, text NULL with len
+ * not 0, any syntax error, unknown name or kernel, wrong arity, bad number or validation
+ * failure (an empty text has no nodes), and for a `cuda "FILE"` statement, which only
+ * gr_graph_load honours: text in memory may come from anyone, and must not make the
+ * process read its files. GR_ERR_OUT_OF_MEMORY. Any thread.
  */
 gr_status gr_graph_parse(const char *text, size_t len, const char *name, gr_graph **out,
                          gr_error_info *err);
 
-/* Read the file at `path` and parse it (messages are named by `path`). Any thread. */
+/* Read the file at `path` (at most 1 MiB) and parse it as gr_graph_parse does, messages
+ * named by `path`, with `cuda "FILE"` statements honoured: each registers the kernels of a
+ * CUDA C file (a relative path is the spec's directory's) as gr_kernel_load_file does.
+ * GR_ERR_INVALID_ARGUMENT also for a file that cannot be opened or read (the message gives
+ * the system's reason) or is too large. Any thread. */
 gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err);
 
 /* ---------------------------------------------------------------------------------------
@@ -792,7 +939,12 @@ gr_status gr_graph_load(const char *path, gr_graph **out, gr_error_info *err);
  * freed (gr_graph_destroy and the end of its last job), so a graph never sees its kernels
  * change: an unregistered kernel that graphs still use is only unnamed, and is freed (its
  * destroy called) when the last of them goes. At most GR_MAX_KERNELS definitions are
- * registered at once; unregistered ones waiting for their graphs do not count.
+ * registered at once, the built-ins included; unregistered ones waiting for their graphs do
+ * not count. An expression a spec registers (`expr`, docs/GRAPH_SPEC.md) is registered for
+ * the spec's graphs only, and goes with the last of them.
+ *
+ * A graph that uses a kernel with no implementation for the runtime's backend is refused
+ * by gr_job_submit with GR_ERR_UNAVAILABLE, naming the node and the kernel.
  * ------------------------------------------------------------------------------------- */
 
 /* A scalar argument of a kernel, in the member its signature names (f32 for float32). */
@@ -811,8 +963,9 @@ typedef union gr_scalar {
  * GR_BUFFER_ALIGN bytes; element types are the kernel's signature. The kernel computes
  * elements [0, n) of `out` from in[0 .. n_inputs - 1]; for an elementwise kernel the unit
  * may be a chunk of a tensor or a batch of several, so element i of the output may depend
- * on element i of the inputs only. Fields may be appended in later versions, never
- * reordered.
+ * on element i of the inputs only. A kernel that is not elementwise always gets whole
+ * tensors, with the shape they were submitted with. Fields may be appended in later
+ * versions, never reordered.
  */
 typedef struct gr_kernel_args {
     void *out;                            /* the output buffer */
@@ -838,8 +991,10 @@ typedef void (*gr_kernel_cpu_fn)(const gr_kernel_args *a, void *user);
  * replaces the old one, only when the arguments change. So it must enqueue the same kind
  * of work for the same arguments, only stream-ordered work on `stream` (kernel launches,
  * async copies and memsets, library calls that support capture, such as cuBLAS), and never
- * synchronize. `stream` is a cudaStream_t (a CUstream), passed as a pointer so that this
- * header needs no CUDA header. */
+ * synchronize. Its captured work may run twice at once (for two units of one worker with
+ * GR_UNITS_IN_FLIGHT=2, and for units of two workers always): device scratch it keeps
+ * between calls must not be shared by them. `stream` is a cudaStream_t (a CUstream),
+ * passed as a pointer so that this header needs no CUDA header. */
 typedef int (*gr_kernel_launch_fn)(void *stream, const gr_kernel_args *a, void *user);
 
 /* What gr_kernel_def.cuda holds. */
@@ -859,18 +1014,26 @@ typedef enum gr_cuda_kind {
     GR_CUDA_FUNCTION,
     /* A gr_kernel_launch_fn (cast to const void *), with `user` passed to it. */
     GR_CUDA_LAUNCH,
-    /* CUDA C source text (NUL-terminated; copied), compiled at run time by NVRTC, with
-     * cuda_name naming its `extern "C" __global__ void NAME(gr_kernel_args)`. The source
-     * may #include "graphrun_kernel.h", which defines gr_kernel_args, gr_scalar and
-     * GR_FOR_EACH (docs/API.md). */
+    /* CUDA C source text (NUL-terminated; copied), compiled by NVRTC when it is registered
+     * (so source NVRTC refuses is refused then, with the first lines of its log), with
+     * cuda_name naming its `extern "C" __global__ void NAME(gr_kernel_args)`. The PTX
+     * (compute capability 9.0) is cached for the process by the source's text, also after
+     * the kernel is unregistered; the driver finishes it for each device. NVRTC is loaded
+     * at run time (libnvrtc.so.13, else 12; $GR_NVRTC_LIBRARY alone when set): where it
+     * cannot be, a source kernel with a CPU implementation still registers (the CUDA
+     * backend refuses it, saying what to install) and one without is refused with
+     * GR_ERR_UNAVAILABLE. The source may #include "graphrun_kernel.h", which defines
+     * gr_kernel_args, gr_scalar, GR_FOR_EACH, GR_OUT and GR_IN (docs/API.md). */
     GR_CUDA_SOURCE,
     /* A gr_kernel_launch_fn (cast to const void *) called eagerly, on the worker's thread,
      * for every iteration: it enqueues its work on the stream it is given (the iteration's,
      * after the node's inputs are there and before its output is copied out) and returns;
      * nothing is captured, so the work may be anything stream-ordered, even what a CUDA
-     * graph cannot hold (code that allocates, PyTorch functions, libraries). A graph with
-     * such a node runs without a CUDA graph: its copies and kernels are enqueued one by one
-     * on the stream (its GR_CUDA_FUNCTION kernels cannot run that way and are refused). */
+     * graph cannot hold (code that allocates, PyTorch functions, libraries); it may wait for
+     * its work. A graph with such a node runs without a CUDA graph: its copies and kernels
+     * are enqueued one by one on the stream, a few microseconds a node more than a replay
+     * (its GR_CUDA_FUNCTION kernels cannot run that way and are refused). Its work may run
+     * for two units at once, as a GR_CUDA_LAUNCH callback's. */
     GR_CUDA_STREAM,
 } gr_cuda_kind;
 
@@ -886,8 +1049,10 @@ typedef enum gr_out_size {
 typedef struct gr_kernel_def {
     uint32_t struct_size; /* sizeof(gr_kernel_def) at the caller's compile time */
     uint32_t magic;       /* GR_KERNEL_DEF_MAGIC */
-    const char *name;     /* 1 to GR_NAME_MAX characters of [A-Za-z0-9_.-]; copied */
-    const char *doc;      /* one line for listings; optional; copied */
+    /* 1 to GR_NAME_MAX characters of [A-Za-z0-9_.-], starting with a letter or '_' (so a
+     * spec can name it), unique in the process for one set of element types; copied. */
+    const char *name;
+    const char *doc;      /* one line for listings, at most 159 characters; optional; copied */
     uint32_t n_inputs;    /* 0 .. GR_MAX_KERNEL_INPUTS */
     uint32_t n_scalars;   /* 0 .. GR_MAX_SCALARS */
     gr_dtype out_dtype;
@@ -941,21 +1106,29 @@ typedef struct gr_kernel_def {
  * definition whose input and output types are its buffers'. Refused with
  * GR_ERR_INVALID_ARGUMENT (and the reason in err): an uninitialized definition, a bad name,
  * a built-in's name, a name taken for the same types or other counts, counts or types out
- * of range,
- * an unknown cuda_kind, a block size over 1024, no implementation at all; GR_ERR_OVER_BUDGET
- * with GR_MAX_KERNELS registered; GR_ERR_OUT_OF_MEMORY. Any thread.
+ * of range, an unknown cuda_kind or out_size, `cuda` set with GR_CUDA_NONE (or not set
+ * without), a source kernel without a C identifier as cuda_name or with source NVRTC
+ * refuses, small_inputs past the inputs, an elementwise kernel whose out_size is not
+ * GR_OUT_ELEMS, a block size over 1024, no implementation at all, a doc too long;
+ * GR_ERR_UNAVAILABLE for a source kernel without a CPU implementation where NVRTC cannot be
+ * loaded; GR_ERR_OVER_BUDGET with GR_MAX_KERNELS registered; GR_ERR_OUT_OF_MEMORY. A caller
+ * compiled against an older, shorter gr_kernel_def gets the defaults of the fields it does
+ * not know. Any thread: registrations of one name from many threads at once take it once.
  */
 gr_status gr_kernel_register(const gr_kernel_def *def, gr_error_info *err);
 
 /*
- * Unregister every definition called `name` (all its overloads): from now on graphs cannot
- * name it, and the name may be registered again, for the same types or others. Graphs
- * built before keep the definitions they resolved, unchanged, and can still run; each
- * definition is freed, and its destroy called, once no graph holds it: now when none
- * does, else when the last one is freed. GR_ERR_INVALID_ARGUMENT for a NULL or unknown
- * name or a built-in's. Any thread; a kernel's gr_kernel_info_get strings are valid only
- * until it is unregistered (a spec's expression kernel, registered by gr_graph_parse, until
- * the last graph holding it is freed).
+ * Unregister every definition called `name` (all its overloads, whoever registered them:
+ * gr_kernel_register, gr_kernel_load_file, gr_kernel_register_expr): from now on graphs
+ * cannot name it, and the name, and its room under GR_MAX_KERNELS, may be taken again, for
+ * the same types or others. Graphs built before keep the definitions they resolved,
+ * unchanged, and can still run; each definition is freed, and its destroy called, once no
+ * graph holds it: now when none does, else when the last one is freed. It does not refuse
+ * while graphs use the kernel because a job holds its graph until it ends, which the caller
+ * does not see: "destroy the graph, then unregister" would fail or not by a race.
+ * GR_ERR_INVALID_ARGUMENT for a NULL or unknown name or a built-in's. Any thread; a kernel's
+ * gr_kernel_info_get strings are valid only until it is unregistered (a spec's expression
+ * kernel, registered by gr_graph_parse, until the last graph holding it is freed).
  */
 gr_status gr_kernel_unregister(const char *name, gr_error_info *err);
 
@@ -963,17 +1136,20 @@ gr_status gr_kernel_unregister(const char *name, gr_error_info *err);
  * Register the kernels that the CUDA C source file at `path` declares, each compiled by
  * NVRTC (GR_CUDA_SOURCE, no CPU implementation): a line of the form
  *
- *     // graphrun: kernel NAME [inputs=N] [scalars=N] [elementwise] [out=elems|one]
+ *     // graphrun: kernel NAME [inputs=N] [scalars=N] [elementwise] [out=elems|one|buffer]
  *     //           [block=N] [blocks_per_sm=N] [max_blocks=N]   (all on one line)
  *
- * declares `extern "C" __global__ void NAME(gr_kernel_args a)` of the file, with its
- * signature (inputs default 1, scalars 0, every type float32). A kernel of that name
+ * declares `extern "C" __global__ void NAME(gr_kernel_args a)` of the file, before or after
+ * it, with its signature (inputs default 1, scalars 0, every type float32). The file stays
+ * plain CUDA C that nvcc compiles too; it compiles once, its path being NVRTC's name for it
+ * ("PATH(LINE): error: ..."). A kernel of that name
  * already registered from the very same file text and declaration is left as it is (so
  * specs naming one file may be loaded many times); any other taken name is refused.
  * GR_ERR_INVALID_ARGUMENT with "PATH:LINE:COL: reason" in err for a file that cannot be
- * read, a malformed declaration, no declaration at all, or source NVRTC refuses (its log's
- * first lines); GR_ERR_UNAVAILABLE when NVRTC cannot be loaded (the message says what to
- * install). Kernels registered before a failure stay registered. Any thread.
+ * read, is larger than 4 MiB or holds a NUL byte, a malformed declaration, no declaration
+ * at all, or source NVRTC refuses (its log's first lines); GR_ERR_UNAVAILABLE when NVRTC
+ * cannot be loaded (the message says what to install). Kernels registered before a failure
+ * stay registered. Any thread.
  */
 gr_status gr_kernel_load_file(const char *path, gr_error_info *err);
 
@@ -1011,12 +1187,17 @@ typedef struct gr_expr_def {
  * Compile the expression and register it as an elementwise kernel with a CPU and a CUDA
  * implementation (NVRTC; where NVRTC cannot be loaded, the CPU one only), with no scalars,
  * or find the one an earlier call registered for the same computation (the same operations,
- * constants and types, whatever the names). Its name, "expr." and 16 hex digits, goes to
- * `name` (at least GR_NAME_MAX + 1 bytes), for gr_graph_add_kernel with the inputs in
- * order. GR_ERR_INVALID_ARGUMENT for a bad definition, or text that does not parse or type
+ * constants and types, whatever the names or spacing: nothing new is registered, and threads
+ * registering one computation at once register it once). Its name, "expr." and 16 hex
+ * digits of a hash of the computation, goes to `name` (at least GR_NAME_MAX + 1 bytes), for
+ * gr_graph_add_kernel with the inputs in the definition's order and no scalars. Input names
+ * may not be a function's name of the language. GR_ERR_INVALID_ARGUMENT for a bad
+ * definition (a count out of range, a name given twice, a param not finite, name_size too
+ * small), or text that does not parse or type
  * (err->message "expr:LINE:COL: reason", COL the byte in the line of the text, from 1);
  * GR_ERR_OVER_BUDGET with GR_MAX_KERNELS registered; GR_ERR_OUT_OF_MEMORY. The kernel stays
- * registered until gr_kernel_unregister(name). Any thread.
+ * registered until gr_kernel_unregister(name), also one a spec's `expr` registered for its
+ * graphs when this registers the same computation. Any thread.
  */
 gr_status gr_kernel_register_expr(const gr_expr_def *def, char *name, size_t name_size,
                                   gr_error_info *err);
@@ -1048,14 +1229,17 @@ typedef struct gr_kernel_info {
     {.struct_size = sizeof(gr_kernel_info), .magic = GR_KERNEL_INFO_MAGIC}
 #endif
 
-/* How many kernels are registered now (unregistered ones not counted). Any thread. */
+/* How many kernel definitions are registered now, the built-ins included (unregistered
+ * ones not counted). Any thread. */
 uint32_t gr_kernel_count(void);
 
 /* The i-th registered kernel (i < gr_kernel_count()) into `out` (initialized with
- * GR_KERNEL_INFO_INIT), up to its struct_size; its strings are valid until it is
- * unregistered (for the life of the process if it never is). Unregistering a kernel moves
- * those after it down by one. GR_ERR_INVALID_ARGUMENT for i out of range, NULL or an
- * uninitialized struct. Any thread. */
+ * GR_KERNEL_INFO_INIT), up to its struct_size: the built-ins first (their float32 versions,
+ * then the other types'), then in registration order, a name with several versions once
+ * for each. Its strings are valid until it is unregistered (for the life of the process if
+ * it never is). Unregistering a kernel moves those after it down by one, so a listing taken
+ * while graphs are freed on other threads may skip or repeat one. GR_ERR_INVALID_ARGUMENT
+ * for i out of range, NULL or an uninitialized struct. Any thread. */
 gr_status gr_kernel_info_get(uint32_t i, gr_kernel_info *out);
 
 /* ---------------------------------------------------------------------------------------
@@ -1066,7 +1250,9 @@ typedef struct gr_job gr_job;
 /* One tensor: host pointers per port and its size. in[i] is read by the H2D nodes of input
  * port i, out[i] written by the D2H of output port i; each holds `elems` elements of the
  * port's type (a port copied to or from a fixed buffer holds that buffer's fixed_elems).
- * out[i] may equal in[j] (in place). Unused ports must be NULL.
+ * out[i] may be the very same range as in[j] of the same tensor (in place) when the graph
+ * copies that input in before it copies that output out. Unused ports must be NULL. An
+ * index's outputs are written only by its own iterations.
  *
  * The shape is optional: rank 0 (the zeroed default) means one dimension of `elems`;
  * otherwise shape[0 .. rank-1] (rank <= GR_MAX_DIMS, the last dimension the fastest
@@ -1085,11 +1271,12 @@ typedef struct gr_tensor {
  * lock held, on whichever thread ended that index: a worker, the deadline thread, a thread
  * that canceled the job or shut the runtime down, or the submitting thread itself just
  * before gr_job_submit returns (when the job ended while it was still queuing). It never
- * runs before the handle is stored in gr_job_submit's *out. It may call gr_job_* functions
- * on this job (gr_job_destroy gives back the caller's handle; a detached job has none), but
- * must not block for long, and must not call gr_job_submit (refused: it could wait on the
- * runtime's own threads forever) or gr_runtime_destroy. gr_job_wait returns only after it
- * has returned. */
+ * runs before the handle is stored in gr_job_submit's *out. `status` is the job's result, as
+ * gr_job_wait's `result`. It may call gr_job_* functions on this job (gr_job_destroy gives
+ * back the caller's handle; a detached job has none) and gr_runtime_shutdown, but must not
+ * block for long (it may run on a worker), and must not call gr_job_submit (refused: it
+ * could wait on the runtime's own threads forever) or gr_runtime_destroy (which there only
+ * shuts down). gr_job_wait returns only after it has returned. */
 typedef void (*gr_job_callback)(gr_job *job, gr_status status, void *user);
 
 typedef struct gr_job_options {
@@ -1098,7 +1285,9 @@ typedef struct gr_job_options {
     int64_t deadline_ns;   /* absolute gr_now_ns() time; GR_NO_DEADLINE for none. Indices
                               not executing by then (queued, or waiting for device memory)
                               end as failed with GR_ERR_TIMEOUT; iterations already
-                              executing finish. */
+                              executing finish. With two units in flight per worker
+                              (GR_UNITS_IN_FLIGHT=2) an iteration executes once launched,
+                              so up to two per worker finish after the deadline. */
     gr_job_callback on_complete; /* optional */
     void *user;                  /* passed to on_complete */
     /* Appended in 0.3: the contents of the graph's constants (gr_graph_add_const), one host
@@ -1135,33 +1324,51 @@ typedef struct gr_job_options {
  * iteration cannot fit the budget (GR_ERR_OVER_BUDGET), constants missing or not fitting the
  * budget (gr_job_options.constants: GR_ERR_INVALID_ARGUMENT, GR_ERR_OVER_BUDGET), a kernel the
  * backend cannot run
- * (GR_ERR_UNAVAILABLE), a call from a completion callback (GR_ERR_INVALID_USAGE), shutdown
- * (GR_ERR_SHUTDOWN).
+ * (GR_ERR_UNAVAILABLE: no CPU version on the host backend; none, a source without NVRTC, or a
+ * CUfunction with private contexts on CUDA), a call from a completion callback or with a
+ * destroyed or forked child's runtime (GR_ERR_INVALID_USAGE), shutdown (GR_ERR_SHUTDOWN), no
+ * host memory for the job's bookkeeping (GR_ERR_OUT_OF_MEMORY). Also GR_ERR_INVALID_ARGUMENT:
+ * opts not from GR_JOB_OPTIONS_INIT, count above 2^32 - 1, rank above GR_MAX_DIMS or a
+ * dimension 0, an output overlapping an input other than its own in-place input. opts NULL
+ * means the defaults.
  *
  * On GR_OK the job is accepted: all indices will end, even if the job's deadline passes or
  * the runtime shuts down while this call is still queuing them. *out receives the handle,
  * to be given back with gr_job_destroy; with out == NULL the job is detached (it runs to its
- * end, its callback is its only report, and it frees itself). Sleeps while the task ring is
- * full (backpressure). Any thread.
+ * end, its callback is its only report, and it frees itself after the callback). Sleeps
+ * while the task ring is full (backpressure), until there is room, the job's deadline, a
+ * cancel or shutdown; with the registration cache on, also while ranges the job uses again
+ * are being registered, up to its deadline (gr_config.host_cache_bytes). Any thread.
+ *
+ * Once accepted, each index ends with GR_OK (done), GR_ERR_CANCELED (canceled before it
+ * started), GR_ERR_SHUTDOWN (the runtime shut down before it started), GR_ERR_TIMEOUT (the
+ * deadline passed before it executed), GR_ERR_DEVICE_LOST (it was running on a device that
+ * hit a sticky error, or every device is lost; what had not reached a lost device goes to
+ * the others), GR_ERR_CUDA (a CUDA call of its iteration failed; the detail names it),
+ * GR_ERR_OUT_OF_MEMORY (no staging memory, pinned or not) or GR_ERR_INTERNAL (a bug).
  */
 gr_status gr_job_submit(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors, uint64_t count,
                         const gr_job_options *opts, gr_job **out, gr_error_info *err);
 
 /*
  * Wait until the job completes (every index has ended and the completion callback, if any,
- * has returned) or `timeout_ns` passes (GR_WAIT_FOREVER: no limit; runtime shutdown
- * completes every job, so that wait ends too; 0: just look).
+ * has returned) or `timeout_ns` passes (GR_WAIT_FOREVER or any negative value: no limit;
+ * runtime shutdown completes every job, so that wait ends too; 0: just look).
  *
  * Returns GR_OK when the job is complete, GR_ERR_TIMEOUT when it is not (yet). The two are
  * never confused with the job's own outcome, which goes to `result` (optional) once
  * complete: GR_OK when every index is done, otherwise the status of the first index that
- * did not finish (GR_ERR_CANCELED, GR_ERR_TIMEOUT for the job's deadline, ...). Any thread,
- * any number of waiters; from the job's own callback it answers at once.
+ * did not finish, in time (GR_ERR_CANCELED, GR_ERR_TIMEOUT for the job's deadline, ...).
+ * GR_ERR_INVALID_ARGUMENT for job NULL; GR_ERR_INVALID_USAGE for a job complete and
+ * destroyed, a forked child's, or a handle that is no job's. Any thread, any number of
+ * waiters; from the job's own callback it answers at once.
  */
 gr_status gr_job_wait(gr_job *job, int64_t timeout_ns, gr_status *result);
 
 /* Cancel: indices not yet started end as canceled at once; running iterations finish (done)
- * and their outputs are written. Idempotent. Any thread.
+ * and their outputs are written. Idempotent. When the cancel ends the job, its callback runs
+ * on this thread before the call returns. GR_ERR_INVALID_ARGUMENT for NULL;
+ * GR_ERR_INVALID_USAGE for a destroyed job's handle or a forked child's. Any thread.
  *
  * Outputs of an index that did not finish (canceled, failed, timed out) are untouched, with
  * one exception: a tensor that a splittable graph processes in chunks (it is larger than a
@@ -1196,7 +1403,8 @@ typedef struct gr_job_progress {
  * after another while work goes on, so they may be off by in-progress transitions, and they
  * lag gr_job_index_get by up to a unit's tensors (a unit counts its indices' ends together;
  * a stop, all of the job's queued ones). done + failed + canceled == total exactly once the
- * job is complete. Any thread. */
+ * job is complete. GR_ERR_INVALID_USAGE for a destroyed job's handle or a forked child's.
+ * Any thread. */
 gr_status gr_job_progress_get(const gr_job *job, gr_job_progress *out);
 
 typedef enum gr_index_state {
@@ -1207,35 +1415,48 @@ typedef enum gr_index_state {
     GR_INDEX_CANCELED,
 } gr_index_state;
 
-/* State of one index and, once it has ended, its status (GR_OK when done). Any thread. */
+/* State of one index and, once it has ended, its status (GR_OK when done, and while queued
+ * or running); `state` and `status` are optional. GR_ERR_INVALID_ARGUMENT for job NULL or an
+ * index not below the job's count; GR_ERR_INVALID_USAGE for a destroyed job's handle or a
+ * forked child's. Any thread. */
 gr_status gr_job_index_get(const gr_job *job, uint64_t index, gr_index_state *state,
                            gr_status *status);
 
-/* The first failure of the job (status GR_OK when none). Any thread. */
+/* The first failure of the job, in time: its status, index, node (when it is about one)
+ * and reason; status GR_OK and message "no error" when there is none.
+ * GR_ERR_INVALID_ARGUMENT for out NULL, or job NULL (out says so too); GR_ERR_INVALID_USAGE
+ * for a destroyed job's handle or a forked child's (out says so). Any thread. */
 gr_status gr_job_error_get(const gr_job *job, gr_error_info *out);
 
-/* Nonzero once every index has ended (the callback may still be running). Any thread. */
+/* Nonzero once every index has ended (the callback may still be running: gr_job_wait waits
+ * for it too). 0 for NULL, a destroyed job's handle or a forked child's. Any thread. */
 int gr_job_is_complete(const gr_job *job);
 
 /* The job's number in its runtime's log messages and NVTX ranges: 1 for the runtime's first
- * accepted job, counting up. 0 for NULL. Any thread. */
+ * accepted job, counting up. 0 for NULL, a destroyed job's handle or a forked child's. Any
+ * thread. */
 uint64_t gr_job_id(const gr_job *job);
 
 /*
  * A file descriptor that becomes readable when the job completes, for event loops (epoll,
  * poll, libuv's uv_poll_t, asyncio's add_reader): put it in the poll set, and when it is
  * readable the job's result is final, gr_job_wait returns at once and the completion
- * callback, if any, has returned. It is never readable before then. It is an eventfd
+ * callback, if any, has returned. It is never readable before then, and a job that ends
+ * canceled, failed, past its deadline or by shutdown completes like any other. It is an
+ * eventfd
  * (EFD_CLOEXEC | EFD_NONBLOCK) whose counter goes from 0 to 1 once, made on the first call
  * (readable at once if the job is already complete); later calls give the same one. It
  * belongs to the job: do not close it; remove it from your poll set before gr_job_destroy,
- * which closes it. Reading it is not needed, and resets it to not readable (the job stays
+ * which closes it (the number may be reused at once, and epoll keeps a registration until
+ * every descriptor of its file is closed, which a child forked without exec holds). Reading
+ * it is not needed, and resets it to not readable (the job stays
  * complete); a level-triggered poll set should drop it, or the job be destroyed, once seen.
  *
  * One descriptor per job: a server with many jobs in flight holds that many descriptors
  * (mind RLIMIT_NOFILE), and pays an eventfd and two epoll_ctl calls per job.
  *
- * GR_ERR_INVALID_ARGUMENT for a NULL fd; GR_ERR_INVALID_USAGE for a destroyed job, a job
+ * GR_ERR_INVALID_ARGUMENT for a NULL job or fd; GR_ERR_INVALID_USAGE for a destroyed or
+ * forked child's job, a job
  * whose handle was given back (also from its callback), or a detached one; GR_ERR_OUT_OF_MEMORY
  * when no descriptor can be made (the process or system limit on descriptors, or memory).
  * *fd is -1 on a failure. Linux only. Any thread.
@@ -1246,20 +1467,26 @@ gr_status gr_job_completion_fd(gr_job *job, int *fd);
  * The runtime's completion queue, for servers with many jobs in flight: one descriptor in
  * the poll set for all of them. A job submitted with gr_job_options.notify is queued when
  * it completes, under the same rule as gr_job_completion_fd (its result final, gr_job_wait
- * answering at once, its callback returned), in the order jobs complete.
+ * answering at once, its callback returned), in the order jobs complete, whatever their
+ * outcome.
  *
  * gr_runtime_completion_fd: an eventfd (EFD_CLOEXEC | EFD_NONBLOCK), made on the first call,
- * the same one later, readable exactly while the queue holds a job (gr_runtime_reap
- * resets it when it takes the last; level-triggered use needs nothing more, edge-triggered
- * use must reap until *n < max). It belongs to the runtime: gr_runtime_destroy closes it;
- * do not close or read it. GR_ERR_OUT_OF_MEMORY when no descriptor can be made;
- * GR_ERR_INVALID_USAGE for a destroyed runtime. Linux only. Any thread.
+ * the same one later, readable exactly while the queue holds a job (at once if jobs
+ * completed before it was asked for; the gr_runtime_reap or gr_job_destroy that empties the
+ * queue resets it; level-triggered use needs nothing more, edge-triggered use must reap
+ * until *n < max). It belongs to the runtime: gr_runtime_destroy closes it; do not close or
+ * read it. GR_ERR_INVALID_ARGUMENT for rt or fd NULL (*fd is -1 on a failure);
+ * GR_ERR_OUT_OF_MEMORY when no descriptor can be made; GR_ERR_INVALID_USAGE for a destroyed
+ * runtime or a forked child's. Linux only. Any thread.
  *
  * gr_runtime_reap: takes up to `max` completed notify jobs off the queue into jobs[0 ..
  * *n - 1], oldest first, without blocking (*n is 0 when there are none). Each is the
  * handle gr_job_submit returned, still the caller's to gr_job_destroy. A job destroyed
- * before it is reaped leaves the queue. GR_ERR_INVALID_ARGUMENT for NULL jobs (with max >
- * 0) or n. Any thread; reapers on several threads each get different jobs.
+ * before it is reaped (from any thread, or its own callback) leaves the queue, or never
+ * enters it. After gr_runtime_destroy the queue is gone: jobs left in it are still the
+ * caller's to destroy. GR_ERR_INVALID_ARGUMENT for rt or n NULL, or jobs NULL with max > 0;
+ * GR_ERR_INVALID_USAGE as above. Any thread; reapers on several threads each get different
+ * jobs.
  */
 gr_status gr_runtime_completion_fd(gr_runtime *rt, int *fd);
 gr_status gr_runtime_reap(gr_runtime *rt, gr_job **jobs, size_t max, size_t *n);
@@ -1270,7 +1497,7 @@ gr_status gr_runtime_reap(gr_runtime *rt, gr_job **jobs, size_t max, size_t *n);
  * and destroyed, every call with the handle returns GR_ERR_INVALID_USAGE. Closes the job's
  * completion descriptor (gr_job_completion_fd), at once even if the job is still running,
  * and takes it off the runtime's completion queue (gr_runtime_reap) or keeps it from it.
- * NULL is a no-op; so is a second call. */
+ * NULL is a no-op; so is a second call. Once, by the holder of the handle. */
 void gr_job_destroy(gr_job *job);
 
 #ifdef __cplusplus

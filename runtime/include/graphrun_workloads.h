@@ -15,8 +15,10 @@ extern "C" {
 #endif
 
 /*
- * The seed pipeline (H2D -> `seed` kernel in place -> D2H, one input and one output port),
- * finalized. `seed` is ten fused rounds of x = pow(x * 1.01 + 1.01, 0.5). Any thread.
+ * The seed pipeline, finalized and the caller's (a reference for gr_graph_destroy): buffer
+ * `x` of the tensor's size, nodes `load` (H2D, port 0 into x), `seed` (the kernel, in place)
+ * and `store` (D2H, x to port 0). `seed` is ten fused rounds of x = pow(x * 1.01 + 1.01,
+ * 0.5). GR_ERR_INVALID_ARGUMENT for out NULL; GR_ERR_OUT_OF_MEMORY (*out NULL). Any thread.
  */
 gr_status gr_graph_create_seed(gr_graph **out);
 
