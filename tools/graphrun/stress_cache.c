@@ -1,0 +1,139 @@
+/*
+ * stress_cache.c - the registration cache under the stress (stress.c): the cache
+ * submitters' pairs of jobs over the same pageable ranges, which make the ranges urgent so
+ * that they are registered amid the run's jobs, hit by later pairs and evicted; and, on the
+ * host backend, the pins that stand in for cudaHostRegister (gr__host_cache_emulate) and
+ * check the cache's pin and unpin calls. Apart from the other submitters, as it alone
+ * reuses memory across jobs and stands between the runtime and its pins.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "runtime/hostcache.h"
+#include "tools/graphrun/stress_impl.h"
+
+/* Two jobs at once over the same input ranges of the cache submitter (1 or 2 of its
+ * CACHE_RANGES), each into outputs of its own. The inputs are
+ * queued for registration by the first job to use them, and the second job holding them
+ * meanwhile makes them urgent: they are registered while jobs run, then hit by later
+ * jobs, and evicted as the submitters' inputs outgrow the cache. Each output range starts
+ * as its input, so that an unfinished index is checked as in place. */
+void gr__stress_cache_pair(submitter *w, uint64_t *elems, uint64_t id, uint64_t n)
+{
+    shared *s = w->s;
+    /* Two pairs in a row from the same first range: the second finds it registered. */
+    uint64_t count = 1 + gr__stress_below(&w->rng, 2), first = n / 2 % CACHE_RANGES;
+    float *out[2][2];
+    gr_tensor t[2][2];
+    gr_job *job[2] = {NULL, NULL};
+    bool submitted[2] = {false, false};
+    gr_error_info err;
+    record r[2];
+    int which;
+
+    for (uint64_t i = 0; i < count; i++)
+        for (int j = 0; j < 2; j++)
+            out[j][i] = w->big[(1 + j) * CACHE_RANGES + (first + i) % CACHE_RANGES];
+    which = gr__stress_fill_job(w, out[0], t[0], elems, count, id, true);
+    for (uint64_t i = 0; i < count; i++) {
+        float *in = w->big[(first + i) % CACHE_RANGES];
+
+        memcpy(in, out[0][i], CACHE_ELEMS * sizeof(float));
+        memcpy(out[1][i], out[0][i], CACHE_ELEMS * sizeof(float));
+        t[1][i] = t[0][i];
+        t[0][i].in[0] = t[1][i].in[0] = in;
+        t[1][i].out[0] = out[1][i];
+    }
+    for (int j = 0; j < 2; j++) {
+        gr_job_options o = GR_JOB_OPTIONS_INIT;
+
+        memset(&r[j], 0, sizeof(r[j]));
+        pthread_mutex_init(&r[j].mu, NULL);
+        pthread_cond_init(&r[j].cv, NULL);
+        r[j].count = count;
+        o.on_complete = gr__stress_on_complete;
+        o.user = &r[j];
+        submitted[j] = gr_job_submit(s->rt, gr__stress_graph_of(s, which), t[j], count, &o, &job[j],
+                                     &err) == GR_OK;
+        if (!submitted[j])
+            gr__stress_refused(s, id, &err);
+    }
+    for (int j = 0; j < 2; j++) {
+        if (submitted[j]) {
+            gr__stress_wait_callback(s, &r[j], id);
+            gr_job_destroy(job[j]);
+            gr__stress_check_job(s, &r[j], out[j], elems, count, id, which, 0.25f, 0);
+            pthread_mutex_lock(&s->mu);
+            s->r->cache_jobs++;
+            pthread_mutex_unlock(&s->mu);
+        }
+        pthread_cond_destroy(&r[j].cv);
+        pthread_mutex_destroy(&r[j].mu);
+    }
+}
+
+/* The registration cache's pins on the host backend (gr__host_cache_emulate) --------------- */
+
+shared *gr__stress_emulating; /* the run whose cache these pins serve: one at a time */
+
+static gr_status emulated_pin(void *p, uint64_t bytes)
+{
+    shared *s = gr__stress_emulating;
+    uintptr_t lo = (uintptr_t)p, hi = lo + bytes;
+    bool overlap = false;
+
+    pthread_mutex_lock(&s->pin_mu);
+    for (unsigned i = 0; i < s->n_pinned; i++)
+        overlap |= lo < s->pinned[i][1] && s->pinned[i][0] < hi;
+    if (!overlap && s->n_pinned < 64) {
+        s->pinned[s->n_pinned][0] = lo;
+        s->pinned[s->n_pinned++][1] = hi;
+    }
+    pthread_mutex_unlock(&s->pin_mu);
+    if (overlap)
+        gr__stress_breach(s, &s->r->cache_errors,
+                          "the cache pinned %p (%llu bytes) over a range it "
+                          "had pinned",
+                          p, (unsigned long long)bytes);
+    return GR_OK;
+}
+
+static gr_status emulated_unpin(void *p)
+{
+    shared *s = gr__stress_emulating;
+    bool found = false;
+
+    pthread_mutex_lock(&s->pin_mu);
+    for (unsigned i = 0; i < s->n_pinned && !found; i++)
+        if (s->pinned[i][0] == (uintptr_t)p) {
+            found = true;
+            s->pinned[i][0] = s->pinned[--s->n_pinned][0];
+            s->pinned[i][1] = s->pinned[s->n_pinned][1];
+        }
+    pthread_mutex_unlock(&s->pin_mu);
+    if (!found)
+        gr__stress_breach(s, &s->r->cache_errors, "the cache unpinned %p, which it had not pinned",
+                          p);
+    return GR_OK;
+}
+
+/* The cache submitters' ranges are what a driver would call pageable (to be registered);
+ * any other memory is as the host backend says, ready (it copies with memcpy whatever the
+ * memory), so that the rest of the stress runs as without the cache. */
+static bool emulated_dma_ready(const void *p)
+{
+    const shared *s = gr__stress_emulating;
+    uintptr_t a = (uintptr_t)p;
+
+    for (unsigned i = 0; i < s->n_w; i++)
+        for (int k = 0; s->w[i].cache && k < 3 * CACHE_RANGES; k++)
+            if (a >= (uintptr_t)s->w[i].big[k] &&
+                a < (uintptr_t)s->w[i].big[k] + CACHE_ELEMS * sizeof(float))
+                return false;
+    return true;
+}
+
+const gr_host_cache_ops gr__stress_emulated_ops = {emulated_pin, emulated_unpin,
+                                               emulated_dma_ready};
