@@ -14,8 +14,8 @@ backend's, called eagerly on the worker's thread with the iteration's stream) ar
 ctypes callbacks of this module, shared by every definition. What tells a call which
 function to run is the node's one scalar, KEY, a float64 (exact for every integer below
 2**53): the key of the job's `Call` in `_calls`. So a new function, a lambda per call
-included, costs no registration: the registry cannot remove a kernel, and registering per
-function would fill its GR_MAX_KERNELS with functions long gone. The registrations are
+included, costs no registration: registering per function would add a registration
+and an unregistration to every job, and the registry's lock to every submission. The registrations are
 cached here for the process (`_kernels`), a handful per program.
 
 Why the index travels as a tensor input: gr_kernel_args says neither the job nor the
