@@ -31,8 +31,8 @@
  * (stress_churn.c): each kernel's destroy callback checks that its unregister, its graph's
  * destroy and every job's callback came first (a job holds its graph until it is freed,
  * after its callback); at the end each ran exactly once. The registration cache
- * (stress_cache.c): pairs of jobs over the same inputs make the ranges urgent, so they are
- * registered amid the run's jobs; on the host backend the stress's own pins stand in for
+ * (stress_cache.c): three jobs at once over the same inputs make the ranges urgent, so they
+ * are registered amid the run's jobs and the third hits them; on the host backend the stress's own pins stand in for
  * cudaHostRegister and check the cache's pin and unpin calls.
  *
  * With a fault plan (c->faults) the runtime arms it at create and it stays armed to the
@@ -256,15 +256,18 @@ static void *submit_main(void *p)
                           w->id);
         goto out;
     }
-    /* A cache submitter makes four pairs however short the run (a slow build makes few):
-     * each range is then registered and used again. */
-    for (uint64_t n = 0; gr_now_ns() < s->stop_at || (w->cache && n < 4); n++, jobs++) {
+    /* A cache or notify submitter sends four groups or jobs however short the run (a slow
+     * build makes few): each range is then registered and used again, and a notify
+     * submitter's jobs after its first (destroyed before it can be reaped) mostly reach the
+     * reapers. */
+    for (uint64_t n = 0; gr_now_ns() < s->stop_at || ((w->cache || w->notify) && n < 4);
+         n++, jobs++) {
         uint64_t id = ((uint64_t)w->id << 32) | n;
 
         if (w->notify)
             gr__stress_notify_job_submit(w, id);
         else if (w->cache)
-            gr__stress_cache_pair(w, elems, id, n);
+            gr__stress_cache_group(w, elems, id, n);
         else
             one_job(w, data, t, elems, id);
     }
@@ -274,7 +277,7 @@ static void *submit_main(void *p)
     s->r->memory_jobs[(unsigned)kind % 3] += jobs;
     pthread_mutex_unlock(&s->mu);
     /* Every job over the ranges has ended: the cache must let them go. */
-    for (int i = 0; w->cache && i < 3 * CACHE_RANGES; i++) {
+    for (int i = 0; w->cache && i < (1 + CACHE_JOBS) * CACHE_RANGES; i++) {
         gr_status st = gr_host_forget(s->rt, w->big[i], CACHE_ELEMS * sizeof(float));
 
         if (st != GR_OK)
@@ -411,7 +414,7 @@ gr_status gr_stress_run(const gr_stress_config *c, gr_stress_report *r, gr_error
             cfg.host_cache_bytes = s.cache_capacity = CACHE_CAPACITY;
         /* The cache submitter's ranges: pageable, whole pages, apart; made before any
          * thread starts, as the emulated pins read them. */
-        for (int k = 0; w[i].cache && k < 3 * CACHE_RANGES; k++)
+        for (int k = 0; w[i].cache && k < (1 + CACHE_JOBS) * CACHE_RANGES; k++)
             if (posix_memalign((void **)&w[i].big[k], 4096, CACHE_ELEMS * sizeof(float)) != 0) {
                 st = gr__error_set(err, GR_ERR_OUT_OF_MEMORY, GR_NO_INDEX, NULL, "no memory");
                 goto out;
@@ -557,7 +560,7 @@ out:
             free(k); /* else the registry may still call it */
     }
     for (unsigned i = 0; w != NULL && i < n; i++)
-        for (int k = 0; k < 3 * CACHE_RANGES; k++)
+        for (int k = 0; k < (1 + CACHE_JOBS) * CACHE_RANGES; k++)
             free(w[i].big[k]);
     free(s.live);
     free(s.unclaimed);

@@ -1,7 +1,7 @@
 /*
  * stress_cache.c - the registration cache under the stress (stress.c): the cache
- * submitters' pairs of jobs over the same pageable ranges, which make the ranges urgent so
- * that they are registered amid the run's jobs, hit by later pairs and evicted; and, on the
+ * submitters' groups of jobs over the same pageable ranges, which make the ranges urgent so
+ * that they are registered amid the run's jobs, hit and evicted; and, on the
  * host backend, the pins that stand in for cudaHostRegister (gr__host_cache_emulate) and
  * check the cache's pin and unpin calls. Apart from the other submitters, as it alone
  * reuses memory across jobs and stands between the runtime and its pins.
@@ -14,39 +14,44 @@
 #include "runtime/hostcache.h"
 #include "tools/graphrun/stress_impl.h"
 
-/* Two jobs at once over the same input ranges of the cache submitter (1 or 2 of its
- * CACHE_RANGES), each into outputs of its own. The inputs are
- * queued for registration by the first job to use them, and the second job holding them
- * meanwhile makes them urgent: they are registered while jobs run, then hit by later
- * jobs, and evicted as the submitters' inputs outgrow the cache. Each output range starts
- * as its input, so that an unfinished index is checked as in place. */
-void gr__stress_cache_pair(submitter *w, uint64_t *elems, uint64_t id, uint64_t n)
+/* CACHE_JOBS jobs at once over the same input ranges of the cache submitter (1 or 2 of
+ * its CACHE_RANGES), each into outputs of its own. The first job to use an input queues it
+ * for registration; the second makes it urgent and waits in gr_job_submit until it is
+ * registered (the rule of a range used again), so the third, submitted while the second
+ * still holds it (a held range is never evicted), finds it registered: a hit, whatever the
+ * threads' timing. Later groups hit it again or find it evicted, as the submitters' inputs
+ * outgrow the cache. Each output range starts as its input, so that an unfinished index is
+ * checked as in place. */
+void gr__stress_cache_group(submitter *w, uint64_t *elems, uint64_t id, uint64_t n)
 {
     shared *s = w->s;
-    /* Two pairs in a row from the same first range: the second finds it registered. */
+    /* Two groups in a row from the same first range: the second may find it registered. */
     uint64_t count = 1 + gr__stress_below(&w->rng, 2), first = n / 2 % CACHE_RANGES;
-    float *out[2][2];
-    gr_tensor t[2][2];
-    gr_job *job[2] = {NULL, NULL};
-    bool submitted[2] = {false, false};
+    float *out[CACHE_JOBS][2];
+    gr_tensor t[CACHE_JOBS][2];
+    gr_job *job[CACHE_JOBS] = {NULL};
+    bool submitted[CACHE_JOBS] = {false};
     gr_error_info err;
-    record r[2];
+    record r[CACHE_JOBS];
     int which;
 
     for (uint64_t i = 0; i < count; i++)
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < CACHE_JOBS; j++)
             out[j][i] = w->big[(1 + j) * CACHE_RANGES + (first + i) % CACHE_RANGES];
     which = gr__stress_fill_job(w, out[0], t[0], elems, count, id, true);
     for (uint64_t i = 0; i < count; i++) {
         float *in = w->big[(first + i) % CACHE_RANGES];
 
         memcpy(in, out[0][i], CACHE_ELEMS * sizeof(float));
-        memcpy(out[1][i], out[0][i], CACHE_ELEMS * sizeof(float));
-        t[1][i] = t[0][i];
-        t[0][i].in[0] = t[1][i].in[0] = in;
-        t[1][i].out[0] = out[1][i];
+        for (int j = 1; j < CACHE_JOBS; j++) {
+            memcpy(out[j][i], out[0][i], CACHE_ELEMS * sizeof(float));
+            t[j][i] = t[0][i];
+            t[j][i].in[0] = in;
+            t[j][i].out[0] = out[j][i];
+        }
+        t[0][i].in[0] = in;
     }
-    for (int j = 0; j < 2; j++) {
+    for (int j = 0; j < CACHE_JOBS; j++) {
         gr_job_options o = GR_JOB_OPTIONS_INIT;
 
         memset(&r[j], 0, sizeof(r[j]));
@@ -55,12 +60,12 @@ void gr__stress_cache_pair(submitter *w, uint64_t *elems, uint64_t id, uint64_t 
         r[j].count = count;
         o.on_complete = gr__stress_on_complete;
         o.user = &r[j];
-        submitted[j] = gr_job_submit(s->rt, gr__stress_graph_of(s, which), t[j], count, &o, &job[j],
-                                     &err) == GR_OK;
+        submitted[j] = gr_job_submit(s->rt, gr__stress_graph_of(s, which), t[j], count, &o,
+                                     &job[j], &err) == GR_OK;
         if (!submitted[j])
             gr__stress_refused(s, id, &err);
     }
-    for (int j = 0; j < 2; j++) {
+    for (int j = 0; j < CACHE_JOBS; j++) {
         if (submitted[j]) {
             gr__stress_wait_callback(s, &r[j], id);
             gr_job_destroy(job[j]);
@@ -128,7 +133,7 @@ static bool emulated_dma_ready(const void *p)
     uintptr_t a = (uintptr_t)p;
 
     for (unsigned i = 0; i < s->n_w; i++)
-        for (int k = 0; s->w[i].cache && k < 3 * CACHE_RANGES; k++)
+        for (int k = 0; s->w[i].cache && k < (1 + CACHE_JOBS) * CACHE_RANGES; k++)
             if (a >= (uintptr_t)s->w[i].big[k] &&
                 a < (uintptr_t)s->w[i].big[k] + CACHE_ELEMS * sizeof(float))
                 return false;

@@ -34,9 +34,11 @@
  * over pageable ranges of its own of CACHE_ELEMS floats (page-rounded, over
  * GR_HOST_CACHE_MIN_BYTES), CACHE_RANGES of inputs used again and again, through a cache of
  * CACHE_CAPACITY: room for three, fewer than two cache submitters' inputs, so that ranges are
- * registered, hit and evicted. */
+ * registered, hit and evicted. CACHE_JOBS jobs at once over the same inputs, each with
+ * outputs of its own. */
 #define CACHE_EVERY 16
 #define CACHE_RANGES 2
+#define CACHE_JOBS 3
 #define CACHE_ELEMS ((1u << 18) + 1024)
 #define CACHE_CAPACITY (7ull << 19)
 
@@ -97,7 +99,7 @@ typedef struct submitter {
     uint64_t rng;
     bool notify, cache;
     /* The cache submitter's ranges: inputs, then two sets of outputs. */
-    float *big[3 * CACHE_RANGES];
+    float *big[(1 + CACHE_JOBS) * CACHE_RANGES];
     /* Under s->nmu: inside gr_job_submit of a notify job; submissions finished; notify
      * jobs in flight. */
     bool submitting;
@@ -181,8 +183,8 @@ void *gr__stress_churn_main(void *p);
 
 /* stress_cache.c ------------------------------------------------------------------------- */
 
-/* Two jobs at once over the same input ranges of cache submitter w. */
-void gr__stress_cache_pair(submitter *w, uint64_t *elems, uint64_t id, uint64_t n);
+/* CACHE_JOBS jobs at once over the same input ranges of cache submitter w. */
+void gr__stress_cache_group(submitter *w, uint64_t *elems, uint64_t id, uint64_t n);
 
 /* The run whose cache the emulated pins serve (one at a time), and those pins, given to
  * gr__host_cache_emulate before create on the host backend. */
