@@ -1125,7 +1125,7 @@ assert d["error"].startswith("--const mean given twice"), d' "$out" && absent "$
 help_says_the_defaults() { # the budget's and the host memory's
   run 0 run --help && has "$out" "Budget: --budget (per device), else room for three iterations of the largest" &&
     has "$out" "host memory for the tensors being read, run and written: a" &&
-    has "$out" "machine's memory, at most 4GiB, and at most a quarter of" &&
+    has "$out" "machine's memory, at most 2GiB, and at most a quarter of" &&
     has "$out" "--sync WHEN      each (the default)" && run 0 check --help &&
     has "$out" "--host-memory SIZE" && run 2 run --graph "$examples/seed.graph" \
       --input "$T/a.npy" --output "$T/hs.npy" --sync sometimes &&

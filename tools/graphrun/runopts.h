@@ -57,7 +57,7 @@ typedef struct gr_run_opts {
     "                   host memory for the tensors being read, run and written: a\n"       \
     "                   bound whatever the size of the dataset (each tensor needs its\n"    \
     "                   inputs and outputs at once); default a quarter of this\n"           \
-    "                   machine's memory, at most 4GiB, and at most a quarter of\n"         \
+    "                   machine's memory, at most 2GiB, and at most a quarter of\n"         \
     "                   RLIMIT_AS or half of the cgroup's memory.max when those are set\n"
 
 /* The letters of these options that take one value, given once (gr_cli_once). */

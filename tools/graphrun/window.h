@@ -63,8 +63,10 @@ gr_status gr_window_check(const gr_io_plan *plan, const bool *skip, uint64_t lim
 /* The default bound: a quarter of this machine's memory, at most GR_WINDOW_DEFAULT_CAP, and
  * at most a quarter of the address-space limit (RLIMIT_AS: the runtime's threads and budget
  * need address space too) and half of the cgroup's memory.max where those are set. how[len]
- * says which applied ("the default: ..."). */
-#define GR_WINDOW_DEFAULT_CAP (4ull << 30)
+ * says which applied ("the default: ..."). The cap is 2 GiB, not more: against the disk's
+ * own time, larger windows ran slower (docs/PERFORMANCE.md, "graphrun run against the
+ * disk"), and 2 GiB still holds two 400 MB tensors with their outputs. */
+#define GR_WINDOW_DEFAULT_CAP (2ull << 30)
 uint64_t gr_window_default(char *how, size_t len);
 
 typedef struct gr_window gr_window;
