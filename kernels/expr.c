@@ -249,16 +249,12 @@ static gr_status check_root(gr_expr_node *r, gr_dtype out, gr_expr_error *e)
 gr_status gr__expr_eval_const(const char *text, size_t len, const gr_expr_param *params,
                               uint32_t n_params, double *out, gr_expr_error *e)
 {
-    gr_expr_node *nodes = malloc(GR_EXPR_MAX_NODES * sizeof(gr_expr_node));
+    gr_expr_node *nodes = gr__expr_nodes_alloc(e);
     xp p;
     gr_status st;
 
-    if (nodes == NULL) {
-        memset(e, 0, sizeof(*e));
-        e->status = GR_ERR_OUT_OF_MEMORY;
-        snprintf(e->why, sizeof(e->why), "out of memory parsing an expression");
+    if (nodes == NULL)
         return GR_ERR_OUT_OF_MEMORY;
-    }
     st = gr__expr_parse(&p, text, len, nodes, e);
     if (st == GR_OK)
         st = type_nodes(nodes, p.n, text, NULL, params, n_params, true, e);

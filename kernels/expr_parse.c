@@ -360,18 +360,26 @@ int gr__expr_name_ok(const char *name, size_t len)
     return 1;
 }
 
-gr_status gr__expr_check_syntax(const char *text, size_t len, gr_expr_error *e)
+gr_expr_node *gr__expr_nodes_alloc(gr_expr_error *e)
 {
     gr_expr_node *nodes = malloc(GR_EXPR_MAX_NODES * sizeof(gr_expr_node));
-    xp p;
-    gr_status st;
 
     if (nodes == NULL) {
         memset(e, 0, sizeof(*e));
         e->status = GR_ERR_OUT_OF_MEMORY;
         snprintf(e->why, sizeof(e->why), "out of memory parsing an expression");
-        return GR_ERR_OUT_OF_MEMORY;
     }
+    return nodes;
+}
+
+gr_status gr__expr_check_syntax(const char *text, size_t len, gr_expr_error *e)
+{
+    gr_expr_node *nodes = gr__expr_nodes_alloc(e);
+    xp p;
+    gr_status st;
+
+    if (nodes == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
     st = gr__expr_parse(&p, text, len, nodes, e);
     free(nodes);
     return st;

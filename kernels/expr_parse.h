@@ -61,6 +61,10 @@ static inline gr_status fail(gr_expr_error *e, size_t at, const char *fmt, ...)
     return GR_ERR_INVALID_ARGUMENT;
 }
 
+/* Room for an expression's nodes (GR_EXPR_MAX_NODES), to be freed; NULL with e filled
+ * (GR_ERR_OUT_OF_MEMORY) when there is none. */
+gr_expr_node *gr__expr_nodes_alloc(gr_expr_error *e);
+
 /* Parse text[0, len) into p->nodes (the root last). */
 gr_status gr__expr_parse(xp *p, const char *text, size_t len, gr_expr_node *nodes,
                          gr_expr_error *e);
