@@ -59,6 +59,7 @@ typedef struct outcome {
 } outcome;
 
 static float *data[COUNT];
+static bool pinned[COUNT]; /* data[i] from gr_host_alloc, else malloc */
 static gr_tensor tensors[COUNT];
 static gr_backend backend = GR_BACKEND_HOST;
 
@@ -68,11 +69,18 @@ static void on_alarm(int sig)
     gr_test_fail_from_signal("a wait or destroy hung (alarm)");
 }
 
+/* On CUDA, malloc'd tensors are always staged, and the copy site spares staging: the even
+ * tensors are pinned (gr_host_alloc), so that units copy them directly and a worker's first
+ * graph, built for the first tensor's chunks, adds copy nodes of their memory. */
 static void fill(void)
 {
     for (uint64_t i = 0; i < COUNT; i++) {
         if (data[i] == NULL) {
-            data[i] = malloc(sizes[i] * sizeof(float));
+            pinned[i] = backend == GR_BACKEND_CUDA && i % 2 == 0;
+            if (pinned[i])
+                ASSERT_STATUS(gr_host_alloc(sizes[i] * sizeof(float), (void **)&data[i]), GR_OK);
+            else
+                data[i] = malloc(sizes[i] * sizeof(float));
             ASSERT_TRUE(data[i] != NULL);
         }
         gr_workload_fill(data[i], 0, sizes[i], SEED, i);
@@ -82,7 +90,7 @@ static void fill(void)
 
 /* Host: 2 emulated devices of 256 KiB. CUDA: the GPU's 2 MiB allocation granule is the
  * smallest budget; either way a worker's share is under 1.6 MB, so the largest tensors are
- * cut into chunks. Tensors are ordinary malloc'd memory: on CUDA every unit is staged. */
+ * cut into chunks. */
 static gr_config config(const char *plan)
 {
     gr_config cfg = GR_CONFIG_INIT;
@@ -279,7 +287,10 @@ static void sweep(const gr_fault_site *sites, size_t n_sites)
            (unsigned long long)runs, (unsigned long long)failures);
     ASSERT_TRUE(failures > 0);
     for (uint64_t i = 0; i < COUNT; i++) {
-        free(data[i]);
+        if (pinned[i])
+            gr_host_free(data[i]);
+        else
+            free(data[i]);
         data[i] = NULL;
     }
 }
@@ -554,7 +565,10 @@ static void fault_rate_in_a_job(void)
     printf("    %llu arena faults injected over 8 jobs\n", (unsigned long long)faults);
     ASSERT_GT(faults, 0);
     for (uint64_t i = 0; i < COUNT; i++) {
-        free(data[i]);
+        if (pinned[i])
+            gr_host_free(data[i]);
+        else
+            free(data[i]);
         data[i] = NULL;
     }
 }

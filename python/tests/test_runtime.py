@@ -13,6 +13,8 @@ import graphrun
 from graphrun import _pinned
 from helpers import example, rand, same_bits, seed_ref, torch, HERE
 
+PAGE = os.sysconf("SC_PAGESIZE")
+
 
 # ---------------------------------------------------------------------------------------
 # Runtimes.
@@ -110,16 +112,27 @@ def test_stats_count_the_work(new_runtime, backend):
     assert f'backend="{backend}"' in text
 
 
+def own_pages(n, seed):
+    """A float32 array of n elements (n * 4 a multiple of the page size) on pages no other
+    array shares, over a larger NumPy buffer."""
+    buf = np.empty(n * 4 + PAGE, np.uint8)
+    at = -buf.ctypes.data % PAGE
+    x = buf[at:at + n * 4].view(np.float32)
+    x[:] = rand(n, seed=seed)
+    return x
+
+
 def test_host_cache_registers_pageable_arrays_used_again(new_runtime, backend):
     """The registration cache (gr_config.host_cache_bytes): on CUDA the second job over the
     same pageable arrays finds them registered; on the host backend there is no pinned
     memory and the cache stays empty. forget unregisters, and refuses what is not an
     array."""
     rt = new_runtime(backend=backend, host_cache="256MiB")
-    # 40 MB each: over glibc's largest mmap threshold, so each array has pages of its own
-    # (4 MB ones may lie back to back on the heap, sharing a page, and a range sharing a
-    # page with a registered one is left pageable: on the H200 3 of 4 got registered).
-    xs = [rand(10_000_000, seed=i) for i in range(4)]
+    # Arrays on whole pages of their own: arrays that share a page (back to back on the
+    # heap, which glibc uses even for 40 MB ones once the process has raised its mmap
+    # threshold) are registered one of each pair, the other left pageable.
+    n = 10 << 20  # 40 MiB, whole pages
+    xs = [own_pages(n, seed=i) for i in range(4)]
     ref = [seed_ref(x) for x in xs]
     rt.run(graphrun.seed(), xs, inplace=True)  # the same memory in and out, each job
     if backend == "cuda":
@@ -129,7 +142,7 @@ def test_host_cache_registers_pageable_arrays_used_again(new_runtime, backend):
             time.sleep(0.01)
     before = rt.stats()
     for i, x in enumerate(xs):  # the same memory, fresh inputs
-        x[:] = rand(10_000_000, seed=i)
+        x[:] = rand(n, seed=i)
     rt.run(graphrun.seed(), xs, inplace=True)
     for x, r in zip(xs, ref):
         assert np.array_equal(x.view(np.uint32), r.view(np.uint32))
@@ -137,7 +150,7 @@ def test_host_cache_registers_pageable_arrays_used_again(new_runtime, backend):
     if backend == "cuda":
         assert before["host_cache_registrations"] == 4
         assert s["host_cache_hits"] == 4
-        assert s["host_cache_bytes"] >= 4 * 40_000_000
+        assert s["host_cache_bytes"] == 4 * n * 4
     else:
         assert s["host_cache_registrations"] == s["host_cache_hits"] == 0
         assert s["host_cache_bytes"] == 0
