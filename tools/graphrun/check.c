@@ -421,6 +421,7 @@ int gr_cmd_check(int argc, char **argv)
     cfg = a->rt.cfg;
     cfg.backend = chosen;
     cfg.budget_bytes = budget;
+    cfg.staging_bytes = gr_run_opts_staging(a, chosen);
     st = gr_graph_plan_units(g, &cfg, elems, plan.count, a->rt.memory != GR_MEM_PAGEABLE, cut,
                              &info, &err);
     gr_host_need_of(&plan, NULL, host_memory, &cfg, chosen,

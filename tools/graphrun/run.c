@@ -361,6 +361,7 @@ static int start_runtime(run_state *s)
             copy = bytes; /* the ceilings are measured at the largest input's size */
     }
     a->o.rt.cfg.budget_bytes = gr_run_opts_budget(&a->o, s->chosen, s->g, &s->consts, largest);
+    a->o.rt.cfg.staging_bytes = gr_run_opts_staging(&a->o, s->chosen);
     rc = n == 0 ? GR_EXIT_OK : check_job(s, elems, which, n);
     free(elems);
     free(which);

@@ -152,6 +152,16 @@ int gr_run_opts_backend(gr_run_opts *o, gr_backend *chosen, uint32_t *count, cha
     return GR_EXIT_OK;
 }
 
+uint64_t gr_run_opts_staging(const gr_run_opts *o, gr_backend chosen)
+{
+    uint64_t d = o->rt.cfg.staging_bytes;
+
+    return chosen == GR_BACKEND_CUDA && o->rt.memory != GR_MEM_PAGEABLE &&
+                   d > GR_RUN_STAGING_BYTES
+               ? GR_RUN_STAGING_BYTES
+               : d;
+}
+
 void gr_run_opts_io(const gr_run_opts *o, const gr_graph *g, gr_io_options *io)
 {
     io->inputs = o->inputs;

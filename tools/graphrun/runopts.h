@@ -91,6 +91,15 @@ int gr_run_opts_graph(const gr_run_opts *o, gr_graph **g, gr_consts *consts, cha
 uint64_t gr_run_opts_budget(const gr_run_opts *o, gr_backend chosen, const gr_graph *g,
                             const gr_consts *consts, uint64_t largest);
 
+/* Each worker's staging buffer (gr_config.staging_bytes) for a run: GR_RUN_STAGING_BYTES on
+ * CUDA with tensors in a pinned window, else the runtime's default. Such tensors are copied
+ * where they lie, staging is left only batches of the smallest files, and a run goes at
+ * the disk's pace, not the link's, so units of a few MiB cost it nothing: 64 MiB a worker
+ * would be resident memory beside --host-memory for no speed. A unit that needs more
+ * grows the buffer. */
+#define GR_RUN_STAGING_BYTES (8ull << 20)
+uint64_t gr_run_opts_staging(const gr_run_opts *o, gr_backend chosen);
+
 /* Resolves the backend (gr_runtime_opts_resolve) into *chosen and probes it, counting its
  * devices into *count (NULL: not wanted). GR_EXIT_OK; GR_EXIT_USAGE for a mistake of the
  * command line, GR_EXIT_RUNTIME for a backend that is not there ("backend B: ..."), with the
