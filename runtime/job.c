@@ -612,8 +612,8 @@ gr_status gr_job_error_get(const gr_job *handle, gr_error_info *out)
     pthread_mutex_lock(&job->mu);
     if (job->has_error)
         *out = job->first_error;
-    else
-        gr__error_set(out, GR_OK, GR_NO_INDEX, NULL, "no error");
+    else /* as gr_graph_error_get says "no refusal": status GR_OK, message "" */
+        *out = (gr_error_info){.status = GR_OK, .index = GR_NO_INDEX};
     pthread_mutex_unlock(&job->mu);
     return GR_OK;
 }

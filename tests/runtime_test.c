@@ -464,8 +464,12 @@ static void job_runs_reports_and_calls_back(void)
     ASSERT_STATUS(gr_job_progress_get(NULL, &p), GR_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(gr_job_error_get(job, NULL), GR_ERR_INVALID_ARGUMENT);
     ASSERT_EQ(gr_job_is_complete(NULL), 0);
+    memset(&err, 0x5a, sizeof(err)); /* no error reads as gr_graph_error_get's does */
     ASSERT_STATUS(gr_job_error_get(job, &err), GR_OK);
     ASSERT_STATUS(err.status, GR_OK);
+    ASSERT_EQ_U64(err.index, GR_NO_INDEX);
+    ASSERT_STR_EQ(err.node, "");
+    ASSERT_STR_EQ(err.message, "");
     ASSERT_EQ(gr__job_anomalies(job), 0);
     /* A completed job waits no more, however many times it is asked. */
     ASSERT_STATUS(gr_test_wait(job, 0), GR_OK);

@@ -1423,7 +1423,8 @@ gr_status gr_job_index_get(const gr_job *job, uint64_t index, gr_index_state *st
                            gr_status *status);
 
 /* The first failure of the job, in time: its status, index, node (when it is about one)
- * and reason; status GR_OK and message "no error" when there is none.
+ * and reason; status GR_OK, index GR_NO_INDEX and node and message "" when there is none
+ * (as gr_graph_error_get for a graph without a refusal).
  * GR_ERR_INVALID_ARGUMENT for out NULL, or job NULL (out says so too); GR_ERR_INVALID_USAGE
  * for a destroyed job's handle or a forked child's (out says so). Any thread. */
 gr_status gr_job_error_get(const gr_job *job, gr_error_info *out);
