@@ -324,6 +324,90 @@ static void page_span(const gr_host_cache *c, const void *p, uint64_t bytes, uin
     *end = ((uintptr_t)p + bytes + c->page - 1) & ~(c->page - 1);
 }
 
+/* The slot of h that holds e, searched from the latest (the usual place of a neighbour
+ * just held), or UINT64_MAX. */
+static uint64_t hold_slot(const gr_host_hold *h, const gr_host_entry *e)
+{
+    for (uint64_t k = h->n; k-- > 0;)
+        if (h->v[k] == e)
+            return k;
+    return UINT64_MAX;
+}
+
+/* Ranges that share a page can be registered only as one (a registration is of whole
+ * pages, and a page is registered once), and heap allocations back to back do share one:
+ * left apart, one of each two such arrays would be staged every time. So [base, end) and
+ * the entries it overlaps may become one entry: when each of them is not yet being
+ * registered (IDLE or QUEUED) and held by no hold but h, and the whole is within the
+ * capacity. Whether they may (under mu). */
+static bool mergeable(const gr_host_cache *c, uintptr_t base, uintptr_t end,
+                      const gr_host_hold *h)
+{
+    uintptr_t lo = base, hi = end;
+
+    for (uint64_t i = first_ending_above(c, base); i < c->n && c->v[i]->base < end; i++) {
+        const gr_host_entry *e = c->v[i];
+
+        if ((e->state != ENTRY_IDLE && e->state != ENTRY_QUEUED) || e->holds > 1 ||
+            (e->holds == 1 && hold_slot(h, e) == UINT64_MAX))
+            return false;
+        lo = e->base < lo ? e->base : lo;
+        hi = e->end > hi ? e->end : hi;
+    }
+    return hi - lo <= c->capacity;
+}
+
+/* Replace the entries [base, end) overlaps, mergeable, by one entry over all of them,
+ * keeping what they knew: queued if one was, by another job's hold if one was (this use is
+ * then a second one: urgent, as hold_range makes it for an entry found queued), urgent if
+ * one was. h's holds of them go with them; the new entry is in the array, not yet held.
+ * NULL when out of memory (nothing changed). Under mu. */
+static gr_host_entry *merge_overlaps(gr_host_cache *c, uintptr_t base, uintptr_t end,
+                                     gr_host_hold *h)
+{
+    uint64_t first = first_ending_above(c, base), last;
+    gr_host_entry *u = gr__calloc(1, sizeof(*u));
+    bool queued = false, urgent = false;
+    uint64_t by = h->id;
+
+    if (u == NULL)
+        return NULL;
+    u->base = base;
+    u->end = end;
+    for (last = first; last < c->n && c->v[last]->base < end; last++) {
+        gr_host_entry *e = c->v[last];
+
+        u->base = e->base < u->base ? e->base : u->base;
+        u->end = e->end > u->end ? e->end : u->end;
+        if (e->state == ENTRY_QUEUED) {
+            queued = true;
+            urgent |= e->urgent;
+            if (e->queued_by != h->id)
+                by = e->queued_by;
+            c->queued--, c->urgent -= e->urgent;
+        }
+        if (e->holds == 1) {
+            uint64_t k = hold_slot(h, e);
+
+            memmove(&h->v[k], &h->v[k + 1], (h->n - k - 1) * sizeof(h->v[0]));
+            h->n--;
+        }
+        free(e);
+    }
+    u->state = queued ? ENTRY_QUEUED : ENTRY_IDLE;
+    u->queued_by = by;
+    u->urgent = queued && (urgent || by != h->id);
+    c->queued += queued;
+    c->urgent += u->urgent;
+    if (queued)
+        pthread_cond_signal(&c->work);
+    c->v[first] = u;
+    memmove(&c->v[first + 1], &c->v[last], (c->n - last) * sizeof(c->v[0]));
+    c->n -= last - first - 1;
+    c->stats.merges += last - first;
+    return u;
+}
+
 /* Hold the entry [p, p + bytes) lies in; for a range of GR_HOST_CACHE_MIN_BYTES or more in
  * none, create one and queue it (under mu). A small range is only looked up: it may be a
  * view into a registered entry, which must not go while this job copies from it. A range
@@ -341,10 +425,17 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
     while (unpinning_over(c, base, end))
         pthread_cond_wait(&c->idle, &c->mu);
     e = find(c, base, end, &at, &conflict);
-    if (conflict)
-        return hold_overlaps(c, base, end, h); /* staged; its neighbours kept */
-    if (e == NULL && (bytes < GR_HOST_CACHE_MIN_BYTES || c->closed))
+    if (conflict) {
+        /* Memory its owner registered is never the cache's to touch (asked last: the
+         * driver's answer costs more than the cache's). */
+        if (bytes >= GR_HOST_CACHE_MIN_BYTES && !c->closed && mergeable(c, base, end, h) &&
+            !c->ops->dma_ready(p))
+            e = merge_overlaps(c, base, end, h);
+        if (e == NULL)
+            return hold_overlaps(c, base, end, h); /* staged; its neighbours kept */
+    } else if (e == NULL && (bytes < GR_HOST_CACHE_MIN_BYTES || c->closed)) {
         return GR_OK; /* not to be cached */
+    }
     if (e != NULL) {
         if (held_already(h, e))
             return GR_OK;
@@ -373,7 +464,7 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
     if ((st = hold_push(h, e)) != GR_OK)
         return st; /* a new entry stays IDLE, held by no one: dropped by the release */
     e->last_hold = ++c->clock;
-    if (e->state == ENTRY_IDLE && end - base <= c->capacity && !c->closed) {
+    if (e->state == ENTRY_IDLE && e->end - e->base <= c->capacity && !c->closed) {
         e->state = ENTRY_QUEUED; /* the thread finds room for it, or sets it back */
         e->queued_by = h->id;
         c->queued++;

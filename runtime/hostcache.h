@@ -31,8 +31,10 @@
  * then would leave the device reading the old pages through a stale registration.
  *
  * Entries are the page-rounded ranges of port buffers of at least GR_HOST_CACHE_MIN_BYTES,
- * kept disjoint (a range that overlaps an entry it is not inside is left alone), in one
- * array sorted by address under one mutex: lookups are a binary search, and the number of
+ * kept disjoint, in one array sorted by address under one mutex. A range that overlaps
+ * entries it is not inside (arrays back to back on the heap share a page) becomes one entry
+ * with them while none of them is registered or held by another job; otherwise it is left
+ * alone, staged. In the array, lookups are a binary search, and the number of
  * entries is small (the capacity over the minimum size at most).
  */
 #ifndef GR_HOSTCACHE_H
@@ -71,6 +73,7 @@ typedef struct gr_host_cache_stats {
     uint64_t registered_bytes; /* page-locked by the cache now */
     uint64_t registrations, evictions, failures, hits;
     uint64_t register_ns; /* time spent registering, in all */
+    uint64_t merges;      /* entries merged into a range that overlapped them */
 } gr_host_cache_stats;
 
 /* A job's hold: the entries it keeps from eviction. */

@@ -483,6 +483,140 @@ static void overlapping_ranges_stay_pageable(void)
     teardown();
 }
 
+/* A pinner of any range, for arrays laid out as a test likes: what it pinned last, and
+ * how many ranges are pinned now. */
+static uintptr_t span_base, span_end;
+static atomic_int spans_pinned;
+
+static gr_status span_pin(void *p, uint64_t bytes)
+{
+    span_base = (uintptr_t)p;
+    span_end = (uintptr_t)p + bytes;
+    atomic_fetch_add(&spans_pinned, 1);
+    return GR_OK;
+}
+
+static gr_status span_unpin(void *p)
+{
+    (void)p;
+    atomic_fetch_sub(&spans_pinned, 1);
+    return GR_OK;
+}
+
+static bool span_dma_ready(const void *p)
+{
+    (void)p;
+    return false;
+}
+
+static const gr_host_cache_ops span_ops = {span_pin, span_unpin, span_dma_ready};
+
+/* Two arrays back to back that share a page, as the heap lays them out: one registration
+ * of both, so that both are copied by DMA (a page is registered once, so two registrations
+ * could not be). Not while the neighbour is already registered, or held by another job. */
+static void arrays_sharing_a_page_register_as_one(void)
+{
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    unsigned char *buf;
+    gr_host_cache *c;
+    gr_host_hold h, other;
+    gr_host_cache_stats s;
+    gr_tensor t[2];
+    uint64_t a_bytes = 3 * MIB - 4096, b_bytes = 3 * MIB - 2048;
+    unsigned char *a, *b;
+
+    setup();
+    ASSERT_EQ(posix_memalign((void **)&buf, page, 8 * MIB), 0);
+    a = buf + 64;             /* a heap block's data, after its header */
+    b = a + a_bytes + 64;     /* the next block: its first page is a's last */
+    ASSERT_EQ_U64(((uintptr_t)a + a_bytes - 1) / page, (uintptr_t)b / page);
+    t[0] = tensor_at(a, a_bytes);
+    t[1] = tensor_at(b, b_bytes);
+    atomic_store(&spans_pinned, 0);
+
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &span_ops, &c), GR_OK);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, t, 2, GR_NO_DEADLINE, &h), GR_OK);
+    ASSERT_EQ_U64(h.n, 1); /* one entry over both */
+    gr__host_cache_stats_get(c, &s);
+    ASSERT_EQ_U64(s.merges, 1);
+    gr__host_cache_release(c, &h, false);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&spans_pinned), 1);
+    ASSERT_EQ_U64(span_base, (uintptr_t)buf);
+    ASSERT_EQ_U64(span_end, ((uintptr_t)b + b_bytes + page - 1) / page * page);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, t, 2, GR_NO_DEADLINE, &h), GR_OK);
+    ASSERT_TRUE(gr__host_cache_ready(c, &h, a, a_bytes)); /* both by DMA */
+    ASSERT_TRUE(gr__host_cache_ready(c, &h, b, b_bytes));
+    gr__host_cache_release(c, &h, false);
+    /* Forgetting one array unregisters the registration it shares with the other. */
+    ASSERT_STATUS(gr__host_cache_forget(c, a, a_bytes, NULL), GR_OK);
+    ASSERT_EQ(atomic_load(&spans_pinned), 0);
+
+    /* a held by a live job when b comes: left apart, b staged; then a is registered alone,
+     * and b, overlapping a registered entry, stays staged. */
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t[0], 1, GR_NO_DEADLINE, &other), GR_OK);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t[1], 1, GR_NO_DEADLINE, &h), GR_OK);
+    ASSERT_TRUE(!gr__host_cache_ready(c, &h, b, b_bytes));
+    gr__host_cache_release(c, &h, false);
+    gr__host_cache_release(c, &other, false);
+    gr__host_cache_settle(c);
+    ASSERT_EQ(atomic_load(&spans_pinned), 1);
+    ASSERT_EQ_U64(span_base, (uintptr_t)buf);
+    ASSERT_EQ_U64(span_end, ((uintptr_t)a + a_bytes + page - 1) / page * page);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t[1], 1, GR_NO_DEADLINE, &h), GR_OK);
+    ASSERT_TRUE(!gr__host_cache_ready(c, &h, b, b_bytes));
+    gr__host_cache_release(c, &h, false);
+    gr__host_cache_stats_get(c, &s);
+    ASSERT_EQ_U64(s.merges, 1);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&spans_pinned), 0);
+    free(buf);
+    teardown();
+}
+
+/* A merge keeps what its entries knew: a range queued by an earlier job and used again
+ * beside a neighbour that shares its page is still a second use, registered at once (with
+ * another job live) before the job plans, and both arrays go by DMA. */
+static void a_merge_keeps_the_second_use(void)
+{
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    unsigned char *buf;
+    gr_host_cache *c;
+    gr_host_hold live, first, h;
+    gr_tensor t[2], elsewhere;
+    uint64_t bytes = 2 * MIB;
+    unsigned char *a, *b;
+
+    setup();
+    ASSERT_EQ(posix_memalign((void **)&buf, page, 16 * MIB), 0);
+    a = buf + 64;
+    b = a + bytes + 64; /* its first page is a's last */
+    t[0] = tensor_at(a, bytes);
+    t[1] = tensor_at(b, bytes);
+    elsewhere = tensor_at(buf + 8 * MIB, bytes);
+    atomic_store(&spans_pinned, 0);
+    ASSERT_STATUS(gr__host_cache_create(64 * MIB, &span_ops, &c), GR_OK);
+    /* Another job stays live throughout: nothing is registered for a queued range alone. */
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &elsewhere, 1, GR_NO_DEADLINE, &live), GR_OK);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, &t[0], 1, GR_NO_DEADLINE, &first), GR_OK);
+    gr__host_cache_release(c, &first, false);
+    ASSERT_EQ(atomic_load(&spans_pinned), 0); /* a queued, the other job live */
+    /* b before a: the merge, not a's own lookup, must see the second use. */
+    t[0] = tensor_at(b, bytes);
+    t[1] = tensor_at(a, bytes);
+    ASSERT_STATUS(gr__host_cache_hold(c, seed, t, 2, GR_NO_DEADLINE, &h), GR_OK);
+    ASSERT_EQ(atomic_load(&spans_pinned), 1); /* registered before the job plans */
+    ASSERT_EQ_U64(span_base, (uintptr_t)buf);
+    ASSERT_TRUE(gr__host_cache_ready(c, &h, a, bytes));
+    ASSERT_TRUE(gr__host_cache_ready(c, &h, b, bytes));
+    gr__host_cache_release(c, &h, false);
+    gr__host_cache_release(c, &live, false);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&spans_pinned), 0);
+    free(buf);
+    teardown();
+}
+
 static void close_unregisters_what_jobs_still_hold(void)
 {
     gr_host_cache *c;
@@ -625,4 +759,6 @@ GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory),
              GR_TEST(forget_refuses_held_memory_and_unregisters),
              GR_TEST(refused_registration_stays_pageable), GR_TEST(owners_registration_left_alone),
              GR_TEST(overlapping_ranges_stay_pageable),
+             GR_TEST(arrays_sharing_a_page_register_as_one),
+             GR_TEST(a_merge_keeps_the_second_use),
              GR_TEST(close_unregisters_what_jobs_still_hold), GR_TEST(many_threads_at_once))

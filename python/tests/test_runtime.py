@@ -128,9 +128,8 @@ def test_host_cache_registers_pageable_arrays_used_again(new_runtime, backend):
     memory and the cache stays empty. forget unregisters, and refuses what is not an
     array."""
     rt = new_runtime(backend=backend, host_cache="256MiB")
-    # Arrays on whole pages of their own: arrays that share a page (back to back on the
-    # heap, which glibc uses even for 40 MB ones once the process has raised its mmap
-    # threshold) are registered one of each pair, the other left pageable.
+    # Arrays on whole pages of their own, each registered alone (arrays that share a page
+    # are registered together: test_host_cache_registers_arrays_sharing_a_page).
     n = 10 << 20  # 40 MiB, whole pages
     xs = [own_pages(n, seed=i) for i in range(4)]
     ref = [seed_ref(x) for x in xs]
@@ -159,6 +158,39 @@ def test_host_cache_registers_pageable_arrays_used_again(new_runtime, backend):
     assert rt.stats()["host_cache_bytes"] == 0
     with pytest.raises(TypeError):
         rt.forget(object())
+
+
+def test_host_cache_registers_arrays_sharing_a_page(new_runtime, backend):
+    """Arrays back to back that share a page, as the heap lays them out (glibc does even for
+    40 MB ones once the process has raised its mmap threshold): one registration covers
+    both, and the next job copies both by DMA."""
+    rt = new_runtime(backend=backend, host_cache="256MiB")
+    n = 3 << 18  # 3 MiB a tensor
+    buf = np.empty(2 * n * 4 + 2 * PAGE, np.uint8)
+    at = -buf.ctypes.data % PAGE + 16
+    xs = [buf[at:at + n * 4].view(np.float32), buf[at + n * 4 + 64:at + 2 * n * 4 + 64].view(np.float32)]
+    assert (xs[0].ctypes.data + xs[0].nbytes - 1) // PAGE == xs[1].ctypes.data // PAGE
+    for i, x in enumerate(xs):
+        x[:] = rand(n, seed=i)
+    ref = [seed_ref(seed_ref(x)) for x in xs]
+    rt.run(graphrun.seed(), xs, inplace=True)
+    if backend == "cuda":
+        for _ in range(1000):
+            if rt.stats()["host_cache_registrations"] == 1:
+                break
+            time.sleep(0.01)
+    rt.run(graphrun.seed(), xs, inplace=True)
+    for x, r in zip(xs, ref):
+        assert np.array_equal(x.view(np.uint32), r.view(np.uint32))
+    s = rt.stats()
+    if backend == "cuda":
+        assert s["host_cache_registrations"] == 1  # one range over both
+        assert s["host_cache_hits"] == 1           # the second job's, both inside it
+        assert s["host_cache_bytes"] >= 2 * n * 4
+    else:
+        assert s["host_cache_registrations"] == s["host_cache_hits"] == 0
+    rt.forget(xs[0])  # the registration both share goes with either
+    assert rt.stats()["host_cache_bytes"] == 0
 
 
 def test_log_lines_reach_python_logging(caplog):

@@ -296,7 +296,8 @@ typedef struct gr_config {
      * that, about one staged pass over it, never past its deadline; ranges no live job uses
      * are evicted least recently used first). A job copies by DMA only ranges registered,
      * whole, when it was submitted: a range that overlaps a registered one without lying
-     * inside it is staged, never handed to the DMA engine half page-locked. Only on a
+     * inside it is staged, never handed to the DMA engine half page-locked (ranges that
+     * share a page and are not yet registered are registered as one). Only on a
      * backend with pinned memory (CUDA); elsewhere it does nothing. Default 0: off.
      * The promise it needs from the caller: memory a job used stays allocated and mapped
      * until gr_host_forget has returned for it (or the runtime is destroyed). Freeing it
