@@ -817,7 +817,7 @@ flags_that_do_not_apply() { # refused in the flag's terms (exit 2); warned when 
 check_says_which_flags_it_takes() { # the help as check behaves: run's flags but how a run goes
   local f
   for f in --resume --keep-going --all-or-nothing "--manifest=$T/cm.json" "--progress=never" \
-    --mpi "--mpi-timeout=5"; do
+    --mpi "--mpi-timeout=5" --ceilings; do
     run 2 check --graph "$examples/seed.graph" --input "$T/a.npy" "$f" &&
       has "$err" "graphrun check: $f is a flag of graphrun run (how a run goes, not what it checks): drop it" ||
       return 1

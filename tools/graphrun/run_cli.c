@@ -103,7 +103,7 @@ static void usage(FILE *f)
             "auto chose the backend). 'graphrun check' checks a run's command line without\n"
             "running it; it takes every flag above but those that say how a run goes:\n"
             "--resume, --keep-going, --all-or-nothing, --manifest, --progress, --mpi and\n"
-            "--mpi-timeout, and --sync, --io and --no-direct (drop them to check).\n"
+            "--mpi-timeout, --sync, --io, --no-direct and --ceilings (drop them to check).\n"
             "\n"
             "Element types: each port has its buffer's type (the spec's `buffer x uint8`;\n"
             "float32 without one), and each input must hold exactly that type, else it is\n"
