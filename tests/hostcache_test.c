@@ -717,6 +717,133 @@ static void many_threads_at_once(void)
     teardown();
 }
 
+/* Many threads over arrays back to back that share pages, one, two or three neighbours a
+ * job, with forgets and evictions (the capacity holds half of them): the pinner checks that
+ * no page is ever pinned twice, and that no range is unpinned while a job that found an
+ * array of it ready (and would copy it by DMA) still holds it. Under tsan in CI. */
+#define SHARED_ARRAYS 8
+#define SHARED_BYTES (3 * MIB / 2 + 100)
+#define SHARED_PAGES (16 * MIB / 4096)
+static unsigned char *shared_buf;
+static atomic_int page_pinned[SHARED_PAGES], page_used[SHARED_PAGES];
+static atomic_int shared_violations;
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t shared_pins[SHARED_PAGES][2]; /* [base, end) of each pinned range */
+
+static unsigned char *shared_array(int i)
+{
+    return shared_buf + 64 + (uint64_t)i * (SHARED_BYTES + 64);
+}
+
+static uint64_t page_of(uintptr_t a)
+{
+    return (a - (uintptr_t)shared_buf) / 4096;
+}
+
+static gr_status shared_pin(void *p, uint64_t bytes)
+{
+    uintptr_t a = (uintptr_t)p;
+
+    for (uint64_t q = page_of(a); q < page_of(a + bytes); q++)
+        if (atomic_fetch_add(&page_pinned[q], 1) != 0)
+            atomic_fetch_add(&shared_violations, 1);
+    pthread_mutex_lock(&shared_mu);
+    shared_pins[page_of(a)][0] = a;
+    shared_pins[page_of(a)][1] = a + bytes;
+    pthread_mutex_unlock(&shared_mu);
+    return GR_OK;
+}
+
+static gr_status shared_unpin(void *p)
+{
+    uintptr_t a = (uintptr_t)p, end;
+
+    pthread_mutex_lock(&shared_mu);
+    end = shared_pins[page_of(a)][1];
+    shared_pins[page_of(a)][1] = 0;
+    pthread_mutex_unlock(&shared_mu);
+    if (end == 0)
+        atomic_fetch_add(&shared_violations, 1); /* never pinned there */
+    for (uint64_t q = page_of(a); q < page_of(end); q++) {
+        if (atomic_load(&page_used[q]) > 0)
+            atomic_fetch_add(&shared_violations, 1);
+        atomic_fetch_sub(&page_pinned[q], 1);
+    }
+    return GR_OK;
+}
+
+static const gr_host_cache_ops shared_ops = {shared_pin, shared_unpin, span_dma_ready};
+
+static void mark_pages(const unsigned char *p, uint64_t bytes, int by)
+{
+    for (uint64_t q = page_of((uintptr_t)p); q <= page_of((uintptr_t)p + bytes - 1); q++)
+        atomic_fetch_add(&page_used[q], by);
+}
+
+static void *shared_worker(void *arg)
+{
+    worker_arg *w = arg;
+
+    for (int k = 0; k < 300; k++) {
+        int r = (int)(rand_r(&w->seed) % SHARED_ARRAYS);
+        int n = 1 + (int)(rand_r(&w->seed) % 3);
+        bool ready[3] = {false, false, false};
+        gr_tensor t[3];
+        gr_host_hold h;
+
+        if (r + n > SHARED_ARRAYS)
+            n = SHARED_ARRAYS - r;
+        if (rand_r(&w->seed) % 8 == 0) {
+            gr__host_cache_forget(w->c, shared_array(r), SHARED_BYTES, NULL);
+            continue;
+        }
+        for (int i = 0; i < n; i++)
+            t[i] = tensor_at(shared_array(r + i), SHARED_BYTES);
+        ASSERT_STATUS(gr__host_cache_hold(w->c, seed, t, (uint64_t)n, GR_NO_DEADLINE, &h),
+                      GR_OK);
+        for (int i = 0; i < n; i++)
+            if ((ready[i] = gr__host_cache_ready(w->c, &h, shared_array(r + i), SHARED_BYTES)))
+                mark_pages(shared_array(r + i), SHARED_BYTES, 1);
+        for (int i = 0; i < n; i++)
+            if (ready[i])
+                mark_pages(shared_array(r + i), SHARED_BYTES, -1);
+        gr__host_cache_release(w->c, &h, false);
+    }
+    return NULL;
+}
+
+static void many_threads_over_arrays_sharing_pages(void)
+{
+    pthread_t t[6];
+    worker_arg a[6];
+    gr_host_cache *c;
+    gr_host_cache_stats s;
+
+    setup();
+    ASSERT_EQ(posix_memalign((void **)&shared_buf, 4096, 16 * MIB), 0);
+    ASSERT_TRUE(shared_array(SHARED_ARRAYS) < shared_buf + 16 * MIB);
+    ASSERT_STATUS(gr__host_cache_create(SHARED_ARRAYS / 2 * (SHARED_BYTES + 8192), &shared_ops,
+                                        &c), GR_OK);
+    for (int i = 0; i < 6; i++) {
+        a[i] = (worker_arg){c, 29u * (unsigned)i + 5};
+        ASSERT_EQ(pthread_create(&t[i], NULL, shared_worker, &a[i]), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        pthread_join(t[i], NULL);
+    gr__host_cache_settle(c);
+    gr__host_cache_stats_get(c, &s);
+    gr__host_cache_free(c);
+    ASSERT_EQ(atomic_load(&shared_violations), 0);
+    for (uint64_t q = 0; q < SHARED_PAGES; q++)
+        ASSERT_EQ(atomic_load(&page_pinned[q]), 0);
+    printf("    %llu registrations, %llu entries merged, %llu evictions\n",
+           (unsigned long long)s.registrations, (unsigned long long)s.merges,
+           (unsigned long long)s.evictions);
+    ASSERT_GT(s.merges, 0);
+    free(shared_buf);
+    teardown();
+}
+
 /* Through the public API on the host backend, which has no pinned memory: the cache is
  * off whatever the config says, jobs run as ever, and gr_host_forget has nothing to do. */
 static void public_api_without_pinned_memory(void)
@@ -761,4 +888,5 @@ GR_TEST_MAIN(GR_TEST(public_api_without_pinned_memory),
              GR_TEST(overlapping_ranges_stay_pageable),
              GR_TEST(arrays_sharing_a_page_register_as_one),
              GR_TEST(a_merge_keeps_the_second_use),
-             GR_TEST(close_unregisters_what_jobs_still_hold), GR_TEST(many_threads_at_once))
+             GR_TEST(close_unregisters_what_jobs_still_hold), GR_TEST(many_threads_at_once),
+             GR_TEST(many_threads_over_arrays_sharing_pages))
