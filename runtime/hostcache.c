@@ -337,9 +337,10 @@ static uint64_t hold_slot(const gr_host_hold *h, const gr_host_entry *e)
 /* Ranges that share a page can be registered only as one (a registration is of whole
  * pages, and a page is registered once), and heap allocations back to back do share one:
  * left apart, one of each two such arrays would be staged every time. So [base, end) and
- * the entries it overlaps may become one entry: when each of them is not yet being
- * registered (IDLE or QUEUED) and held by no hold but h, and the whole is within the
- * capacity. Whether they may (under mu). */
+ * the entries it overlaps may become one entry: when each of them is known only to this
+ * job (IDLE, or QUEUED by h: one queued by an earlier job would make the whole a second
+ * use, registered beside live jobs, when this job may use only the new part), held by no
+ * hold but h, and the whole is within the capacity. Whether they may (under mu). */
 static bool mergeable(const gr_host_cache *c, uintptr_t base, uintptr_t end,
                       const gr_host_hold *h)
 {
@@ -348,8 +349,8 @@ static bool mergeable(const gr_host_cache *c, uintptr_t base, uintptr_t end,
     for (uint64_t i = first_ending_above(c, base); i < c->n && c->v[i]->base < end; i++) {
         const gr_host_entry *e = c->v[i];
 
-        if ((e->state != ENTRY_IDLE && e->state != ENTRY_QUEUED) || e->holds > 1 ||
-            (e->holds == 1 && hold_slot(h, e) == UINT64_MAX))
+        if (!(e->state == ENTRY_IDLE || (e->state == ENTRY_QUEUED && e->queued_by == h->id)) ||
+            e->holds > 1 || (e->holds == 1 && hold_slot(h, e) == UINT64_MAX))
             return false;
         lo = e->base < lo ? e->base : lo;
         hi = e->end > hi ? e->end : hi;
@@ -358,17 +359,15 @@ static bool mergeable(const gr_host_cache *c, uintptr_t base, uintptr_t end,
 }
 
 /* Replace the entries [base, end) overlaps, mergeable, by one entry over all of them,
- * keeping what they knew: queued if one was, by another job's hold if one was (this use is
- * then a second one: urgent, as hold_range makes it for an entry found queued), urgent if
- * one was. h's holds of them go with them; the new entry is in the array, not yet held.
- * NULL when out of memory (nothing changed). Under mu. */
+ * keeping what they knew: queued (by h) if one was, urgent if one was (another job used it
+ * while it was queued, and has ended). h's holds of them go with them; the new entry is in
+ * the array, not yet held. NULL when out of memory (nothing changed). Under mu. */
 static gr_host_entry *merge_overlaps(gr_host_cache *c, uintptr_t base, uintptr_t end,
                                      gr_host_hold *h)
 {
     uint64_t first = first_ending_above(c, base), last;
     gr_host_entry *u = gr__calloc(1, sizeof(*u));
     bool queued = false, urgent = false;
-    uint64_t by = h->id;
 
     if (u == NULL)
         return NULL;
@@ -382,8 +381,6 @@ static gr_host_entry *merge_overlaps(gr_host_cache *c, uintptr_t base, uintptr_t
         if (e->state == ENTRY_QUEUED) {
             queued = true;
             urgent |= e->urgent;
-            if (e->queued_by != h->id)
-                by = e->queued_by;
             c->queued--, c->urgent -= e->urgent;
         }
         if (e->holds == 1) {
@@ -395,8 +392,8 @@ static gr_host_entry *merge_overlaps(gr_host_cache *c, uintptr_t base, uintptr_t
         free(e);
     }
     u->state = queued ? ENTRY_QUEUED : ENTRY_IDLE;
-    u->queued_by = by;
-    u->urgent = queued && (urgent || by != h->id);
+    u->queued_by = h->id;
+    u->urgent = urgent;
     c->queued += queued;
     c->urgent += u->urgent;
     if (queued)

@@ -33,8 +33,8 @@
  * Entries are the page-rounded ranges of port buffers of at least GR_HOST_CACHE_MIN_BYTES,
  * kept disjoint, in one array sorted by address under one mutex. A range that overlaps
  * entries it is not inside (arrays back to back on the heap share a page) becomes one entry
- * with them while none of them is registered or held by another job; otherwise it is left
- * alone, staged. In the array, lookups are a binary search, and the number of
+ * with them while only its job knows them (not registered, not queued or held by another
+ * job); otherwise it is left alone, staged. In the array, lookups are a binary search, and the number of
  * entries is small (the capacity over the minimum size at most).
  */
 #ifndef GR_HOSTCACHE_H

@@ -179,6 +179,7 @@ def test_host_cache_registers_arrays_sharing_a_page(new_runtime, backend):
             if rt.stats()["host_cache_registrations"] == 1:
                 break
             time.sleep(0.01)
+    before = rt.stats()
     rt.run(graphrun.seed(), xs, inplace=True)
     for x, r in zip(xs, ref):
         assert np.array_equal(x.view(np.uint32), r.view(np.uint32))
@@ -186,6 +187,7 @@ def test_host_cache_registers_arrays_sharing_a_page(new_runtime, backend):
     if backend == "cuda":
         assert s["host_cache_registrations"] == 1  # one range over both
         assert s["host_cache_hits"] == 1           # the second job's, both inside it
+        assert s["units_staged"] == before["units_staged"]  # both copied by DMA
         assert s["host_cache_bytes"] >= 2 * n * 4
     else:
         assert s["host_cache_registrations"] == s["host_cache_hits"] == 0
