@@ -336,6 +336,8 @@ static int start_runtime(run_state *s)
     gr_error_info err;
     gr_status st;
     gr_ceilings ceil;
+    gr_window_stats ws;
+    uint64_t staging_default = a->o.rt.cfg.staging_bytes;
     int rc;
 
     elems = calloc(s->plan.count + 1, sizeof(*elems));
@@ -382,6 +384,11 @@ static int start_runtime(run_state *s)
         say_no_window(s);
         return GR_EXIT_RUNTIME;
     }
+    /* A window the system would not pin holds pageable tensors, which are staged: they get
+     * the runtime's full staging buffers back (gr_run_opts_staging assumed pinned). */
+    gr_window_stats_get(s->win, &ws);
+    if (ws.kind == GR_MEM_PAGEABLE)
+        a->o.rt.cfg.staging_bytes = staging_default;
     if (s->chosen == GR_BACKEND_CUDA && a->ceilings) {
         s->report.have_ceilings =
             gr_measure_ceilings((int)s->report.ordinal, copy, 8, &ceil, &err) == GR_OK;

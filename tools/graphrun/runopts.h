@@ -92,11 +92,14 @@ uint64_t gr_run_opts_budget(const gr_run_opts *o, gr_backend chosen, const gr_gr
                             const gr_consts *consts, uint64_t largest);
 
 /* Each worker's staging buffer (gr_config.staging_bytes) for a run: GR_RUN_STAGING_BYTES on
- * CUDA with tensors in a pinned window, else the runtime's default. Such tensors are copied
- * where they lie, staging is left only batches of the smallest files, and a run goes at
- * the disk's pace, not the link's, so units of a few MiB cost it nothing: 64 MiB a worker
- * would be resident memory beside --host-memory for no speed. A unit that needs more
- * grows the buffer. */
+ * CUDA with tensors in a pinned window (run falls back to the default when the window
+ * could not be pinned), else the runtime's default. Such tensors are copied where they
+ * lie, staging is left only batches of the smallest files, and a run goes at the disk's
+ * pace, not the link's: 64 MiB a worker would be resident memory beside --host-memory for
+ * no speed. The price: the planner also bounds batches by it, so files of up to 4 MiB go
+ * several to a unit and larger ones one a unit, each unit costing tens of microseconds
+ * where the disk takes milliseconds for such a file. A unit that needs more staging grows
+ * the buffer. */
 #define GR_RUN_STAGING_BYTES (8ull << 20)
 uint64_t gr_run_opts_staging(const gr_run_opts *o, gr_backend chosen);
 
