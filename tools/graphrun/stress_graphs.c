@@ -89,7 +89,11 @@ gr_graph *gr__stress_user_graph(gr_runtime *rt, char *why, size_t size)
         x != affine_ref(1.0f)) {
         if (job != NULL)
             gr_job_error_get(job, &err);
-        snprintf(why, size, "%s", err.message);
+        if (job != NULL && err.status == GR_OK) /* done, and wrong: no error says so */
+            snprintf(why, size, "the user kernel's check tensor came out %g, not %g",
+                     (double)x, (double)affine_ref(1.0f));
+        else
+            snprintf(why, size, "%s", err.message);
         gr_job_destroy(job);
         gr_graph_destroy(g);
         return NULL;
