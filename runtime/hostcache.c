@@ -340,9 +340,10 @@ static uint64_t hold_slot(const gr_host_hold *h, const gr_host_entry *e)
  * the entries it overlaps may become one entry: when each of them is known only to this
  * job (IDLE, or QUEUED by h: one queued by an earlier job would make the whole a second
  * use, registered beside live jobs, when this job may use only the new part), held by no
- * hold but h, and the whole is within the capacity. Whether they may (under mu). */
+ * hold but h, and the whole is within the capacity. Whether they may, and the whole in
+ * *span (under mu). */
 static bool mergeable(const gr_host_cache *c, uintptr_t base, uintptr_t end,
-                      const gr_host_hold *h)
+                      const gr_host_hold *h, uintptr_t span[2])
 {
     uintptr_t lo = base, hi = end;
 
@@ -355,15 +356,17 @@ static bool mergeable(const gr_host_cache *c, uintptr_t base, uintptr_t end,
         lo = e->base < lo ? e->base : lo;
         hi = e->end > hi ? e->end : hi;
     }
+    span[0] = lo;
+    span[1] = hi;
     return hi - lo <= c->capacity;
 }
 
-/* Replace the entries [base, end) overlaps, mergeable, by one entry over all of them,
- * keeping what they knew: queued (by h) if one was, urgent if one was (another job used it
+/* Replace the entries [base, end) overlaps, mergeable, by one entry over all of them (span,
+ * from mergeable), keeping what they knew: queued (by h) if one was, urgent if one was (another job used it
  * while it was queued, and has ended). h's holds of them go with them; the new entry is in
  * the array, not yet held. NULL when out of memory (nothing changed). Under mu. */
 static gr_host_entry *merge_overlaps(gr_host_cache *c, uintptr_t base, uintptr_t end,
-                                     gr_host_hold *h)
+                                     const uintptr_t span[2], gr_host_hold *h)
 {
     uint64_t first = first_ending_above(c, base), last;
     gr_host_entry *u = gr__calloc(1, sizeof(*u));
@@ -371,13 +374,11 @@ static gr_host_entry *merge_overlaps(gr_host_cache *c, uintptr_t base, uintptr_t
 
     if (u == NULL)
         return NULL;
-    u->base = base;
-    u->end = end;
+    u->base = span[0];
+    u->end = span[1];
     for (last = first; last < c->n && c->v[last]->base < end; last++) {
         gr_host_entry *e = c->v[last];
 
-        u->base = e->base < u->base ? e->base : u->base;
-        u->end = e->end > u->end ? e->end : u->end;
         if (e->state == ENTRY_QUEUED) {
             queued = true;
             urgent |= e->urgent;
@@ -412,7 +413,7 @@ static gr_host_entry *merge_overlaps(gr_host_cache *c, uintptr_t base, uintptr_t
  * calls its pages page-locked. */
 static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_host_hold *h)
 {
-    uintptr_t base, end;
+    uintptr_t base, end, span[2];
     gr_host_entry *e;
     uint64_t at;
     bool conflict;
@@ -425,9 +426,9 @@ static gr_status hold_range(gr_host_cache *c, const void *p, uint64_t bytes, gr_
     if (conflict) {
         /* Memory its owner registered is never the cache's to touch (asked last: the
          * driver's answer costs more than the cache's). */
-        if (bytes >= GR_HOST_CACHE_MIN_BYTES && !c->closed && mergeable(c, base, end, h) &&
-            !c->ops->dma_ready(p))
-            e = merge_overlaps(c, base, end, h);
+        if (bytes >= GR_HOST_CACHE_MIN_BYTES && !c->closed &&
+            mergeable(c, base, end, h, span) && !c->ops->dma_ready(p))
+            e = merge_overlaps(c, base, end, span, h);
         if (e == NULL)
             return hold_overlaps(c, base, end, h); /* staged; its neighbours kept */
     } else if (e == NULL && (bytes < GR_HOST_CACHE_MIN_BYTES || c->closed)) {
