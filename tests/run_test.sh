@@ -1006,7 +1006,8 @@ reported_time_is_the_whole_run() { # from the command's start: reading stdin cou
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["seconds"] >= 1.0 and d["setup_seconds"] >= 1.0, d
-assert abs(d["seconds"] - d["setup_seconds"] - d["stream_seconds"]) < 1e-3, d' "$out" &&
+assert abs(d["seconds"] - d["setup_seconds"] - d["stream_seconds"]) < 1e-3, d
+assert 0 < d["runtime_start_seconds"] < d["setup_seconds"] and d["teardown_seconds"] > 0, d' "$out" &&
     np check-seed "$T/rt_out.npy" "$T/a.npy"
 }
 info_ceilings_without_cuda_warns() { # the host backend has no link to measure: said so

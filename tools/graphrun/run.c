@@ -338,6 +338,7 @@ static int start_runtime(run_state *s)
     gr_ceilings ceil;
     gr_window_stats ws;
     uint64_t staging_default = a->o.rt.cfg.staging_bytes;
+    int64_t t0;
     int rc;
 
     elems = calloc(s->plan.count + 1, sizeof(*elems));
@@ -397,10 +398,13 @@ static int start_runtime(run_state *s)
         else
             fprintf(stderr, "graphrun run: cannot measure ceilings: %s\n", err.message);
     }
+    t0 = gr_now_ns();
     if (s->chosen == GR_BACKEND_CUDA)
         s->report.have_devmem =
             gr_devmem_start((int)s->report.ordinal, 1000, &s->sampler, &err) == GR_OK;
-    if ((st = gr_runtime_create(&a->o.rt.cfg, &s->rt, &err)) != GR_OK) {
+    st = gr_runtime_create(&a->o.rt.cfg, &s->rt, &err);
+    s->report.runtime_ns = gr_now_ns() - t0;
+    if (st != GR_OK) {
         if (st == GR_ERR_OUT_OF_MEMORY)
             say_no_runtime(s, st, err.message);
         else
@@ -501,6 +505,7 @@ static int run_job(run_state *s)
     gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     struct rusage ru;
     uint64_t base = 0, peak = 0, total = 0, n = 0;
+    int64_t t0;
     int rc = GR_EXIT_OK;
 
     for (uint64_t i = 0; i < s->plan.count; i++)
@@ -552,6 +557,7 @@ static int run_job(run_state *s)
                     gr_cli_bytes(res.window.limit, b2, sizeof(b2)));
         }
     }
+    t0 = gr_now_ns();
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         r->peak_rss = (int64_t)ru.ru_maxrss * 1024;
     r->done = (int64_t)s->ledger.done;
@@ -577,6 +583,7 @@ static int run_job(run_state *s)
     }
     gr_window_destroy(s->win);
     s->win = NULL;
+    r->teardown_ns = gr_now_ns() - t0;
     if (res.status != GR_OK) {
         snprintf(s->why, sizeof(s->why), "%s", res.why);
         rc = GR_EXIT_RUNTIME; /* said with the outcome (ranks.h) */

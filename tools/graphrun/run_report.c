@@ -218,6 +218,8 @@ static void set_rank_fields(json_t *o, const gr_run_report *r)
     json_object_set_new(o, "seconds", json_real(s));
     json_object_set_new(o, "setup_seconds", json_real((double)r->setup_ns / 1e9));
     json_object_set_new(o, "stream_seconds", json_real((double)r->stream_ns / 1e9));
+    json_object_set_new(o, "runtime_start_seconds", json_real((double)r->runtime_ns / 1e9));
+    json_object_set_new(o, "teardown_seconds", json_real((double)r->teardown_ns / 1e9));
     json_object_set_new(o, "gb_per_s", json_real(gbs(r->bytes_in + r->bytes_out, s)));
     json_object_set_new(o, "backend", json_string(backend_name(r->backend)));
     json_object_set_new(o, "devices", json_integer(r->devices));

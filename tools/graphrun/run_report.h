@@ -32,6 +32,10 @@ typedef struct gr_run_report {
     int64_t setup_ns;  /* the command's start to the first read: the graph, the inputs'
                           headers, the outputs staged, the runtime started */
     int64_t stream_ns; /* the first read to the last output written; 0 when nothing ran */
+    int64_t runtime_ns;  /* of setup: the runtime started (on CUDA, the device's context made,
+                            its arena reserved, the staging buffers pinned) */
+    int64_t teardown_ns; /* after the last output: the runtime and the window given back
+                            (pinned memory unpinned), which `seconds` leaves out */
     int64_t backend, devices, workers_per_device, ordinal; /* ordinal: its first device */
     int64_t budget_bytes, budget_peak;
     int64_t errors[GR_RUN_ERR_COUNT_]; /* failed tensors by kind: they add up to failed */
