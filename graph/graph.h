@@ -122,6 +122,12 @@ typedef struct gr_iteration {
     const struct gr_host_hold *host_hold;
     /* The host side is the worker's staging buffer (gr_unit.staged), not the tensors. */
     bool staged;
+    /* A whole tensor whose host memory is not all DMA-ready, in a graph that copies only
+     * first and last (graph.copies_at_ends): the backend does h2d and d2h itself (as for a
+     * scattered unit), each copy from memory that is not DMA-ready through the worker's
+     * pinned staging buffer in pieces, the CPU moving one piece while the DMA engine moves
+     * the one before (gr_backend_ops.streamed_copies). */
+    bool streamed;
     /* Which of the worker's units in flight this is (runtime/backend.h, GR_WORKER_SLOTS):
      * the backend keeps its per-unit state (a stream, an event) by it. */
     uint32_t slot;

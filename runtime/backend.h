@@ -94,6 +94,9 @@ typedef struct gr_device {
     _Atomic uint64_t graph_update_refusals;
 } gr_device;
 
+/* The parts a streamed unit's staging buffer is cut into (gr_backend_ops.streamed_copies). */
+#define GR_STREAM_PARTS 4
+
 /* Units a worker may have in flight at once: one launched while the one before it still
  * copies (worker.c). */
 #define GR_WORKER_SLOTS 2
@@ -125,6 +128,7 @@ typedef struct gr_worker {
     uint64_t staging_at[2 * GR_MAX_PORTS]; /* where each port (inputs, then outputs) of the
                                               current unit lies in it */
     bool staging_pageable;   /* pinned memory could not be had: malloc'd (worker.c) */
+    struct gr_copier *copier; /* the runtime's copy pool (copier.h), for streamed copies */
     uint64_t *copy_ends; /* GR_UNIT_MAX_TENSORS * GR_MAX_PORTS: gr__copier_copy's scratch */
 } gr_worker;
 
@@ -190,6 +194,10 @@ typedef struct gr_backend_ops {
     /* Whether run() can do an iteration's copies itself, many separate ranges in one call
      * (gr_iteration.h2d); NULL: never. */
     bool (*batch_copies)(void);
+    /* Whether run() takes streamed iterations (gr_iteration.streamed), whose copies it moves
+     * through the worker's staging buffer, in GR_STREAM_PARTS parts of at least a page, with
+     * the worker's copier; NULL: never. */
+    bool (*streamed_copies)(void);
     /* Pinned host memory; NULL when the backend has no notion of it. */
     const gr_pinned_ops *pinned;
 } gr_backend_ops;

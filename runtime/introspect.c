@@ -147,6 +147,7 @@ gr_status gr_runtime_stats_get(const gr_runtime *handle, uint32_t device, gr_sta
         s.units_direct += load(&c->units_direct);
         s.units_staged += load(&c->units_staged);
         s.units_scattered += load(&c->units_scattered);
+        s.units_streamed += load(&c->units_streamed);
         s.units_overlapped += load(&c->units_overlapped);
         s.copies_refused += load(&c->copies_refused);
         s.constants_copied += load(&c->constants_copied);

@@ -161,11 +161,13 @@ size_t gr_runtime_stats_prometheus(const gr_runtime *rt, char *buf, size_t size)
     per_device(&t, s, n, "graphrun_transfer_bytes_total", "direction=\"d2h\"", FIELD(bytes_d2h));
     family(&t, "graphrun_units_total", "counter",
            "Iterations that succeeded, by how their host memory was copied: straight from one "
-           "range (direct), through a staging buffer (staged), or tensor by tensor in batched "
-           "copies (scattered).");
+           "range (direct), through a staging buffer (staged), tensor by tensor in batched "
+           "copies (scattered), or a whole tensor in pieces through a staging buffer "
+           "(streamed).");
     per_device(&t, s, n, "graphrun_units_total", "path=\"direct\"", FIELD(units_direct));
     per_device(&t, s, n, "graphrun_units_total", "path=\"staged\"", FIELD(units_staged));
     per_device(&t, s, n, "graphrun_units_total", "path=\"scattered\"", FIELD(units_scattered));
+    per_device(&t, s, n, "graphrun_units_total", "path=\"streamed\"", FIELD(units_streamed));
     family(&t, "graphrun_units_overlapped_total", "counter",
            "Iterations launched while the same worker's previous one still ran on the device.");
     per_device(&t, s, n, "graphrun_units_overlapped_total", NULL, FIELD(units_overlapped));

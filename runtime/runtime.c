@@ -560,6 +560,7 @@ static gr_status start_workers(gr_runtime *rt, gr_error_info *err)
 
         w->rt = rt;
         w->env = &rt->env;
+        w->copier = rt->copier;
         w->id = i;
         w->dev = &rt->devices[i % rt->n_devices];
         w->in_flight = in_flight;

@@ -36,6 +36,7 @@ typedef struct gr_counters {
     gr_hist_cells budget_wait, iteration;
     /* Iterations that succeeded, by how their host memory was copied. */
     _Atomic uint64_t units_direct, units_staged, units_scattered;
+    _Atomic uint64_t units_streamed;
     _Atomic uint64_t units_overlapped; /* launched with the worker's previous one in flight */
     _Atomic uint64_t copies_refused; /* units run again staged (worker.c: unit_restage) */
     _Atomic uint64_t constants_copied, constant_bytes; /* jobs' constants in (constants.h) */

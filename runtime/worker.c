@@ -256,8 +256,40 @@ typedef struct unit_run {
     bool refused;        /* the backend refused its copies as laid out (unit_restage) */
     bool const_used;     /* counted as a user of its job's constants (constants.h) */
     bool launched;       /* launched apart (gr_backend_ops.launch): finish is owed */
+    bool streamed;       /* its copies streamed through the staging buffer (streams) */
     int64_t t0;          /* when its device part began (the iteration statistic) */
 } unit_run;
+
+/* Whether unit u of the job is streamed (gr_iteration.streamed): a whole tensor, neither
+ * staged nor scattered, some of whose host memory is not DMA-ready, on a backend that
+ * streams, with pinned staging. Such a unit comes from a graph that cannot be cut (the
+ * planner stages the chunks of one that can) or one planned when its memory was ready;
+ * left to the driver, its copies from pageable memory run on the worker's thread at a
+ * fraction of the link's speed (a 400 MB tensor in and out took 58 ms on the H100: the
+ * driver stages it through small buffers of its own on one core), while the copier's
+ * threads and the staging buffer sit idle. */
+static bool streams(const gr_worker *w, gr_job *job, const gr_unit *u)
+{
+    const gr_backend_ops *b = w->rt->backend;
+    const gr_graph *g = job->graph;
+    const gr_tensor *t = &job->tensors[u->index];
+
+    if (u->staged || u->scattered || u->tensors != 1 || u->offset != 0 ||
+        u->elems != t->elems || !g->copies_at_ends || w->staging_pageable ||
+        w->staging_bytes < GR_STREAM_PARTS * 4096ull || b->streamed_copies == NULL ||
+        !b->streamed_copies())
+        return false;
+    for (uint32_t q = 0; q < g->n_inputs + g->n_outputs; q++) {
+        bool out = q >= g->n_inputs;
+        uint32_t p = out ? q - g->n_inputs : q;
+        const void *host = out ? (const void *)t->out[p] : t->in[p];
+        uint64_t bytes = gr_graph_port_bytes(g, out, p, t->elems);
+
+        if (bytes != 0 && !w->env->host_ready(w->env, &job->host_hold, host, bytes))
+            return true;
+    }
+    return false;
+}
 
 /* The unit's parts as they start; false when none is live (each already ended, stopped or
  * failed elsewhere): the unit ends at once. */
@@ -280,6 +312,7 @@ static bool unit_begin(gr_worker *w, unit_run *r, const gr_task *t, uint32_t slo
      * copies only its live parts anyway.) */
     if (live < r->u.tensors && !r->u.scattered)
         r->u.staged = true;
+    r->streamed = live > 0 && streams(w, job, &r->u);
     return live > 0;
 }
 
@@ -425,8 +458,9 @@ static gr_status unit_launch(gr_worker *w, unit_run *r)
 
     r->it.base = (unsigned char *)w->dev->region + r->slot->block.offset;
     set_view(w, r->slot, job, &r->u);
-    if (r->u.scattered)
+    if (r->u.scattered || r->streamed)
         scatter_list(r->slot, job, &r->u, &r->it);
+    r->it.streamed = r->streamed;
     r->t0 = gr_now_ns();
     if (r->u.staged) {
         if (w->env->trace)
@@ -532,6 +566,8 @@ static void unit_complete(gr_worker *w, unit_run *r)
                          r->u.scattered ? live_elems(job, &r->u, r->slot->live) : r->u.elems);
         if (r->u.staged)
             gr__stats_add(&stats->units_staged, 1);
+        else if (r->streamed)
+            gr__stats_add(&stats->units_streamed, 1);
         else if (r->u.scattered)
             gr__stats_add(&stats->units_scattered, 1);
         else
@@ -558,7 +594,8 @@ static unit_run *run_task(gr_worker *w, unit_run *r, const gr_task *t, uint32_t 
         unit_end(w, r);
         return pending;
     }
-    if (pending != NULL && r->u.staged && pending->u.staged) {
+    /* A streamed unit moves its copies through the staging buffer as it launches. */
+    if (pending != NULL && (r->u.staged || r->streamed) && pending->u.staged) {
         unit_complete(w, pending);
         pending = NULL;
     }
@@ -642,7 +679,8 @@ static void give_back(gr_worker *w, const gr_task *t)
 static bool alloc_slots(gr_worker *w)
 {
     const size_t copies = (size_t)GR_UNIT_MAX_TENSORS * GR_MAX_PORTS;
-    bool batch = w->rt->backend->batch_copies != NULL;
+    bool batch = w->rt->backend->batch_copies != NULL ||
+                 w->rt->backend->streamed_copies != NULL; /* both need copies_out */
     bool ok;
 
     w->copy_ends = gr__calloc(copies, sizeof(*w->copy_ends));

@@ -277,6 +277,89 @@ static void new_builtins_match_cpu(void)
     gr_host_free(y);
 }
 
+/* A graph that cannot be cut (softmax per row) over whole tensors in pageable memory: each
+ * is streamed through its worker's pinned staging buffer in pieces (8 MiB a buffer: parts of
+ * 2 MiB, so the 12 MB tensors go in six and wrap around the four parts), one with a pinned
+ * input copied where it lies and a pageable output streamed, one all pinned (direct, the
+ * reference path). Every output equals, bit for bit, the same tensor's output through
+ * pinned memory, and the CPU's softmax within a relative 1e-6; the statistics say which
+ * path each unit took. */
+static void pageable_whole_tensors_streamed_through_staging(void)
+{
+    static const uint64_t shapes[][2] = {{3000, 1000}, {3001, 999}, {1, (1 << 20) + 3},
+                                         {3, 5},       {3000, 1000}, {2000, 1000}};
+    enum { T = sizeof(shapes) / sizeof(shapes[0]), MIXED = 4, PINNED = 5 };
+    static const char spec[] = "buffer x\nbuffer y\nh2d l: in0 -> x\n"
+                               "kernel k: softmax(x) -> y\nd2h s: y -> out0\nl -> k -> s\n";
+    const gr_kernel *sm = gr__kernel_find("softmax");
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_stats st = GR_STATS_INIT;
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_error_info err;
+    gr_tensor t[T], ref[T];
+    float *x[T], *y[T], *px[T], *py[T];
+
+    REQUIRE_GPU();
+    cfg.backend = GR_BACKEND_CUDA;
+    cfg.workers_per_device = 3;
+    cfg.budget_bytes = 256 * MiB;
+    cfg.staging_bytes = 8 * MiB;
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+    ASSERT_STATUS(gr_graph_parse(spec, strlen(spec), "softmax", &g, &err), GR_OK);
+    for (int k = 0; k < T; k++) {
+        uint64_t e = shapes[k][0] * shapes[k][1];
+
+        ASSERT_STATUS(gr_host_alloc(e * 4, (void **)&px[k]), GR_OK);
+        ASSERT_STATUS(gr_host_alloc(e * 4, (void **)&py[k]), GR_OK);
+        gr_workload_fill(px[k], 0, e, 9, (uint64_t)k + 100);
+        for (uint64_t i = 0; i < e; i++)
+            px[k][i] = px[k][i] * 20.0f - 10.0f;
+        x[k] = k == MIXED || k == PINNED ? px[k] : malloc(e * 4);
+        y[k] = k == PINNED ? py[k] : malloc(e * 4);
+        ASSERT_TRUE(x[k] != NULL && y[k] != NULL);
+        if (x[k] != px[k])
+            memcpy(x[k], px[k], e * 4);
+        memset(y[k], 0xff, e * 4); /* NaN: every element must be written */
+        ref[k] = (gr_tensor){{px[k]}, {py[k]}, e, 2, {shapes[k][0], shapes[k][1]}};
+        t[k] = (gr_tensor){{x[k]}, {y[k]}, e, 2, {shapes[k][0], shapes[k][1]}};
+    }
+    if (run(rt, g, t, T, &err) != GR_OK)
+        GR_TEST_FAIL("streamed: %s", err.message);
+    ASSERT_STATUS(gr_runtime_stats_get(rt, 0, &st), GR_OK);
+    ASSERT_EQ_U64(st.units_streamed, T - 1);
+    ASSERT_EQ_U64(st.units_direct, 1);
+    ASSERT_EQ_U64(st.units_staged + st.units_scattered, 0);
+    if (run(rt, g, ref, T, &err) != GR_OK) /* all pinned: direct */
+        GR_TEST_FAIL("pinned: %s", err.message);
+    for (int k = 0; k < T; k++) {
+        uint64_t e = shapes[k][0] * shapes[k][1];
+        float *want = malloc(e * 4);
+        gr_kernel_args a = {.out = want, .in = {px[k]}, .n = e, .in_n = {e},
+                            .shape = {shapes[k][0], shapes[k][1]}, .rank = 2};
+
+        ASSERT_TRUE(want != NULL);
+        if (memcmp(y[k], py[k], e * 4) != 0)
+            GR_TEST_FAIL("tensor %d: the streamed output differs from the pinned one's", k);
+        sm->def.cpu(&a, NULL);
+        for (uint64_t i = 0; i < e; i++)
+            if (!(fabs((double)y[k][i] - want[i]) <= 1e-6 * fabs(want[i]) + 1e-37))
+                GR_TEST_FAIL("tensor %d element %llu: GPU %.9g, CPU %.9g", k,
+                             (unsigned long long)i, y[k][i], want[i]);
+        if (memcmp(x[k], px[k], e * 4) != 0)
+            GR_TEST_FAIL("tensor %d: the input changed", k);
+        free(want);
+        if (x[k] != px[k])
+            free(x[k]);
+        if (y[k] != py[k])
+            free(y[k]);
+        gr_host_free(px[k]);
+        gr_host_free(py[k]);
+    }
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+}
+
 /* softmax per row and sum to one element, on shapes the GPU's blocks divide unevenly, and
  * normalize with small inputs: against the CPU versions. */
 static void reductions_match_cpu(void)
@@ -640,5 +723,6 @@ static void seed_expression_equals_builtin_seed(void)
 GR_TEST_MAIN(GR_TEST(user_kernels_every_way), GR_TEST(user_kernels_private_contexts),
              GR_TEST(eager_kernels_beside_builtins),
              GR_TEST(new_builtins_match_cpu), GR_TEST(reductions_match_cpu),
+             GR_TEST(pageable_whole_tensors_streamed_through_staging),
              GR_TEST(source_modules_stay_within_overhead), GR_TEST(expressions_match_cpu),
              GR_TEST(seed_expression_equals_builtin_seed))

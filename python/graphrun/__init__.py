@@ -678,7 +678,7 @@ class Runtime:
                 "graph_instantiations", "graph_updates", "bytes_h2d", "bytes_d2h",
                 "budget_bytes", "budget_in_use", "budget_peak", "units_direct",
                 "units_staged", "units_scattered", "units_overlapped", "copies_refused",
-                "constants_copied", "constant_bytes")}
+                "constants_copied", "constant_bytes", "units_streamed")}
             for k in ("budget_wait", "iteration"):
                 hg = getattr(s, k)
                 dev[k] = {"count": int(hg.count), "sum_ns": int(hg.sum_ns),

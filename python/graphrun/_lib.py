@@ -175,6 +175,7 @@ class Stats(ctypes.Structure):
         ("copies_refused", ctypes.c_uint64),
         ("constants_copied", ctypes.c_uint64),
         ("constant_bytes", ctypes.c_uint64),
+        ("units_streamed", ctypes.c_uint64),
     ]
 
 

@@ -104,7 +104,8 @@ def test_stats_count_the_work(new_runtime, backend):
     assert d["bytes_h2d"] == d["bytes_d2h"] == 6 * 10_000 * 4
     assert d["budget_in_use"] == 0 and 0 < d["budget_peak"] <= d["budget_bytes"]
     assert d["iteration"]["count"] == d["iterations_done"] > 0
-    assert d["units_direct"] + d["units_staged"] + d["units_scattered"] == d["iterations_done"]
+    assert d["units_direct"] + d["units_staged"] + d["units_scattered"] + \
+        d["units_streamed"] == d["iterations_done"]
     assert len(d["iteration"]["buckets"]) == 28
     text = rt.prometheus()
     assert 'graphrun_jobs_completed_total 1' in text or 'graphrun_jobs_completed 1' in text, \

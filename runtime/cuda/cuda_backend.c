@@ -44,6 +44,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/core/copier.h"
+#include "runtime/core/pieces.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/lowering.h"
@@ -53,6 +54,9 @@
 
 #define REGION_GRANULE (2ull << 20)
 #define GRAPH_CACHE 8 /* lowered templates kept per worker */
+/* A streamed unit's staging buffer is cut into this many parts: while the CPU fills one,
+ * the DMA engine reads the others. */
+#define STREAM_PIECES GR_STREAM_PARTS
 
 typedef struct cuda_device {
     int sm_count;
@@ -79,6 +83,11 @@ typedef struct cuda_worker {
     size_t *batch_size;
     uint32_t batch_cap;
     uint32_t refusals_logged; /* log_refusal's count: the first REFUSALS_LOGGED only */
+    /* A streamed unit's pieces (stream_copies): the staging buffer in
+     * STREAM_PIECES parts, each with the event of the last copy that used it; made on the
+     * first streamed unit. */
+    cudaEvent_t piece[STREAM_PIECES];
+    bool pieces_made;
 } cuda_worker;
 
 /* Refused graph updates each worker logs at debug, at most: a diagnostic, not a log per
@@ -397,6 +406,8 @@ static void cuda_worker_close(gr_worker *w)
     for (int i = 0; i < GRAPH_CACHE; i++)
         gr__cuda_graph_release(&cw->cache[i]);
     destroy_slots(cw);
+    for (int i = 0; cw->pieces_made && i < STREAM_PIECES; i++)
+        cudaEventDestroy(cw->piece[i]);
     cudaStreamDestroy(cw->capture);
     if (cw->ctx)
         gr__cuda_driver_get(NULL)->cuCtxDestroy(cw->ctx);
@@ -678,6 +689,120 @@ static cudaError_t batch_copy(cuda_worker *cw, cudaStream_t stream, const gr_cop
                                 1, stream);
 }
 
+/*
+ * Streamed copies (gr_iteration.streamed): each copy whose host side is DMA-ready goes as
+ * it lies; each other one through the worker's pinned staging buffer in pieces, on the
+ * schedule of pieces.h: the copier (its threads and this one) moves a piece into a part
+ * while the DMA engine reads the parts before it (in), and empties each part as its copy
+ * from the device ends (out). A part's event marks the last copy that used it. Out returns
+ * once every output is in host memory: nothing of the unit uses the staging buffer after.
+ */
+typedef struct streaming {
+    gr_worker *w;
+    cuda_worker *cw;
+    cudaStream_t stream;
+    enum cudaMemcpyKind kind;
+    const char *call; /* the call that failed */
+} streaming;
+
+static int piece_queue(void *ctx, uint32_t part, void *dst, const void *src, uint64_t bytes)
+{
+    streaming *x = ctx;
+    cudaError_t e;
+
+    x->call = "cudaMemcpyAsync";
+    if ((e = cudaMemcpyAsync(dst, src, bytes, x->kind, x->stream)) != cudaSuccess)
+        return (int)e;
+    x->call = "cudaEventRecord";
+    return (int)cudaEventRecord(x->cw->piece[part], x->stream);
+}
+
+static int piece_wait(void *ctx, uint32_t part)
+{
+    streaming *x = ctx;
+
+    x->call = "cudaEventSynchronize";
+    return (int)cudaEventSynchronize(x->cw->piece[part]);
+}
+
+static void piece_host_copy(void *ctx, void *dst, const void *src, uint64_t bytes)
+{
+    streaming *x = ctx;
+    gr_copy c = {dst, src, bytes};
+
+    gr__copier_copy(x->w->copier, &c, 1, x->w->copy_ends);
+}
+
+/* Which copies of the list go as they lie (a bit per copy): those whose host side is
+ * DMA-ready, each queued here. */
+static cudaError_t direct_copies(gr_worker *w, const gr_iteration *it, cudaStream_t stream,
+                                 const gr_copy *list, uint32_t n, bool in, uint64_t *direct)
+{
+    *direct = 0;
+    for (uint32_t i = 0; i < n && i < 64; i++) {
+        const void *host = in ? list[i].src : list[i].dst;
+        cudaError_t e;
+
+        if (!w->env->host_ready(w->env, it->host_hold, host, list[i].bytes))
+            continue;
+        *direct |= 1ull << i;
+        e = cudaMemcpyAsync(list[i].dst, list[i].src, list[i].bytes,
+                            in ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
+}
+
+static cudaError_t make_pieces(cuda_worker *cw)
+{
+    for (int i = 0; !cw->pieces_made && i < STREAM_PIECES; i++) {
+        cudaError_t e = cudaEventCreateWithFlags(&cw->piece[i], cudaEventBlockingSync |
+                                                                    cudaEventDisableTiming);
+
+        if (e != cudaSuccess) {
+            while (i-- > 0)
+                cudaEventDestroy(cw->piece[i]);
+            return e;
+        }
+    }
+    cw->pieces_made = true;
+    return cudaSuccess;
+}
+
+/* The staging part size: a quarter of the buffer, whole pages (the worker streams only
+ * with a buffer of a page a part at least). */
+static uint64_t piece_bytes(const gr_worker *w)
+{
+    return w->staging_bytes / STREAM_PIECES / 4096 * 4096;
+}
+
+/* A streamed unit's copies in (`in`) or out, on its stream; *call names a failed call. */
+static cudaError_t stream_copies(gr_worker *w, const gr_iteration *it, cudaStream_t stream,
+                                 bool in, const char **call)
+{
+    streaming x = {w, w->backend_state, stream,
+                   in ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, NULL};
+    gr_piece_ops ops = {&x, piece_queue, piece_wait, piece_host_copy};
+    const gr_copy *list = in ? it->h2d : it->d2h;
+    uint32_t n = in ? it->n_h2d : it->n_d2h;
+    uint64_t part = piece_bytes(w), direct;
+    cudaError_t e;
+
+    *call = "cudaMemcpyAsync";
+    if ((e = direct_copies(w, it, stream, list, n, in, &direct)) != cudaSuccess)
+        return e;
+    *call = "cudaEventCreateWithFlags";
+    if ((e = make_pieces(x.cw)) != cudaSuccess)
+        return e;
+    e = (cudaError_t)(in ? gr__pieces_in(&ops, w->staging, part, STREAM_PIECES, list, n, direct)
+                         : gr__pieces_out(&ops, w->staging, part, STREAM_PIECES, list, n,
+                                          direct));
+    if (x.call != NULL)
+        *call = x.call;
+    return e;
+}
+
 /* After a failed call on the slot's stream, whose launched work may still be copying: the
  * caller gives the unit's arena block back (and a later iteration may reuse it) once this
  * returns, so wait for the stream to drain first. If even that fails, nobody can say when
@@ -751,7 +876,8 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     if (trace)
         gr__trace_push("launch");
     call = "cudaMemcpyBatchAsync";
-    e = batch_copy(cw, stream, it->h2d, it->n_h2d);
+    e = it->streamed ? stream_copies(w, it, stream, true, &call)
+                     : batch_copy(cw, stream, it->h2d, it->n_h2d);
     if (e == cudaSuccess && eager) {
         if ((st = gr__cuda_run_eager(it, &target, stream, err)) != GR_OK) {
             if (trace)
@@ -765,7 +891,8 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     }
     if (e == cudaSuccess) {
         call = "cudaMemcpyBatchAsync";
-        e = batch_copy(cw, stream, it->d2h, it->n_d2h);
+        e = it->streamed ? stream_copies(w, it, stream, false, &call)
+                         : batch_copy(cw, stream, it->d2h, it->n_d2h);
     }
     if (e == cudaSuccess) {
         call = "cudaEventRecord";
@@ -853,6 +980,23 @@ static bool cuda_batch_copies(void)
     return v == 2;
 }
 
+/* Streamed copies need nothing of the driver but plain copies and events. GR_STREAMED_COPIES=0
+ * turns them off (such units' copies then go to the driver as they lie), to compare the
+ * two. */
+static bool cuda_streamed_copies(void)
+{
+    static atomic_int known; /* 0: not asked yet, 1: no, 2: yes */
+    int v = atomic_load(&known);
+
+    if (v == 0) {
+        const char *env = getenv("GR_STREAMED_COPIES");
+
+        v = env == NULL || strcmp(env, "0") != 0 ? 2 : 1;
+        atomic_store(&known, v);
+    }
+    return v == 2;
+}
+
 /* The driver's allocation around p, from its address range. A host pointer the driver
  * does not describe, or a range that does not hold p (an answer in another address space),
  * gives false: the planner then copies nothing past the tensor at p. */
@@ -905,5 +1049,6 @@ const gr_backend_ops gr__backend_cuda = {
     .dma_ready = cuda_dma_ready,
     .host_span = cuda_host_span,
     .batch_copies = cuda_batch_copies,
+    .streamed_copies = cuda_streamed_copies,
     .pinned = &gr__cuda_pinned,
 };

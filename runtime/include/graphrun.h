@@ -533,6 +533,13 @@ typedef struct gr_stats {
      * the device, and their bytes: once per job and device, and again only after they were
      * evicted to let another job's work have their memory (constants.h). */
     uint64_t constants_copied, constant_bytes;
+    /* Appended in 0.4: device `device` again. Iterations that succeeded whose host memory,
+     * some of it pageable, was streamed through the worker's pinned staging buffer in pieces
+     * (the CPU moving one while the DMA engine moves the one before): a whole tensor of a
+     * graph that cannot be cut into chunks (a map function's, a softmax), which the staged
+     * path, in chunks, cannot take. Counted apart from units_direct, units_staged and
+     * units_scattered, so that the four add up to the iterations done. */
+    uint64_t units_streamed;
 } gr_stats;
 
 #define GR_STATS_MAGIC 0x67725354u /* "grST" */
