@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
+#include "runtime/hostcache.h"
 #include "runtime/host/host.h"
 #include "runtime/job.h"
 #include "runtime/units.h"
@@ -313,6 +315,111 @@ static void refused_copies_never_fail_the_job(void)
     }
 }
 
+/* The memory the emulated registration cache calls pinned (the rest is pageable to it, as
+ * the CUDA driver would call a malloc'd range): [pinned_lo, pinned_hi). */
+static uintptr_t pinned_lo, pinned_hi;
+
+static gr_status fake_pin(void *p, uint64_t bytes)
+{
+    (void)p;
+    (void)bytes;
+    return GR_OK;
+}
+
+static gr_status fake_unpin(void *p)
+{
+    (void)p;
+    return GR_OK;
+}
+
+static bool fake_dma_ready(const void *p)
+{
+    return (uintptr_t)p >= pinned_lo && (uintptr_t)p < pinned_hi;
+}
+
+/* Whole tensors of a graph that cannot be cut (softmax per row), in memory that is not
+ * DMA-ready (an emulated registration cache says which is: gr__host_cache_emulate), are
+ * streamed through the worker's staging buffer in pieces (64 KiB a buffer: parts of
+ * 16 KiB, so a 400 KB tensor goes in 25 around the four parts), one with a "pinned" input
+ * copied as it lies: every output equals the CPU softmax's, bit for bit, every input is
+ * untouched, and the statistics count each unit streamed. */
+static void pageable_whole_tensors_are_streamed(void)
+{
+    static const uint64_t shapes[][2] = {{100, 1000}, {37, 1001}, {1, 70001}, {3, 5},
+                                         {100, 1000}};
+    enum { T = sizeof(shapes) / sizeof(shapes[0]), MIXED = 4 };
+    static const gr_host_cache_ops ops = {fake_pin, fake_unpin, fake_dma_ready};
+    static const char spec[] = "buffer x\nbuffer y\nh2d l: in0 -> x\n"
+                               "kernel k: softmax(x) -> y\nd2h s: y -> out0\nl -> k -> s\n";
+    const gr_kernel *sm = gr__kernel_find("softmax");
+    gr_config cfg = GR_CONFIG_INIT;
+    gr_runtime *rt;
+    gr_graph *g;
+    gr_job *job;
+    gr_error_info err;
+    gr_tensor t[T];
+    float *x[T], *y[T];
+    gr_stats st;
+
+    ASSERT_TRUE(sm != NULL);
+    cfg.backend = GR_BACKEND_HOST;
+    cfg.workers_per_device = 2;
+    cfg.budget_bytes = 16 << 20;
+    cfg.staging_bytes = 64 << 10;
+    cfg.host_cache_bytes = 64 << 20;
+    gr__host_cache_emulate(&ops);
+    ASSERT_STATUS(gr_runtime_create(&cfg, &rt, &err), GR_OK);
+    gr__host_cache_emulate(NULL); /* read at create */
+    ASSERT_STATUS(gr_graph_parse(spec, strlen(spec), "softmax", &g, &err), GR_OK);
+    for (int k = 0; k < T; k++) {
+        uint64_t e = shapes[k][0] * shapes[k][1];
+
+        x[k] = malloc(e * sizeof(float));
+        y[k] = malloc(e * sizeof(float));
+        ASSERT_TRUE(x[k] != NULL && y[k] != NULL);
+        gr_workload_fill(x[k], 0, e, SEED, (uint64_t)k);
+        for (uint64_t i = 0; i < e; i++)
+            x[k][i] = x[k][i] * 20.0f - 10.0f;
+        memset(y[k], 0xff, e * sizeof(float)); /* NaN: every element must be written */
+        t[k] = (gr_tensor){{x[k]}, {y[k]}, e, 2, {shapes[k][0], shapes[k][1]}};
+    }
+    pinned_lo = (uintptr_t)x[MIXED];
+    pinned_hi = pinned_lo + shapes[MIXED][0] * shapes[MIXED][1] * sizeof(float);
+    if (gr_job_submit(rt, g, t, T, NULL, &job, &err) != GR_OK)
+        GR_TEST_FAIL("submit: %s", err.message);
+    if (gr_test_wait(job, GR_WAIT_FOREVER) != GR_OK) {
+        ASSERT_STATUS(gr_job_error_get(job, &err), GR_OK);
+        GR_TEST_FAIL("job failed: index %llu: %s", (unsigned long long)err.index, err.message);
+    }
+    gr_job_destroy(job);
+    st = stats_of(rt);
+    ASSERT_EQ_U64(st.units_streamed, T);
+    ASSERT_EQ_U64(st.units_direct + st.units_staged + st.units_scattered, 0);
+    for (int k = 0; k < T; k++) {
+        uint64_t e = shapes[k][0] * shapes[k][1];
+        float *want = malloc(e * sizeof(float)), *in = malloc(e * sizeof(float));
+        gr_kernel_args a = {.out = want, .in = {x[k]}, .n = e, .in_n = {e},
+                            .shape = {shapes[k][0], shapes[k][1]}, .rank = 2};
+
+        ASSERT_TRUE(want != NULL && in != NULL);
+        sm->def.cpu(&a, NULL);
+        if (memcmp(y[k], want, e * sizeof(float)) != 0)
+            GR_TEST_FAIL("tensor %d: the output differs from the CPU softmax's", k);
+        gr_workload_fill(in, 0, e, SEED, (uint64_t)k);
+        for (uint64_t i = 0; i < e; i++)
+            in[i] = in[i] * 20.0f - 10.0f;
+        if (memcmp(x[k], in, e * sizeof(float)) != 0)
+            GR_TEST_FAIL("tensor %d: the input changed", k);
+        free(want);
+        free(in);
+        free(x[k]);
+        free(y[k]);
+    }
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+}
+
 GR_TEST_MAIN(GR_TEST(back_to_back_allocations), GR_TEST(batches_never_cross_allocation_edges),
              GR_TEST(every_origin_in_one_job), GR_TEST(tensor_over_two_allocations_runs_staged),
-             GR_TEST(refused_copies_never_fail_the_job))
+             GR_TEST(refused_copies_never_fail_the_job),
+             GR_TEST(pageable_whole_tensors_are_streamed))

@@ -22,6 +22,12 @@
  * the backend then answers host_span from the marks, and refuses, as the driver does, an
  * iteration whose copy runs over a mark's edge, before any of its nodes run (at launch, as
  * the driver refuses a copy when it is handed over, not when it runs).
+ *
+ * Streamed iterations (gr_iteration.streamed: only where a test's emulated registration
+ * cache says memory is not DMA-ready, since to this backend all memory is) move their
+ * copies through the worker's staging buffer on the schedule the CUDA backend uses
+ * (pieces.h), the device's copies done as they are queued, and run whole at launch, as
+ * the CUDA backend's do: the worker reuses the staging buffer once launch returns.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +35,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/base/fault.h"
+#include "runtime/core/pieces.h"
 #include "runtime/host/host.h"
 #include "runtime/base/sync.h"
 
@@ -202,11 +209,59 @@ static gr_status refused_copy(const gr_iteration *it, gr_fault_reach *reach,
     return GR_OK;
 }
 
-/* A worker's iterations launched and not finished, oldest first. */
+/* A worker's iterations launched and not finished, oldest first (a streamed one already
+ * run: ran). */
 typedef struct host_worker {
     const gr_iteration *launched[GR_WORKER_SLOTS];
+    bool ran[GR_WORKER_SLOTS];
     uint32_t n_launched;
 } host_worker;
+
+/* A streamed iteration's device copies: done as queued, so nothing is left to wait for. */
+static int piece_queue(void *ctx, uint32_t part, void *dst, const void *src, uint64_t bytes)
+{
+    (void)ctx;
+    (void)part;
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int piece_wait(void *ctx, uint32_t part)
+{
+    (void)ctx;
+    (void)part;
+    return 0;
+}
+
+static void piece_host_copy(void *ctx, void *dst, const void *src, uint64_t bytes)
+{
+    gr_worker *w = ctx;
+    gr_copy c = {dst, src, bytes};
+
+    gr__copier_copy(w->copier, &c, 1, w->copy_ends);
+}
+
+/* A streamed iteration's copies in (`in`) or out: those whose host side is DMA-ready as
+ * they lie, the others through the staging buffer in GR_STREAM_PARTS parts, each a whole
+ * number of pages, as the CUDA backend does them. */
+static void stream_copies(gr_worker *w, const gr_iteration *it, bool in)
+{
+    gr_piece_ops ops = {w, piece_queue, piece_wait, piece_host_copy};
+    uint64_t part = w->staging_bytes / GR_STREAM_PARTS / 4096 * 4096, direct = 0;
+    const gr_copy *list = in ? it->h2d : it->d2h;
+    uint32_t n = in ? it->n_h2d : it->n_d2h;
+
+    for (uint32_t i = 0; i < n && i < 64; i++)
+        if (w->env->host_ready(w->env, it->host_hold, in ? list[i].src : list[i].dst,
+                               list[i].bytes)) {
+            direct |= 1ull << i;
+            memcpy(list[i].dst, list[i].src, list[i].bytes);
+        }
+    if (in)
+        gr__pieces_in(&ops, w->staging, part, GR_STREAM_PARTS, list, n, direct);
+    else
+        gr__pieces_out(&ops, w->staging, part, GR_STREAM_PARTS, list, n, direct);
+}
 
 static gr_status host_worker_open(gr_worker *w, gr_error_info *err)
 {
@@ -232,6 +287,8 @@ static gr_status host_execute(gr_worker *w, const gr_iteration *it, gr_fault_rea
 
     /* A lost host device was marked by someone else (a test): the runtime already knows. */
     *reach = GR_REACH_ITERATION;
+    if (it->streamed) /* its copies are streamed around the kernels: none of its copy nodes */
+        stream_copies(w, it, true);
     for (uint32_t k = 0; k < g->n_nodes; k++) {
         const gr_node *node = &g->nodes[g->order[k]];
 
@@ -245,7 +302,7 @@ static gr_status host_execute(gr_worker *w, const gr_iteration *it, gr_fault_rea
 
             gr__graph_node_args(it, node, &a);
             node->kernel->def.cpu(&a, node->kernel->def.user);
-        } else {
+        } else if (!it->streamed) {
             const void *src;
             uint64_t bytes;
             void *dst;
@@ -254,6 +311,8 @@ static gr_status host_execute(gr_worker *w, const gr_iteration *it, gr_fault_rea
             memcpy(dst, src, bytes);
         }
     }
+    if (it->streamed)
+        stream_copies(w, it, false);
     return GR_OK;
 }
 
@@ -285,6 +344,9 @@ static gr_status host_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     if (hw->n_launched == GR_WORKER_SLOTS)
         return gr__error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
                              "worker %u launched more than %d units", w->id, GR_WORKER_SLOTS);
+    if (it->streamed && (st = host_execute(w, it, reach, err)) != GR_OK)
+        return st;
+    hw->ran[hw->n_launched] = it->streamed;
     hw->launched[hw->n_launched++] = it;
     return GR_OK;
 }
@@ -294,15 +356,18 @@ static gr_status host_finish(gr_worker *w, uint32_t slot, gr_fault_reach *reach,
 {
     host_worker *hw = w->backend_state;
     const gr_iteration *it;
+    bool ran;
 
     *reach = GR_REACH_ITERATION;
     if (hw->n_launched == 0 || hw->launched[0]->slot != slot)
         return gr__error_set(err, GR_ERR_INTERNAL, GR_NO_INDEX, NULL,
                              "worker %u finished slot %u out of turn", w->id, slot);
     it = hw->launched[0];
+    ran = hw->ran[0];
     memmove(&hw->launched[0], &hw->launched[1], (hw->n_launched - 1) * sizeof(it));
+    memmove(&hw->ran[0], &hw->ran[1], (hw->n_launched - 1) * sizeof(ran));
     hw->n_launched--;
-    return host_execute(w, it, reach, err);
+    return ran ? GR_OK : host_execute(w, it, reach, err);
 }
 
 static gr_status host_upload(gr_worker *w, void *dst, const void *src, uint64_t bytes,
@@ -320,6 +385,11 @@ static const char *host_kernel_missing(const gr_backend_env *env, const gr_kerne
 {
     (void)env;
     return k->def.cpu == NULL ? "has no CPU implementation" : NULL;
+}
+
+static bool host_streamed_copies(void)
+{
+    return true;
 }
 
 static bool host_dma_ready(const void *p)
@@ -344,5 +414,6 @@ const gr_backend_ops gr__backend_host = {
     .upload = host_upload,
     .dma_ready = host_dma_ready,
     .host_span = host_span,
+    .streamed_copies = host_streamed_copies,
     .pinned = NULL, /* memory is memory: gr_host_alloc gives ordinary pages */
 };
