@@ -498,6 +498,7 @@ static gr_status unit_restage(gr_worker *w, unit_run *r)
     r->refused = false;
     r->u.staged = true;
     r->u.scattered = false;
+    r->streamed = r->it.streamed = false;
     r->it.staged = true;
     r->it.h2d = r->it.d2h = NULL;
     r->it.n_h2d = r->it.n_d2h = 0;

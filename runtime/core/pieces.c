@@ -67,8 +67,13 @@ int gr__pieces_out(const gr_piece_ops *ops, unsigned char *staging, uint64_t par
             if ((e = ops->queue(ops->ctx, q, staging + q * part, c.src, c.bytes)) != 0)
                 return e;
         }
-        if (!next_piece(&moved, list, n, direct, part, &c))
+        if (!next_piece(&moved, list, n, direct, part, &c)) {
+            /* Copies in may still read parts that no piece out reused: none is left. */
+            for (uint32_t q = 0; q < parts; q++)
+                if ((e = ops->wait(ops->ctx, q)) != 0)
+                    return e;
             return 0;
+        }
         if ((e = ops->wait(ops->ctx, s)) != 0)
             return e;
         ops->host_copy(ops->ctx, c.dst, staging + s * part, c.bytes);

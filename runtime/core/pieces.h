@@ -9,9 +9,11 @@
  * the host fills one part while the device reads the others. Out (device to host): copies
  * of the first pieces into the parts are queued; then, piece by piece, its part's copy is
  * waited for, the host moves it to its destination, and the part takes the piece `parts`
- * ahead. Out returns once every piece is at its destination. The device's copies are
- * queued in order on one queue (a CUDA stream), so a copy out queued after the copies in
- * never overwrites a part before the device has read it.
+ * ahead. Out returns once every piece is at its destination and every part's last copy,
+ * in or out, has ended: the staging buffer is free for other use then, even where nothing
+ * went out through it. The device's copies are queued in order on one queue (a CUDA
+ * stream), so a copy out queued after the copies in never overwrites a part before the
+ * device has read it.
  *
  * The copies whose bit is set in `direct` are not moved here (the caller copies those where
  * they lie); bits exist for the first 64 copies.
@@ -40,8 +42,8 @@ typedef struct gr_piece_ops {
 int gr__pieces_in(const gr_piece_ops *ops, unsigned char *staging, uint64_t part,
                   uint32_t parts, const gr_copy *list, uint32_t n, uint64_t direct);
 
-/* The same out: device sources, host destinations, every piece at its destination when it
- * returns 0. */
+/* The same out: device sources, host destinations; when it returns 0, every piece is at
+ * its destination and no copy queued on a part, in or out, is still running. */
 int gr__pieces_out(const gr_piece_ops *ops, unsigned char *staging, uint64_t part,
                    uint32_t parts, const gr_copy *list, uint32_t n, uint64_t direct);
 

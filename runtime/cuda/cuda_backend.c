@@ -695,7 +695,8 @@ static cudaError_t batch_copy(cuda_worker *cw, cudaStream_t stream, const gr_cop
  * schedule of pieces.h: the copier (its threads and this one) moves a piece into a part
  * while the DMA engine reads the parts before it (in), and empties each part as its copy
  * from the device ends (out). A part's event marks the last copy that used it. Out returns
- * once every output is in host memory: nothing of the unit uses the staging buffer after.
+ * once every output is in host memory and every part's last copy has ended: nothing of the
+ * unit uses the staging buffer after launch returns (its kernels may still run).
  */
 typedef struct streaming {
     gr_worker *w;
@@ -777,9 +778,12 @@ static uint64_t piece_bytes(const gr_worker *w)
     return w->staging_bytes / STREAM_PIECES / 4096 * 4096;
 }
 
-/* A streamed unit's copies in (`in`) or out, on its stream; *call names a failed call. */
+/* A streamed unit's copies in (`in`) or out, on its stream; *call names a failed call,
+ * and *laid_out is set when it was a copy of the tensors as they lie (not a piece). Out
+ * returns once no copy uses the staging buffer (pieces.h), in also when out has no piece:
+ * the worker hands the buffer to its next unit once launch returns. */
 static cudaError_t stream_copies(gr_worker *w, const gr_iteration *it, cudaStream_t stream,
-                                 bool in, const char **call)
+                                 bool in, const char **call, bool *laid_out)
 {
     streaming x = {w, w->backend_state, stream,
                    in ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, NULL};
@@ -790,8 +794,10 @@ static cudaError_t stream_copies(gr_worker *w, const gr_iteration *it, cudaStrea
     cudaError_t e;
 
     *call = "cudaMemcpyAsync";
-    if ((e = direct_copies(w, it, stream, list, n, in, &direct)) != cudaSuccess)
+    if ((e = direct_copies(w, it, stream, list, n, in, &direct)) != cudaSuccess) {
+        *laid_out = true;
         return e;
+    }
     *call = "cudaEventCreateWithFlags";
     if ((e = make_pieces(x.cw)) != cudaSuccess)
         return e;
@@ -849,7 +855,7 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     cuda_device *cd = w->dev->backend_state;
     cudaStream_t stream = cw->stream[it->slot];
     gr_cuda_target target = {cd->sm_count, resolve_kernel, w, cw->capture, cw->ctx != NULL};
-    bool eager = gr__cuda_graph_is_eager(it->graph);
+    bool eager = gr__cuda_graph_is_eager(it->graph), laid_out = false;
     const char *call;
     bool trace = w->env->trace;
     gr_cuda_graph *cg = NULL;
@@ -876,8 +882,9 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     if (trace)
         gr__trace_push("launch");
     call = "cudaMemcpyBatchAsync";
-    e = it->streamed ? stream_copies(w, it, stream, true, &call)
+    e = it->streamed ? stream_copies(w, it, stream, true, &call, &laid_out)
                      : batch_copy(cw, stream, it->h2d, it->n_h2d);
+    laid_out |= !it->streamed && e != cudaSuccess;
     if (e == cudaSuccess && eager) {
         if ((st = gr__cuda_run_eager(it, &target, stream, err)) != GR_OK) {
             if (trace)
@@ -891,8 +898,9 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     }
     if (e == cudaSuccess) {
         call = "cudaMemcpyBatchAsync";
-        e = it->streamed ? stream_copies(w, it, stream, false, &call)
+        e = it->streamed ? stream_copies(w, it, stream, false, &call, &laid_out)
                          : batch_copy(cw, stream, it->d2h, it->n_d2h);
+        laid_out |= !it->streamed && e != cudaSuccess;
     }
     if (e == cudaSuccess) {
         call = "cudaEventRecord";
@@ -902,9 +910,10 @@ static gr_status cuda_launch(gr_worker *w, const gr_iteration *it, gr_fault_reac
     if (trace)
         gr__trace_pop();
     if (e != cudaSuccess) {
-        /* A batched copy refused as laid out: of the unit's copies out, none has run. */
-        bool refused = e == cudaErrorInvalidValue && it->n_h2d != 0 &&
-                       strcmp(call, "cudaMemcpyBatchAsync") == 0;
+        /* A copy of the tensors refused as laid out (a batched one, or a streamed unit's
+         * copy of DMA-ready memory, not a piece through the staging buffer): the unit runs
+         * again staged, which rewrites whatever of its outputs was copied. */
+        bool refused = e == cudaErrorInvalidValue && it->n_h2d != 0 && laid_out;
 
         st = failed_on_stream(w, it->slot, e, call, reach, err);
         if (refused && *reach == GR_REACH_ITERATION)

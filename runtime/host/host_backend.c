@@ -26,8 +26,9 @@
  * Streamed iterations (gr_iteration.streamed: only where a test's emulated registration
  * cache says memory is not DMA-ready, since to this backend all memory is) move their
  * copies through the worker's staging buffer on the schedule the CUDA backend uses
- * (pieces.h), the device's copies done as they are queued, and run whole at launch, as
- * the CUDA backend's do: the worker reuses the staging buffer once launch returns.
+ * (pieces.h), the device's copies done as they are queued, and run whole at launch (the
+ * CUDA backend's copies end by then too): the worker reuses the staging buffer once launch
+ * returns.
  */
 #include <stdlib.h>
 #include <string.h>
