@@ -73,6 +73,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     n = gr_npy_format_header(h.dtype, h.shape, h.ndim, buf, sizeof(buf));
     check(n > 0 && n % 64 == 0 && buf[n - 1] == '\n', "format");
+    if (h.elems > (UINT64_MAX - n) / size_of(h.dtype)) {
+        /* Formatted, the header came out longer than the input's (its own spacing of the
+         * shape): the data would then end past 2^64 bytes, which the parser refuses. */
+        check(n > h.data_offset, "a size that fit overflows behind a header no longer");
+        check(gr_npy_parse_header(buf, n, &back, why, sizeof(why)) != GR_OK,
+              "re-parse of an overflowing size accepted");
+        return 0;
+    }
     check(gr_npy_parse_header(buf, n, &back, why, sizeof(why)) == GR_OK, "re-parse refused");
     check(back.ndim == h.ndim && back.elems == h.elems && back.data_offset == n, "re-parse");
     check(back.dtype == h.dtype && !back.swap, "re-parsed type");
