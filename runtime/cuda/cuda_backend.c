@@ -972,21 +972,29 @@ static gr_status cuda_upload(gr_worker *w, void *dst, const void *src, uint64_t 
     return GR_OK;
 }
 
+/* A copy path on unless environment variable `var` is "0", read once per process (*known:
+ * 0 not read yet, 1 off, 2 on): the switches that turn a path off to compare with it. */
+static bool path_on(const char *var, atomic_int *known)
+{
+    int v = atomic_load(known);
+
+    if (v == 0) {
+        const char *env = getenv(var);
+
+        v = env == NULL || strcmp(env, "0") != 0 ? 2 : 1;
+        atomic_store(known, v);
+    }
+    return v == 2;
+}
+
 /* Batched copies (cudaMemcpyBatchAsync) came with CUDA 12.8; the CUDA 13 runtime linked in
  * runs only on drivers that have them. GR_BATCH_COPIES=0 turns the path off (the batches
  * are staged as before), to compare the two. */
 static bool cuda_batch_copies(void)
 {
-    static atomic_int known; /* 0: not asked yet, 1: no, 2: yes */
-    int v = atomic_load(&known);
+    static atomic_int known;
 
-    if (v == 0) {
-        const char *env = getenv("GR_BATCH_COPIES");
-
-        v = env == NULL || strcmp(env, "0") != 0 ? 2 : 1;
-        atomic_store(&known, v);
-    }
-    return v == 2;
+    return path_on("GR_BATCH_COPIES", &known);
 }
 
 /* Streamed copies need nothing of the driver but plain copies and events. GR_STREAMED_COPIES=0
@@ -994,16 +1002,9 @@ static bool cuda_batch_copies(void)
  * two. */
 static bool cuda_streamed_copies(void)
 {
-    static atomic_int known; /* 0: not asked yet, 1: no, 2: yes */
-    int v = atomic_load(&known);
+    static atomic_int known;
 
-    if (v == 0) {
-        const char *env = getenv("GR_STREAMED_COPIES");
-
-        v = env == NULL || strcmp(env, "0") != 0 ? 2 : 1;
-        atomic_store(&known, v);
-    }
-    return v == 2;
+    return path_on("GR_STREAMED_COPIES", &known);
 }
 
 /* The driver's allocation around p, from its address range. A host pointer the driver
