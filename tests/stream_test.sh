@@ -133,8 +133,10 @@ bounded_with_io_uring_and_direct() { # io_uring where the kernel allows it, else
   bounded "$engine" && json <<'PY'
 import json, sys
 io = json.load(open(sys.argv[1]))["io"]
-# O_DIRECT for every file of 1 MiB and more, unless the file system refused it (said).
-assert io["direct_reads"] == 96 or io["buffered_because"], io
+# O_DIRECT for every file of 1 MiB and more, unless the file system refused it (said), or
+# the page cache has it (read ahead while the runtime started: as many as it had time for).
+assert io["direct_reads"] + io["warm_reads"] == 96 or io["buffered_because"], io
+assert io["warm_reads"] == io["read_ahead_files"], io
 assert (io["engine"] == "io_uring") == (io["fallback"] is None), io
 PY
 }
@@ -362,7 +364,76 @@ PY
   done
 }
 
+# The first inputs are read into the page cache while the runtime starts (readahead.h): up
+# to --host-memory of whole files, in order (GR_TEST_READ_AHEAD=whole: all it may, before
+# the stream starts, as a GPU's slow start would allow); the stream reads those from the
+# cache and drops them from it, so that after the run none of them is cached (the kernel's
+# mincore, where this file system drops what it is told to), as with O_DIRECT alone.
+# --no-read-ahead reads none ahead.
+resident() { # FILES...: how many of their pages the page cache holds; -1 where nothing drops
+  "$py" - "$@" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+page = os.sysconf("SC_PAGE_SIZE")
+def pages(path, drop):
+    fd = os.open(path, os.O_RDONLY)
+    if drop:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    n = os.fstat(fd).st_size
+    p = libc.mmap(None, n, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    v = ctypes.create_string_buffer((n + page - 1) // page)
+    assert libc.mincore(p, n, v) == 0, ctypes.get_errno()
+    libc.munmap(p, n)
+    os.close(fd)
+    return sum(b & 1 for b in v.raw)
+drop = sys.argv[1] == "--drop"
+files = sys.argv[2:] if drop else sys.argv[1:]
+print(sum(pages(f, drop) for f in files))
+PY
+}
+read_ahead_while_the_runtime_starts() {
+  local left checks=1 i
+  left=$(resident --drop "$T"/in/*.npy) || return 1
+  ((left == 0)) || { checks=0; echo "    (this file system keeps dropped pages: not checked)"; }
+  rm_out "$T/ra_out" && GR_TEST_READ_AHEAD=whole run 0 run --graph "$seed" --input "$T/in" \
+    --output "$T/ra_out" --host-memory "${host}MiB" --json &&
+    json "$host" "$big_mib" <<'PY' &&
+import json, sys
+d = json.load(open(sys.argv[1]))
+host, file = int(sys.argv[2]) << 20, (int(sys.argv[3]) << 20) + 128  # a .npy's header: 128
+io = d["io"]
+assert d["status"] == "ok" and d["done"] == 96, d
+# Whole files, in order, up to the bound; each read by the stream from the cache.
+assert io["read_ahead_files"] == host // file, io
+assert io["read_ahead_bytes"] == io["read_ahead_files"] * file <= host, io
+assert io["warm_reads"] == io["read_ahead_files"], io
+assert io["direct_reads"] == 96 - io["warm_reads"] or io["buffered_because"], io
+PY
+    verify "$T/ra_out" --all >/dev/null || return 1
+  if ((checks)); then # the files read ahead: t00.npy onwards
+    local n files=()
+    n=$(json <<<'import json, sys; print(json.load(open(sys.argv[1]))["io"]["read_ahead_files"])')
+    for ((i = 0; i < n; i++)); do files+=("$(printf '%s/in/t%02d.npy' "$T" "$i")"); done
+    left=$(resident "${files[@]}") && ((left == 0)) ||
+      { echo "    $left pages of the $n inputs read ahead left in the page cache"; return 1; }
+  fi
+  rm_out "$T/ra_out" && GR_TEST_READ_AHEAD=whole run 0 run --graph "$seed" --input "$T/in" \
+    --output "$T/ra_out" --host-memory "${host}MiB" --no-read-ahead --json && json <<'PY' &&
+import json, sys
+io = json.load(open(sys.argv[1]))["io"]
+assert io["read_ahead_files"] == io["read_ahead_bytes"] == io["warm_reads"] == 0, io
+PY
+    verify "$T/ra_out" --all >/dev/null
+}
+
 case_ bounded_with_io_uring_and_direct bounded_with_io_uring_and_direct
+case_ read_ahead_while_the_runtime_starts read_ahead_while_the_runtime_starts
 case_ bounded_with_pread bounded_with_pread
 case_ bounded_when_io_uring_is_refused bounded_when_io_uring_is_refused
 case_ bounded_through_the_page_cache bounded_through_the_page_cache

@@ -59,8 +59,8 @@ static void usage(FILE *f)
             "\n"
             "Run's flags that say how a run goes, not what it is, are not taken: --resume,\n"
             "--keep-going, --all-or-nothing, --manifest, --progress, --mpi and --mpi-timeout,\n"
-            "--sync, --io, --no-direct and --ceilings (drop them to check a run's command\n"
-            "line).\n"
+            "--sync, --io, --no-direct, --no-read-ahead and --ceilings (drop them to check a\n"
+            "run's command line).\n"
             "\n"
             "The budget is --budget, else run's default (three iterations of the largest\n"
             "tensor, and the constants). Exit status: 0 run would take the job, 2 it would\n"
@@ -77,7 +77,7 @@ static bool run_only(const char *arg)
     static const char *const flags[] = {"resume",   "keep-going", "all-or-nothing",
                                         "manifest", "progress",   "mpi",
                                         "mpi-timeout", "sync",    "io",
-                                        "no-direct", "ceilings"};
+                                        "no-direct", "no-read-ahead", "ceilings"};
     size_t n;
 
     if (strncmp(arg, "--", 2) != 0)

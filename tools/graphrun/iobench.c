@@ -68,6 +68,7 @@ static void usage(FILE *f)
             "  --elems N        float32 elements per tensor (default %llu: 64 MiB)\n"
             "  --host-memory SIZE, --budget SIZE, --workers N, --backend B, --memory M\n"
             "                   passed to graphrun run\n"
+            "  --no-read-ahead  passed to graphrun run: the disk waits for the runtime\n"
             "  --keep           keep the dataset and the outputs\n"
             "  --json           print one JSON object\n"
             "  --help           this text\n"
@@ -83,7 +84,7 @@ typedef struct bench {
     const char *dir;
     char *root;            /* DIR/graphrun-bench-io.XXXXXX */
     uint64_t count, elems;
-    const char *pass[10];  /* run's flags passed on: name, value, ... */
+    const char *pass[12];  /* run's flags passed on: name, value, ... */
     int n_pass;
     bool keep, json;
     gr_fio *fio;
@@ -424,6 +425,7 @@ static int parse(int argc, char **argv, bench *b)
         {"budget", required_argument, NULL, 'b'},   {"workers", required_argument, NULL, 'w'},
         {"backend", required_argument, NULL, 'k'},  {"memory", required_argument, NULL, 'm'},
         {"keep", no_argument, NULL, 'K'},           {"json", no_argument, NULL, 'j'},
+        {"no-read-ahead", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     uint32_t seen = 0;
@@ -456,6 +458,9 @@ static int parse(int argc, char **argv, bench *b)
                                    : opt == 'w' ? "--workers" : opt == 'k' ? "--backend"
                                                                            : "--memory";
             b->pass[b->n_pass++] = optarg;
+            break;
+        case 'R':
+            b->pass[b->n_pass++] = "--no-read-ahead";
             break;
         case 'K':
             b->keep = true;

@@ -22,7 +22,9 @@
  *      input's header checked (every bad input named), the outputs staged, what a killed
  *      run left removed, the manifest read to resume, the host memory checked;
  *   3. check the job as the runtime would take it (its own planner, gr_graph_plan_units:
- *      the budget, the kernels the backend can run), and start the runtime;
+ *      the budget, the kernels the backend can run), and start the runtime, while a thread
+ *      reads the first inputs into the page cache (readahead.h) so that the disk does not
+ *      wait for it;
  *   4. stream the tensors, writing each tensor's outputs as it is done and this rank's
  *      manifest as it goes (--all-or-nothing: into temporary files);
  *   5. agree on the outcome; rank 0 writes the run's manifest (with --mpi, merged from the
@@ -370,6 +372,10 @@ static int start_runtime(run_state *s)
     free(which);
     if (n == 0 || rc != GR_EXIT_OK)
         return rc;
+    /* The disk starts now, not once the runtime has (readahead.h). Without a thread for it
+     * the run only goes slower. */
+    if (!a->no_read_ahead)
+        gr_readahead_start(&s->plan, s->skip, s->host_memory, &s->ahead);
     /* Once for the run: every job it submits reads this one copy. */
     if ((st = gr_consts_load(&s->consts, s->why, sizeof(s->why))) != GR_OK)
         return st == GR_ERR_OUT_OF_MEMORY ? GR_EXIT_RUNTIME : GR_EXIT_USAGE;
@@ -494,6 +500,15 @@ static void count_failures(run_state *s)
     }
 }
 
+/* GR_TEST_READ_AHEAD=whole, for tests only: the stream starts once the read-ahead has read
+ * up to its bound, however soon the runtime started, so that what it read is known. */
+static bool read_ahead_whole(void)
+{
+    const char *v = getenv("GR_TEST_READ_AHEAD");
+
+    return v != NULL && strcmp(v, "whole") == 0;
+}
+
 /* Step 4: stream the tensors; per tensor, each one's outputs as it is done, and the
  * manifest as the run goes; --all-or-nothing, into temporary files. */
 static int run_job(run_state *s)
@@ -504,7 +519,7 @@ static int run_job(run_state *s)
     gr_stream_result res = {0};
     gr_runtime_info info = GR_RUNTIME_INFO_INIT;
     struct rusage ru;
-    uint64_t base = 0, peak = 0, total = 0, n = 0;
+    uint64_t base = 0, peak = 0, total = 0, n = 0, files, bytes;
     int64_t t0;
     int rc = GR_EXIT_OK;
 
@@ -525,17 +540,25 @@ static int run_job(run_state *s)
         cfg.win = s->win;
         cfg.engine = a->engine;
         cfg.direct = !a->no_direct;
+        gr_readahead_stop(s->ahead, read_ahead_whole());
+        gr_readahead_counts(s->ahead, &files, &bytes);
+        r->read_ahead_files = (int64_t)files;
+        r->read_ahead_bytes = (int64_t)bytes;
+        cfg.warm = s->ahead;
         cfg.stop = &interrupted;
         cfg.progress = s->ranks.world.rank == 0 && !(a->o.json && a->progress == 0)
                            ? a->progress
                            : -1;
         cfg.hooks = (gr_stream_hooks){s, on_done, on_failed, on_tick};
         gr_stream_run(&cfg, &res);
+        gr_readahead_destroy(s->ahead);
+        s->ahead = NULL;
         r->stream_ns = res.ns;
         r->read_bytes = (int64_t)res.read_bytes;
         r->written_bytes = (int64_t)res.written_bytes;
         r->direct_reads = (int64_t)res.direct_reads;
         r->buffered_reads = (int64_t)res.buffered_reads;
+        r->warm_reads = (int64_t)res.warm_reads;
         r->direct_writes = (int64_t)res.direct_writes;
         r->buffered_writes = (int64_t)res.buffered_writes;
         r->host_memory = (int64_t)s->host_memory;
@@ -754,6 +777,7 @@ out:
                       &s->plan.src);
     gr_run_remove_temporaries(s);
     gr_io_unstage(&s->plan); /* a run that wrote nothing leaves no directory either */
+    gr_readahead_destroy(s->ahead);
     gr_runtime_destroy(s->rt);
     gr_window_destroy(s->win);
     if (s->sampler) {

@@ -19,6 +19,7 @@
 #include "tools/graphrun/io.h"
 #include "tools/graphrun/ledger.h"
 #include "tools/graphrun/ranks.h"
+#include "tools/graphrun/readahead.h"
 #include "tools/graphrun/run_report.h"
 #include "tools/graphrun/runopts.h"
 #include "tools/graphrun/stream.h"
@@ -32,6 +33,7 @@ typedef struct run_args {
     bool resume, keep_going, all_or_nothing;
     bool to_stdout; /* an --output is `-` */
     bool no_direct; /* --no-direct */
+    bool no_read_ahead; /* --no-read-ahead */
     int progress;
     double mpi_timeout;
     const char *manifest;
@@ -78,6 +80,7 @@ typedef struct run_state {
     bool resume_from_nothing; /* --resume found no manifest (said once the run goes ahead) */
     gr_host_need need;    /* what the run needs, reckoned before the window is opened */
     gr_window *win;       /* the host memory the tensors stream through */
+    gr_readahead *ahead;  /* the first inputs, read while the runtime starts (or NULL) */
     gr_runtime *rt;
     gr_devmem_sampler *sampler;
     gr_run_report report; /* this rank's */

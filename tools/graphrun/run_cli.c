@@ -61,6 +61,8 @@ static void usage(FILE *f)
             "                   it, else pread; the default), io_uring or pread\n"
             "  --no-direct      read and write through the page cache (default: O_DIRECT for\n"
             "                   files of 1 MiB and more, where the file system allows it)\n"
+            "  --no-read-ahead  do not read the first inputs (up to --host-memory) into the\n"
+            "                   page cache while the runtime starts\n"
             "  --ceilings       CUDA: measure the copy ceilings first and report the ratio\n"
             "                   (refused on the host backend; a warning when auto chose it)\n"
             "  --json           print a JSON summary on stdout (not with --output -)\n"
@@ -103,7 +105,8 @@ static void usage(FILE *f)
             "auto chose the backend). 'graphrun check' checks a run's command line without\n"
             "running it; it takes every flag above but those that say how a run goes:\n"
             "--resume, --keep-going, --all-or-nothing, --manifest, --progress, --mpi and\n"
-            "--mpi-timeout, --sync, --io, --no-direct and --ceilings (drop them to check).\n"
+            "--mpi-timeout, --sync, --io, --no-direct, --no-read-ahead and --ceilings (drop\n"
+            "them to check).\n"
             "\n"
             "Element types: each port has its buffer's type (the spec's `buffer x uint8`;\n"
             "float32 without one), and each input must hold exactly that type, else it is\n"
@@ -149,6 +152,9 @@ static int prefix_of(const struct option *longopts, const char *arg)
     return hits;
 }
 
+/* Long options without a letter of their own (the letters are taken). */
+enum { OPT_NO_READ_AHEAD = 1000 };
+
 static int parse_args(int argc, char **argv, run_args *a)
 {
     static const struct option longopts[] = {
@@ -164,6 +170,7 @@ static int parse_args(int argc, char **argv, run_args *a)
         {"sync", required_argument, NULL, 'Y'},
         {"io", required_argument, NULL, 'U'},
         {"no-direct", no_argument, NULL, 'D'},
+        {"no-read-ahead", no_argument, NULL, OPT_NO_READ_AHEAD},
         {"raw", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -237,6 +244,9 @@ static int parse_args(int argc, char **argv, run_args *a)
             break;
         case 'D':
             a->no_direct = true;
+            break;
+        case OPT_NO_READ_AHEAD:
+            a->no_read_ahead = true;
             break;
         case 'T':
             a->mpi_timeout = strtod(optarg, &end);

@@ -44,6 +44,8 @@ typedef struct gr_run_report {
     /* The disk and host memory (stream.h). */
     int64_t read_bytes, written_bytes;
     int64_t direct_reads, buffered_reads, direct_writes, buffered_writes;
+    int64_t warm_reads;                       /* buffered reads the page cache had */
+    int64_t read_ahead_files, read_ahead_bytes; /* read while the runtime started */
     int64_t host_memory, host_memory_peak, host_memory_kind; /* gr_mem_kind */
     int64_t peak_rss;  /* the process's peak resident set (getrusage) */
     int64_t sync;      /* gr_sync_mode */

@@ -172,7 +172,8 @@ static bool open_input(stream *s, tensor *t, uint32_t p)
     const char *name = gr_inputs_is_stdin(&s->plan->src, f->path) ? "stdin" : f->path;
     uint64_t bytes = gr__stream_in_bytes(s, t->i, p);
     port_io *io = &t->in[p];
-    bool direct = s->cfg->direct && bytes >= GR_STREAM_DIRECT_MIN;
+    bool warm = gr_readahead_warm(s->cfg->warm, t->i * s->plan->opt.n_inputs + p);
+    bool direct = s->cfg->direct && bytes >= GR_STREAM_DIRECT_MIN && !warm;
     struct stat sb;
     char why[600];
     int fd = -1;
@@ -197,7 +198,7 @@ static bool open_input(stream *s, tensor *t, uint32_t p)
         gr__stream_fail(s, t, GR_RUN_ERR_INPUT, NULL, why);
         return false;
     }
-    *io = (port_io){.t = t, .port = p, .out = false, .fd = fd, .direct = direct,
+    *io = (port_io){.t = t, .port = p, .out = false, .fd = fd, .direct = direct, .warm = warm,
                     .base = t->ext_in[p], .file0 = t->lay.in_off[p],
                     .need = t->lay.in_pad[p] + bytes};
     /* Direct: whole blocks from the one the data starts in; buffered: the data alone. */
@@ -207,6 +208,7 @@ static bool open_input(stream *s, tensor *t, uint32_t p)
         s->res->direct_reads++;
     else
         s->res->buffered_reads++;
+    s->res->warm_reads += warm;
     gr__stream_enqueue(&s->rq, &s->rq_tail, io);
     return true;
 }
@@ -328,7 +330,9 @@ static void read_done(stream *s, gr_fio_op *op)
     }
     if (io->in_flight > 0 || io->next < io->end)
         return;
-    /* The whole file is in. */
+    /* The whole file is in. One read ahead leaves the page cache as a direct read would. */
+    if (io->warm)
+        posix_fadvise(io->fd, 0, 0, POSIX_FADV_DONTNEED);
     close(io->fd);
     io->fd = -1;
     io->done = true;

@@ -44,6 +44,7 @@
 #include <graphrun.h>
 #include "tools/graphrun/fileio.h"
 #include "tools/graphrun/io.h"
+#include "tools/graphrun/readahead.h"
 #include "tools/graphrun/window.h"
 
 /* What a tensor's failure is counted under: a gr_status (the runtime's), or one of the
@@ -92,6 +93,9 @@ typedef struct gr_stream_config {
     gr_window *win;            /* the host memory (gr_window_open: holds the largest tensor) */
     gr_fio_engine engine;
     bool direct;               /* O_DIRECT where the file system allows it */
+    /* The files read into the page cache while the run started (NULL: none): read
+     * buffered, from memory, and then dropped from the cache. */
+    const gr_readahead *warm;
     volatile sig_atomic_t *stop; /* nonzero: stop as on a failure (Ctrl-C) */
     int progress;              /* the progress line: -1 never, 0 on a terminal, 1 always */
     gr_stream_hooks hooks;
@@ -105,6 +109,7 @@ typedef struct gr_stream_result {
     uint64_t bytes_in, bytes_out;   /* tensor bytes of the tensors done */
     uint64_t read_bytes, written_bytes; /* bytes moved to and from the disk */
     uint64_t direct_reads, buffered_reads, direct_writes, buffered_writes; /* files */
+    uint64_t warm_reads;     /* of the buffered reads, files the page cache had (warm) */
     char engine[16];         /* "io_uring" or "pread" */
     char fallback[160];      /* why not io_uring ("" when it was used or not asked for) */
     char buffered_why[160];  /* why the first file of DIRECT_MIN bytes went buffered */

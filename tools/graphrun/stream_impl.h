@@ -29,6 +29,7 @@ typedef struct port_io {
     bool out;
     int fd;
     bool direct, want_fsync, done;
+    bool warm; /* a read of a file the page cache has (readahead.h): dropped once in */
     char *base;
     uint64_t file0, next, end;
     uint64_t need;      /* reads: bytes up to here must arrive; writes: the file's length */

@@ -1,0 +1,167 @@
+/*
+ * readahead.c - the first inputs read into the page cache while the run starts
+ * (readahead.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tools/graphrun/readahead.h"
+
+/* The scratch buffer the files are read through: large enough that the kernel's own
+ * read-ahead keeps the disk's queue full, small enough to stop soon when asked. */
+#define PIECE (4u << 20)
+
+struct gr_readahead {
+    const gr_io_plan *plan;
+    const bool *skip;
+    uint64_t limit;
+    pthread_t thread;
+    bool joined;
+    atomic_bool stop;
+    /* Written by the thread, read by the owner once the thread is joined. */
+    uint8_t *warm;            /* plan->count * n_inputs: read whole */
+    uint64_t *read;           /* the same: bytes read (the file being read when stopped) */
+    uint64_t files, bytes;    /* read whole */
+};
+
+static uint64_t file_bytes(const gr_io_plan *plan, uint64_t k)
+{
+    const gr_io_file *f = &plan->in[k];
+
+    return f->data_offset + f->elems * gr_dtype_size(plan->opt.in_dtype[k % plan->opt.n_inputs]);
+}
+
+/* Read file k through the page cache, up to `room` bytes of it; true when it was read
+ * whole (a file that has changed size since it was planned is the stream's to refuse). */
+static bool read_file(gr_readahead *r, uint64_t k, char *buf)
+{
+    const gr_io_file *f = &r->plan->in[k];
+    uint64_t size = file_bytes(r->plan, k), off = 0;
+    int fd;
+
+    if (gr_inputs_is_stdin(&r->plan->src, f->path))
+        return false; /* stdin is held in memory already */
+    if ((fd = open(f->path, O_RDONLY | O_CLOEXEC)) < 0)
+        return false;
+    while (off < size && !atomic_load_explicit(&r->stop, memory_order_relaxed)) {
+        size_t want = size - off < PIECE ? (size_t)(size - off) : PIECE;
+        ssize_t got = pread(fd, buf, want, (off_t)off);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        off += (uint64_t)got;
+        r->read[k] = off;
+    }
+    close(fd);
+    return off == size;
+}
+
+static void *readahead_main(void *arg)
+{
+    gr_readahead *r = arg;
+    uint32_t ni = r->plan->opt.n_inputs;
+    uint64_t used = 0;
+    char *buf = malloc(PIECE);
+
+    if (buf == NULL)
+        return NULL;
+    for (uint64_t i = 0; i < r->plan->count; i++) {
+        if (r->skip && r->skip[i])
+            continue;
+        for (uint32_t p = 0; p < ni; p++) {
+            uint64_t k = i * ni + p, size = file_bytes(r->plan, k);
+
+            if (atomic_load_explicit(&r->stop, memory_order_relaxed) || used + size > r->limit)
+                goto out;
+            used += size;
+            if (read_file(r, k, buf)) {
+                r->warm[k] = 1;
+                r->files++;
+                r->bytes += size;
+            }
+        }
+    }
+out:
+    free(buf);
+    return NULL;
+}
+
+gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t limit,
+                             gr_readahead **out)
+{
+    uint64_t n = plan->count * plan->opt.n_inputs;
+    gr_readahead *r = calloc(1, sizeof(*r));
+
+    *out = NULL;
+    if (r == NULL)
+        return GR_ERR_OUT_OF_MEMORY;
+    r->plan = plan;
+    r->skip = skip;
+    r->limit = limit;
+    r->warm = calloc(n + 1, 1);
+    r->read = calloc(n + 1, sizeof(*r->read));
+    atomic_init(&r->stop, false);
+    if (r->warm == NULL || r->read == NULL ||
+        pthread_create(&r->thread, NULL, readahead_main, r) != 0) {
+        free(r->warm);
+        free(r->read);
+        free(r);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    *out = r;
+    return GR_OK;
+}
+
+/* Drop file k's first `bytes` from the page cache. */
+static void drop(const gr_readahead *r, uint64_t k, uint64_t bytes)
+{
+    int fd = open(r->plan->in[k].path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return;
+    posix_fadvise(fd, 0, (off_t)bytes, POSIX_FADV_DONTNEED);
+    close(fd);
+}
+
+void gr_readahead_stop(gr_readahead *r, bool finish)
+{
+    if (r == NULL || r->joined)
+        return;
+    if (!finish)
+        atomic_store(&r->stop, true);
+    pthread_join(r->thread, NULL);
+    r->joined = true;
+    /* A file read in part is of no use to the stream (it reads the file whole, with
+     * O_DIRECT): what of it is cached goes now. */
+    for (uint64_t k = 0; k < r->plan->count * r->plan->opt.n_inputs; k++)
+        if (r->read[k] && !r->warm[k])
+            drop(r, k, r->read[k]);
+}
+
+bool gr_readahead_warm(const gr_readahead *r, uint64_t k)
+{
+    return r != NULL && r->joined && r->warm[k];
+}
+
+void gr_readahead_counts(const gr_readahead *r, uint64_t *files, uint64_t *bytes)
+{
+    *files = r && r->joined ? r->files : 0;
+    *bytes = r && r->joined ? r->bytes : 0;
+}
+
+void gr_readahead_destroy(gr_readahead *r)
+{
+    if (r == NULL)
+        return;
+    gr_readahead_stop(r, false);
+    free(r->warm);
+    free(r->read);
+    free(r);
+}
