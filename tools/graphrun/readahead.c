@@ -15,6 +15,7 @@
 /* The scratch buffer the files are read through: large enough that the kernel's own
  * read-ahead keeps the disk's queue full, small enough to stop soon when asked. */
 #define PIECE (4u << 20)
+#define STACK (256u << 10)
 
 struct gr_readahead {
     const gr_io_plan *plan;
@@ -98,6 +99,8 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
 {
     uint64_t n = plan->count * plan->opt.n_inputs;
     gr_readahead *r = calloc(1, sizeof(*r));
+    pthread_attr_t attr;
+    bool started;
 
     *out = NULL;
     if (r == NULL)
@@ -108,8 +111,14 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
     r->warm = calloc(n + 1, 1);
     r->read = calloc(n + 1, sizeof(*r->read));
     atomic_init(&r->stop, false);
-    if (r->warm == NULL || r->read == NULL ||
-        pthread_create(&r->thread, NULL, readahead_main, r) != 0) {
+    /* A small stack: under an address-space limit (prlimit --as) the window and the runtime
+     * starting beside this thread need the room more. */
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, STACK);
+    started = r->warm != NULL && r->read != NULL &&
+              pthread_create(&r->thread, &attr, readahead_main, r) == 0;
+    pthread_attr_destroy(&attr);
+    if (!started) {
         free(r->warm);
         free(r->read);
         free(r);
