@@ -100,8 +100,9 @@ void gr_host_need_of(const gr_io_plan *plan, const bool *skip, uint64_t limit,
     out->staging_each = (cfg->staging_bytes + 2u * GR_MAX_PORTS * GR_BUFFER_ALIGN + 4095) /
                         4096 * 4096;
     out->staging = out->staging_each * out->workers;
-    /* The workers, the copy helpers, the deadline thread, the driver's I/O threads. */
-    out->threads = out->workers + copy_threads(cfg) + 1 + GR_FIO_PREAD_THREADS;
+    /* The workers, the copy helpers, the deadline thread, the driver's I/O threads, and
+     * the read-ahead thread (readahead.h: while the runtime starts). */
+    out->threads = out->workers + copy_threads(cfg) + 1 + GR_FIO_PREAD_THREADS + 1;
     out->thread_each = thread_stack();
     arenas = out->threads;
     if (cpus > 0 && arenas > 8 * (uint64_t)cpus) /* glibc's default arena_max */

@@ -5,7 +5,8 @@
  * A run holds, besides its window (window.h): the runtime's budget, which on the host
  * backend is host memory (one arena per device, reserved at start); each worker's staging
  * buffer (the runtime's staging_bytes, made when the worker starts); and its threads
- * (workers, copy helpers, the deadline thread, the driver's I/O threads), each with a stack
+ * (workers, copy helpers, the deadline thread, the driver's I/O threads, the read-ahead
+ * thread while the runtime starts), each with a stack
  * and, with glibc, a malloc arena of its own that reserves 64 MiB of address space. The
  * figures are upper bounds: under an address-space limit (prlimit --as, ulimit -v) what is
  * optional gives way first (a malloc arena not had is shared, a staging buffer not had is

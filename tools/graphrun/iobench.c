@@ -433,7 +433,7 @@ static int parse(int argc, char **argv, bench *b)
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (!gr_cli_once(&seen, opt, "iceZbwkm", "graphrun bench", longopts))
+        if (!gr_cli_once(&seen, opt, "iceZbwkmR", "graphrun bench", longopts))
             return GR_EXIT_USAGE;
         switch (opt) {
         case 'i':

@@ -6,8 +6,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tools/graphrun/readahead.h"
@@ -28,6 +30,8 @@ struct gr_readahead {
     uint8_t *warm;            /* plan->count * n_inputs: read whole */
     uint64_t *read;           /* the same: bytes read (the file being read when stopped) */
     uint64_t files, bytes;    /* read whole */
+    char *buf;                /* PIECE: the owner's allocation, so that the thread makes no
+                                 malloc arena of its own (address space under RLIMIT_AS) */
 };
 
 static uint64_t file_bytes(const gr_io_plan *plan, uint64_t k)
@@ -45,10 +49,16 @@ static bool read_file(gr_readahead *r, uint64_t k, char *buf)
     uint64_t size = file_bytes(r->plan, k), off = 0;
     int fd;
 
-    if (gr_inputs_is_stdin(&r->plan->src, f->path))
-        return false; /* stdin is held in memory already */
-    if ((fd = open(f->path, O_RDONLY | O_CLOEXEC)) < 0)
+    struct stat sb;
+
+    /* Not blocking on a path swapped for a FIFO since it was planned: the stream refuses
+     * what is not the file it planned. */
+    if ((fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
         return false;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return false;
+    }
     while (off < size && !atomic_load_explicit(&r->stop, memory_order_relaxed)) {
         size_t want = size - off < PIECE ? (size_t)(size - off) : PIECE;
         ssize_t got = pread(fd, buf, want, (off_t)off);
@@ -69,28 +79,25 @@ static void *readahead_main(void *arg)
     gr_readahead *r = arg;
     uint32_t ni = r->plan->opt.n_inputs;
     uint64_t used = 0;
-    char *buf = malloc(PIECE);
 
-    if (buf == NULL)
-        return NULL;
     for (uint64_t i = 0; i < r->plan->count; i++) {
         if (r->skip && r->skip[i])
             continue;
         for (uint32_t p = 0; p < ni; p++) {
             uint64_t k = i * ni + p, size = file_bytes(r->plan, k);
 
+            if (gr_inputs_is_stdin(&r->plan->src, r->plan->in[k].path))
+                continue; /* held in memory already */
             if (atomic_load_explicit(&r->stop, memory_order_relaxed) || used + size > r->limit)
-                goto out;
+                return NULL;
             used += size;
-            if (read_file(r, k, buf)) {
+            if (read_file(r, k, r->buf)) {
                 r->warm[k] = 1;
                 r->files++;
                 r->bytes += size;
             }
         }
     }
-out:
-    free(buf);
     return NULL;
 }
 
@@ -100,6 +107,7 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
     uint64_t n = plan->count * plan->opt.n_inputs;
     gr_readahead *r = calloc(1, sizeof(*r));
     pthread_attr_t attr;
+    sigset_t all, old;
     bool started;
 
     *out = NULL;
@@ -110,15 +118,21 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
     r->limit = limit;
     r->warm = calloc(n + 1, 1);
     r->read = calloc(n + 1, sizeof(*r->read));
+    r->buf = malloc(PIECE);
     atomic_init(&r->stop, false);
     /* A small stack: under an address-space limit (prlimit --as) the window and the runtime
-     * starting beside this thread need the room more. */
+     * starting beside this thread need the room more. Every signal blocked: SIGINT and
+     * SIGTERM go to the owner. */
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, STACK);
-    started = r->warm != NULL && r->read != NULL &&
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    started = r->warm != NULL && r->read != NULL && r->buf != NULL &&
               pthread_create(&r->thread, &attr, readahead_main, r) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (!started) {
+        free(r->buf);
         free(r->warm);
         free(r->read);
         free(r);
@@ -131,7 +145,7 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
 /* Drop file k's first `bytes` from the page cache. */
 static void drop(const gr_readahead *r, uint64_t k, uint64_t bytes)
 {
-    int fd = open(r->plan->in[k].path, O_RDONLY | O_CLOEXEC);
+    int fd = open(r->plan->in[k].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
     if (fd < 0)
         return;
@@ -147,6 +161,8 @@ void gr_readahead_stop(gr_readahead *r, bool finish)
         atomic_store(&r->stop, true);
     pthread_join(r->thread, NULL);
     r->joined = true;
+    free(r->buf); /* the thread is done with it */
+    r->buf = NULL;
     /* A file read in part is of no use to the stream (it reads the file whole, with
      * O_DIRECT): what of it is cached goes now. */
     for (uint64_t k = 0; k < r->plan->count * r->plan->opt.n_inputs; k++)
@@ -170,6 +186,7 @@ void gr_readahead_destroy(gr_readahead *r)
     if (r == NULL)
         return;
     gr_readahead_stop(r, false);
+    free(r->buf);
     free(r->warm);
     free(r->read);
     free(r);

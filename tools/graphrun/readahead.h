@@ -9,12 +9,15 @@
  * reads the first tensors' input files meanwhile, whole, in order, through the page cache
  * (into a scratch buffer that is thrown away), up to a bound; the stream then reads those
  * files buffered (from memory) rather than with O_DIRECT (from the disk again), and drops
- * each from the page cache once it has it, as it would never have been cached.
+ * each from the page cache once it has it: data read once does not stay there, as with
+ * O_DIRECT (a file the cache held before the run is dropped too). stdin, held in memory
+ * already, is not read ahead.
  *
  * The bound is the run's --host-memory: what the user allows the run to hold. The page
  * cache is not the run's resident set and the kernel may reclaim it; a file it reclaimed is
  * read from the disk again, only slower. A file is called warm only when all of it was read
- * before the stream started (gr_readahead_stop); a file read in part is dropped at once.
+ * before the stream started (gr_readahead_stop); what was read of the one being read then
+ * is dropped there.
  *
  * Owner only, but for the thread it starts: start, stop and destroy from one thread.
  */

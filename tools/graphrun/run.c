@@ -372,10 +372,6 @@ static int start_runtime(run_state *s)
     free(which);
     if (n == 0 || rc != GR_EXIT_OK)
         return rc;
-    /* The disk starts now, not once the runtime has (readahead.h). Without a thread for it
-     * the run only goes slower. */
-    if (!a->no_read_ahead)
-        gr_readahead_start(&s->plan, s->skip, s->host_memory, &s->ahead);
     /* Once for the run: every job it submits reads this one copy. */
     if ((st = gr_consts_load(&s->consts, s->why, sizeof(s->why))) != GR_OK)
         return st == GR_ERR_OUT_OF_MEMORY ? GR_EXIT_RUNTIME : GR_EXIT_USAGE;
@@ -386,6 +382,11 @@ static int start_runtime(run_state *s)
     gr_host_need_of(&s->plan, s->skip, s->host_memory, &a->o.rt.cfg, s->chosen,
                     a->o.rt.cfg.device_count ? a->o.rt.cfg.device_count : s->backend_devices,
                     &s->need);
+    /* The disk starts now, not once the runtime has (readahead.h); after the ceilings are
+     * measured when they are, so as not to load the host memory they measure. Without a
+     * thread for it the run only goes slower. */
+    if (!a->no_read_ahead && !a->ceilings)
+        gr_readahead_start(&s->plan, s->skip, s->host_memory, &s->ahead);
     if (gr_window_open(&s->plan, s->skip, s->host_memory, (gr_mem_kind)a->o.rt.memory,
                        &s->win) != GR_OK) {
         say_no_window(s);
@@ -404,6 +405,8 @@ static int start_runtime(run_state *s)
         else
             fprintf(stderr, "graphrun run: cannot measure ceilings: %s\n", err.message);
     }
+    if (!a->no_read_ahead && a->ceilings)
+        gr_readahead_start(&s->plan, s->skip, s->host_memory, &s->ahead);
     t0 = gr_now_ns();
     if (s->chosen == GR_BACKEND_CUDA)
         s->report.have_devmem =

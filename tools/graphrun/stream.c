@@ -330,7 +330,8 @@ static void read_done(stream *s, gr_fio_op *op)
     }
     if (io->in_flight > 0 || io->next < io->end)
         return;
-    /* The whole file is in. One read ahead leaves the page cache as a direct read would. */
+    /* The whole file is in. A file read ahead leaves the page cache now: data read once
+     * does not stay there (readahead.h). */
     if (io->warm)
         posix_fadvise(io->fd, 0, 0, POSIX_FADV_DONTNEED);
     close(io->fd);
