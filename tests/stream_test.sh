@@ -368,7 +368,8 @@ PY
 # to --host-memory of whole files, in order (GR_TEST_READ_AHEAD=whole: all it may, before
 # the stream starts, as a GPU's slow start would allow); the stream reads those from the
 # cache and drops them from it, so that after the run none of them is cached (the kernel's
-# mincore, where this file system drops what it is told to), as with O_DIRECT alone.
+# mincore, where this file system drops what it is told to), as with O_DIRECT alone; a file
+# read in part when the stream starts (GR_TEST_READ_AHEAD=part:N) is dropped then.
 # --no-read-ahead reads none ahead.
 resident() { # FILES...: how many of their pages the page cache holds; -1 where nothing drops
   "$py" - "$@" <<'PY'
@@ -422,6 +423,21 @@ PY
     for ((i = 0; i < n; i++)); do files+=("$(printf '%s/in/t%02d.npy' "$T" "$i")"); done
     left=$(resident "${files[@]}") && ((left == 0)) ||
       { echo "    $left pages of the $n inputs read ahead left in the page cache"; return 1; }
+  fi
+  # Stopped in the middle of t01 (as a runtime that started then stops it): t00 is read
+  # warm, and what was cached of t01 is dropped when the stream starts.
+  left=$(resident --drop "$T"/in/*.npy) || return 1
+  rm_out "$T/ra_out" && GR_TEST_READ_AHEAD=part:$(((big_mib << 20) * 3 / 2)) run 0 run \
+    --graph "$seed" --input "$T/in" --output "$T/ra_out" --host-memory "${host}MiB" --json &&
+    json <<'PY' &&
+import json, sys
+io = json.load(open(sys.argv[1]))["io"]
+assert io["read_ahead_files"] == io["warm_reads"] == 1, io
+PY
+    verify "$T/ra_out" --all >/dev/null || return 1
+  if ((checks)); then
+    left=$(resident "$T/in/t00.npy" "$T/in/t01.npy") && ((left == 0)) ||
+      { echo "    $left pages of t00 (warm) and t01 (read in part) left in the page cache"; return 1; }
   fi
   rm_out "$T/ra_out" && GR_TEST_READ_AHEAD=whole run 0 run --graph "$seed" --input "$T/in" \
     --output "$T/ra_out" --host-memory "${host}MiB" --no-read-ahead --json && json <<'PY' &&

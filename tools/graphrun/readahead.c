@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ struct gr_readahead {
     uint64_t files, bytes;    /* read whole */
     char *buf;                /* PIECE: the owner's allocation, so that the thread makes no
                                  malloc arena of its own (address space under RLIMIT_AS) */
+    uint64_t total;           /* bytes read, whole files or not */
+    uint64_t stop_after;      /* tests: stop once this many are read (0: never) */
 };
 
 static uint64_t file_bytes(const gr_io_plan *plan, uint64_t k)
@@ -41,15 +44,14 @@ static uint64_t file_bytes(const gr_io_plan *plan, uint64_t k)
     return f->data_offset + f->elems * gr_dtype_size(plan->opt.in_dtype[k % plan->opt.n_inputs]);
 }
 
-/* Read file k through the page cache, up to `room` bytes of it; true when it was read
- * whole (a file that has changed size since it was planned is the stream's to refuse). */
+/* Read file k through the page cache; true when it was read whole (a file that has changed
+ * size since it was planned is the stream's to refuse). */
 static bool read_file(gr_readahead *r, uint64_t k, char *buf)
 {
     const gr_io_file *f = &r->plan->in[k];
     uint64_t size = file_bytes(r->plan, k), off = 0;
-    int fd;
-
     struct stat sb;
+    int fd;
 
     /* Not blocking on a path swapped for a FIFO since it was planned: the stream refuses
      * what is not the file it planned. */
@@ -61,14 +63,20 @@ static bool read_file(gr_readahead *r, uint64_t k, char *buf)
     }
     while (off < size && !atomic_load_explicit(&r->stop, memory_order_relaxed)) {
         size_t want = size - off < PIECE ? (size_t)(size - off) : PIECE;
-        ssize_t got = pread(fd, buf, want, (off_t)off);
+        ssize_t got;
 
+        if (r->stop_after && want > r->stop_after - r->total)
+            want = (size_t)(r->stop_after - r->total);
+        got = pread(fd, buf, want, (off_t)off);
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
             break;
         off += (uint64_t)got;
         r->read[k] = off;
+        r->total += (uint64_t)got;
+        if (r->stop_after && r->total >= r->stop_after)
+            atomic_store(&r->stop, true); /* as the owner would, in the middle of a file */
     }
     close(fd);
     return off == size;
@@ -101,6 +109,15 @@ static void *readahead_main(void *arg)
     return NULL;
 }
 
+/* GR_TEST_READ_AHEAD=part:N, for tests only: the thread stops itself once it has read N
+ * bytes, in the middle of a file, as a runtime that started then would stop it. */
+static uint64_t test_stop_after(void)
+{
+    const char *v = getenv("GR_TEST_READ_AHEAD");
+
+    return v != NULL && strncmp(v, "part:", 5) == 0 ? strtoull(v + 5, NULL, 10) : 0;
+}
+
 gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t limit,
                              gr_readahead **out)
 {
@@ -119,6 +136,7 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
     r->warm = calloc(n + 1, 1);
     r->read = calloc(n + 1, sizeof(*r->read));
     r->buf = malloc(PIECE);
+    r->stop_after = test_stop_after();
     atomic_init(&r->stop, false);
     /* A small stack: under an address-space limit (prlimit --as) the window and the runtime
      * starting beside this thread need the room more. Every signal blocked: SIGINT and
@@ -142,14 +160,15 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
     return GR_OK;
 }
 
-/* Drop file k's first `bytes` from the page cache. */
-static void drop(const gr_readahead *r, uint64_t k, uint64_t bytes)
+/* Drop file k from the page cache: all of it, for the kernel's own read-ahead may have
+ * gone past what was read. */
+static void drop(const gr_readahead *r, uint64_t k)
 {
     int fd = open(r->plan->in[k].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
     if (fd < 0)
         return;
-    posix_fadvise(fd, 0, (off_t)bytes, POSIX_FADV_DONTNEED);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     close(fd);
 }
 
@@ -167,7 +186,7 @@ void gr_readahead_stop(gr_readahead *r, bool finish)
      * O_DIRECT): what of it is cached goes now. */
     for (uint64_t k = 0; k < r->plan->count * r->plan->opt.n_inputs; k++)
         if (r->read[k] && !r->warm[k])
-            drop(r, k, r->read[k]);
+            drop(r, k);
 }
 
 bool gr_readahead_warm(const gr_readahead *r, uint64_t k)

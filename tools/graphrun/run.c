@@ -503,13 +503,14 @@ static void count_failures(run_state *s)
     }
 }
 
-/* GR_TEST_READ_AHEAD=whole, for tests only: the stream starts once the read-ahead has read
- * up to its bound, however soon the runtime started, so that what it read is known. */
+/* GR_TEST_READ_AHEAD=whole (or part:N, readahead.c), for tests only: the stream starts once
+ * the read-ahead has read up to its bound (or N bytes), however soon the runtime started,
+ * so that what it read is known. */
 static bool read_ahead_whole(void)
 {
     const char *v = getenv("GR_TEST_READ_AHEAD");
 
-    return v != NULL && strcmp(v, "whole") == 0;
+    return v != NULL && (strcmp(v, "whole") == 0 || strncmp(v, "part:", 5) == 0);
 }
 
 /* Step 4: stream the tensors; per tensor, each one's outputs as it is done, and the
