@@ -447,8 +447,22 @@ assert io["read_ahead_files"] == io["read_ahead_bytes"] == io["warm_reads"] == 0
 PY
     verify "$T/ra_out" --all >/dev/null
 }
+# Planning reads each input's header, not a quarter MiB of its data through the kernel's
+# read-ahead (which the run would then read again with O_DIRECT): after `graphrun check`,
+# at most the 64 KiB header probe of each file is in the page cache.
+planning_reads_only_the_headers() {
+  local left most
+  left=$(resident --drop "$T"/in/*.npy) || return 1
+  ((left == 0)) || { skip "this file system keeps dropped pages"; return; }
+  "$bin" check --graph "$seed" --input "$T/in" --output "$T/plan_out" >"$out" 2>"$err" ||
+    { echo "    check failed"; sed 's/^/    | /' "$out" "$err"; return 1; }
+  left=$(resident "$T"/in/*.npy) || return 1
+  most=$((count * 65536 / $(getconf PAGESIZE)))
+  ((left <= most)) || { echo "    $left pages of the inputs cached by planning, over $most"; return 1; }
+}
 
 case_ bounded_with_io_uring_and_direct bounded_with_io_uring_and_direct
+case_ planning_reads_only_the_headers planning_reads_only_the_headers
 case_ read_ahead_while_the_runtime_starts read_ahead_while_the_runtime_starts
 case_ bounded_with_pread bounded_with_pread
 case_ bounded_when_io_uring_is_refused bounded_when_io_uring_is_refused
