@@ -723,7 +723,12 @@ int gs_server_start(const gs_server_config *cfg, gs_server **out, char *why, siz
     gs_server *s = calloc(1, sizeof(*s));
     struct sockaddr_in addr;
     const union MHD_DaemonInfo *info;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+    /* poll(), not epoll: with epoll and a thread pool, MHD_quiesce_daemon (gs_server_stop)
+     * and a worker's own loop both take the listening socket out of the worker's epoll set,
+     * unsynchronized, and the one that loses (ENOENT) aborts the process ("Failed to remove
+     * listen FD from epoll set", libmicrohttpd 0.9.75). With poll() each worker leaves the
+     * socket out of its next poll set once quiesced: nothing to remove, nothing to lose. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
 
     *out = NULL;
