@@ -29,12 +29,14 @@ struct gr_readahead {
     atomic_bool stop;
     /* Written by the thread, read by the owner once the thread is joined. */
     uint8_t *warm;            /* plan->count * n_inputs: read whole */
-    uint64_t *read;           /* the same: bytes read (the file being read when stopped) */
     uint64_t files, bytes;    /* read whole */
     char *buf;                /* PIECE: the owner's allocation, so that the thread makes no
                                  malloc arena of its own (address space under RLIMIT_AS) */
     uint64_t total;           /* bytes read, whole files or not */
-    uint64_t stop_after;      /* tests: stop once this many are read (0: never) */
+    /* Tests (GR_TEST_READ_AHEAD): stop once this many bytes are read (0: never), and let
+     * the thread run to its end however soon the owner stops it. */
+    uint64_t stop_after;
+    bool finish;
 };
 
 static uint64_t file_bytes(const gr_io_plan *plan, uint64_t k)
@@ -45,8 +47,11 @@ static uint64_t file_bytes(const gr_io_plan *plan, uint64_t k)
 }
 
 /* Read file k through the page cache; true when it was read whole (a file that has changed
- * size since it was planned is the stream's to refuse). */
-static bool read_file(gr_readahead *r, uint64_t k, char *buf)
+ * size since it was planned is the stream's to refuse). A file read in part (stopped, or
+ * shorter than planned) is of no use to the stream, which reads it whole with O_DIRECT:
+ * it leaves the page cache at once, all of it, for the kernel's own read-ahead may have
+ * gone past what was read. */
+static bool read_file(gr_readahead *r, uint64_t k)
 {
     const gr_io_file *f = &r->plan->in[k];
     uint64_t size = file_bytes(r->plan, k), off = 0;
@@ -67,17 +72,18 @@ static bool read_file(gr_readahead *r, uint64_t k, char *buf)
 
         if (r->stop_after && want > r->stop_after - r->total)
             want = (size_t)(r->stop_after - r->total);
-        got = pread(fd, buf, want, (off_t)off);
+        got = pread(fd, r->buf, want, (off_t)off);
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
             break;
         off += (uint64_t)got;
-        r->read[k] = off;
         r->total += (uint64_t)got;
         if (r->stop_after && r->total >= r->stop_after)
             atomic_store(&r->stop, true); /* as the owner would, in the middle of a file */
     }
+    if (off != size && off != 0)
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     close(fd);
     return off == size;
 }
@@ -99,7 +105,7 @@ static void *readahead_main(void *arg)
             if (atomic_load_explicit(&r->stop, memory_order_relaxed) || used + size > r->limit)
                 return NULL;
             used += size;
-            if (read_file(r, k, r->buf)) {
+            if (read_file(r, k)) {
                 r->warm[k] = 1;
                 r->files++;
                 r->bytes += size;
@@ -109,13 +115,17 @@ static void *readahead_main(void *arg)
     return NULL;
 }
 
-/* GR_TEST_READ_AHEAD=part:N, for tests only: the thread stops itself once it has read N
- * bytes, in the middle of a file, as a runtime that started then would stop it. */
-static uint64_t test_stop_after(void)
+/* GR_TEST_READ_AHEAD, for tests only: "whole", the owner's stop waits for the thread to
+ * read up to its bound, however soon the runtime started, so that what it read is known;
+ * "part:N", the same but the thread stops itself once it has read N bytes, in the middle
+ * of a file, as a runtime that started then would stop it. */
+static void test_knob(gr_readahead *r)
 {
     const char *v = getenv("GR_TEST_READ_AHEAD");
 
-    return v != NULL && strncmp(v, "part:", 5) == 0 ? strtoull(v + 5, NULL, 10) : 0;
+    if (v != NULL && strncmp(v, "part:", 5) == 0)
+        r->stop_after = strtoull(v + 5, NULL, 10);
+    r->finish = v != NULL && (strcmp(v, "whole") == 0 || r->stop_after != 0);
 }
 
 gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t limit,
@@ -134,9 +144,8 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
     r->skip = skip;
     r->limit = limit;
     r->warm = calloc(n + 1, 1);
-    r->read = calloc(n + 1, sizeof(*r->read));
     r->buf = malloc(PIECE);
-    r->stop_after = test_stop_after();
+    test_knob(r);
     atomic_init(&r->stop, false);
     /* A small stack: under an address-space limit (prlimit --as) the window and the runtime
      * starting beside this thread need the room more. Every signal blocked: SIGINT and
@@ -145,14 +154,13 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
     pthread_attr_setstacksize(&attr, STACK);
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    started = r->warm != NULL && r->read != NULL && r->buf != NULL &&
+    started = r->warm != NULL && r->buf != NULL &&
               pthread_create(&r->thread, &attr, readahead_main, r) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (!started) {
         free(r->buf);
         free(r->warm);
-        free(r->read);
         free(r);
         return GR_ERR_OUT_OF_MEMORY;
     }
@@ -160,33 +168,16 @@ gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t 
     return GR_OK;
 }
 
-/* Drop file k from the page cache: all of it, for the kernel's own read-ahead may have
- * gone past what was read. */
-static void drop(const gr_readahead *r, uint64_t k)
-{
-    int fd = open(r->plan->in[k].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-
-    if (fd < 0)
-        return;
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    close(fd);
-}
-
-void gr_readahead_stop(gr_readahead *r, bool finish)
+void gr_readahead_stop(gr_readahead *r)
 {
     if (r == NULL || r->joined)
         return;
-    if (!finish)
+    if (!r->finish)
         atomic_store(&r->stop, true);
     pthread_join(r->thread, NULL);
     r->joined = true;
     free(r->buf); /* the thread is done with it */
     r->buf = NULL;
-    /* A file read in part is of no use to the stream (it reads the file whole, with
-     * O_DIRECT): what of it is cached goes now. */
-    for (uint64_t k = 0; k < r->plan->count * r->plan->opt.n_inputs; k++)
-        if (r->read[k] && !r->warm[k])
-            drop(r, k);
 }
 
 bool gr_readahead_warm(const gr_readahead *r, uint64_t k)
@@ -204,9 +195,9 @@ void gr_readahead_destroy(gr_readahead *r)
 {
     if (r == NULL)
         return;
-    gr_readahead_stop(r, false);
+    r->finish = false;
+    gr_readahead_stop(r);
     free(r->buf);
     free(r->warm);
-    free(r->read);
     free(r);
 }

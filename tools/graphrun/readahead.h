@@ -16,8 +16,9 @@
  * The bound is the run's --host-memory: what the user allows the run to hold. The page
  * cache is not the run's resident set and the kernel may reclaim it; a file it reclaimed is
  * read from the disk again, only slower. A file is called warm only when all of it was read
- * before the stream started (gr_readahead_stop); what was read of the one being read then
- * is dropped there.
+ * before the stream started (gr_readahead_stop); what the thread read of a file it could
+ * not read whole (the one it was in when stopped, one shorter than planned) is dropped at
+ * once.
  *
  * Owner only, but for the thread it starts: start, stop and destroy from one thread.
  */
@@ -39,9 +40,9 @@ typedef struct gr_readahead gr_readahead;
 gr_status gr_readahead_start(const gr_io_plan *plan, const bool *skip, uint64_t limit,
                              gr_readahead **out);
 
-/* Stop reading (within one piece of a file) and wait for the thread. With `finish` (tests),
- * first let it read up to its bound. Then the warm files are known. NULL is a no-op. */
-void gr_readahead_stop(gr_readahead *r, bool finish);
+/* Stop reading (within one piece of a file; what was read of that file leaves the page
+ * cache) and wait for the thread. Then the warm files are known. NULL is a no-op. */
+void gr_readahead_stop(gr_readahead *r);
 
 /* Whether input file `k` (plan->in[k]) was read whole before gr_readahead_stop: the page
  * cache has it. NULL: false. */

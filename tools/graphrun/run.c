@@ -503,16 +503,6 @@ static void count_failures(run_state *s)
     }
 }
 
-/* GR_TEST_READ_AHEAD=whole (or part:N, readahead.c), for tests only: the stream starts once
- * the read-ahead has read up to its bound (or N bytes), however soon the runtime started,
- * so that what it read is known. */
-static bool read_ahead_whole(void)
-{
-    const char *v = getenv("GR_TEST_READ_AHEAD");
-
-    return v != NULL && (strcmp(v, "whole") == 0 || strncmp(v, "part:", 5) == 0);
-}
-
 /* Step 4: stream the tensors; per tensor, each one's outputs as it is done, and the
  * manifest as the run goes; --all-or-nothing, into temporary files. */
 static int run_job(run_state *s)
@@ -544,7 +534,7 @@ static int run_job(run_state *s)
         cfg.win = s->win;
         cfg.engine = a->engine;
         cfg.direct = !a->no_direct;
-        gr_readahead_stop(s->ahead, read_ahead_whole());
+        gr_readahead_stop(s->ahead);
         gr_readahead_counts(s->ahead, &files, &bytes);
         r->read_ahead_files = (int64_t)files;
         r->read_ahead_bytes = (int64_t)bytes;
