@@ -1144,8 +1144,20 @@ d = json.load(open(sys.argv[1]))
 assert d["verified"] == 4 and d["wrong"] == 0 and d["run_exit"] == 0, d
 assert d["disk_read_gbs"] > 0 and d["disk_write_gbs"] > 0 and d["disk_both_gbs"] > 0, d
 assert d["ratio"] > 0 and d["peak_rss_bytes"] > 0 and d["run"]["status"] == "ok", d
-assert d["run"]["host_memory_bytes"] == 4 << 20, d["run"]' "$out" &&
+assert d["run"]["host_memory_bytes"] == 4 << 20, d["run"]
+assert d["dataset_seconds"] > 0 and d["check_seconds"] > 0, d' "$out" &&
     [[ -z $(ls -A "$T/bio") ]] || { echo "    left:"; ls -A "$T/bio"; return 1; }
+  # The check finds a wrong element wherever it lies in its tensor: it runs in pieces of
+  # 2^20 elements on every CPU, and here the element is in the second piece of output 1,
+  # then the last element of output 0 (GR_TEST_BENCH_WRONG flips one bit as it reads it).
+  local at
+  for at in 1:1048577 0:1100000; do
+    GR_TEST_BENCH_WRONG=$at run 1 bench --io "$T/bio" --count 2 --elems 1100001 --json &&
+      "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verified"] == 1 and d["wrong"] == 1 and d["run_exit"] == 0, d' "$out" || return 1
+  done
   # A run that gets a tensor wrong (here: fails it) fails the benchmark. The failed device
   # allocation fails the unit it was for, and how many tensors a unit holds depends on how
   # the stream grouped them as they arrived: one to three of the four.
