@@ -19,7 +19,7 @@ import pytest
 
 import graphrun
 from graphrun import _pinned
-from helpers import is_kind, make, rand, same_bits, seed_ref, to_np, torch
+from helpers import data_ptr, is_kind, make, rand, same_bits, seed_ref, to_np, torch
 
 
 @pytest.fixture
@@ -653,6 +653,60 @@ def test_new_outputs_in_memory_like_the_inputs(rt, kind):
     gc.collect()
     assert _pinned.live["blocks"] == before["blocks"] + 5, "freed while views remain"
     del views
+    gc.collect()
+    assert _pinned.live == before
+
+
+def _block_of(o):
+    """What holds a new output's memory: its block when it is a row of one, else itself."""
+    if torch is not None and isinstance(o, torch.Tensor):
+        return o.untyped_storage().data_ptr()
+    return id(o.base if o.base is not None else o)
+
+
+def test_new_outputs_of_small_tensors_share_blocks(rt, kind):
+    # graphrun allocates the outputs of small tensors as rows of shared blocks, one block
+    # per kind and shape for up to GROUP_BLOCK bytes (an allocation each cost more than a
+    # 64 KiB tensor's copy); a larger tensor's output is an array of its own. Each row is
+    # memory of its own, right, and keeps its block alive.
+    from graphrun import _plan
+    per = _plan.GROUP_BLOCK // (64 << 10)  # 64 KiB rows a block
+    shapes = [(16384,), (64, 256)]  # interleaved: each shape has blocks of its own
+    xs = [make(kind, rand(16384, seed=i).reshape(shapes[i % 2])) for i in range(2 * per + 6)]
+    big = make(kind, rand(_plan.GROUP_TENSOR_MAX // 4 + 16, seed=999))
+    x0 = [to_np(x).copy() for x in xs + [big]]
+    out = rt.run(graphrun.seed(), xs + [big])
+    assert all(is_kind(kind, o) for o in out)
+    for o, x, x_0 in zip(out, xs + [big], x0):
+        assert tuple(o.shape) == tuple(x.shape)
+        assert same_bits(o, seed_ref(x_0)) and same_bits(x, x_0)
+    ranges = sorted((data_ptr(o), data_ptr(o) + to_np(o).nbytes) for o in out)
+    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])), "outputs overlap"
+    small = out[:-1]
+    for s in shapes:
+        rows = [o for o in small if tuple(o.shape) == s]
+        blocks = {_block_of(o) for o in rows}
+        assert len(rows) == per + 3 and len(blocks) == 2, (s, len(blocks))
+    assert _block_of(out[-1]) not in {_block_of(o) for o in small}
+    if kind == "numpy":
+        assert out[-1].base is None and all(o.base is not None for o in small)
+
+
+def test_new_pinned_outputs_share_blocks_freed_with_the_last_row(rt):
+    from graphrun import _plan
+    gc.collect()
+    n = _plan.GROUP_BLOCK // (64 << 10) + 1  # one block and a lone row
+    xs = [graphrun.pinned(rand(16384, seed=i)) for i in range(n)]
+    before = dict(_pinned.live)
+    out = rt.run(graphrun.seed(), xs)
+    assert all(_pinned.is_pinned(o) for o in out)
+    assert all(same_bits(o, seed_ref(x)) for o, x in zip(out, xs))
+    assert _pinned.live["blocks"] == before["blocks"] + 2, "a block, and the lone row's own"
+    kept = out[0]
+    del out
+    gc.collect()
+    assert _pinned.live["blocks"] == before["blocks"] + 1, "the kept row's block"
+    del kept
     gc.collect()
     assert _pinned.live == before
 
