@@ -1,13 +1,25 @@
-// probe_common.h - what the link probes share (unit_chain.cu, zero_copy.cu): a clock, the
-// seed-like kernel their units run (2x + 1), and the bidirectional ceiling their ratios are
-// against. Header-only: each probe is one nvcc command (tools/gpu_suite build).
+// probe_common.h - what the probes share (unit_chain.cu, zero_copy.cu, pin_cost.cu): a clock,
+// a checked CUDA call, the seed-like kernel the link probes' units run (2x + 1), and the
+// bidirectional ceiling their ratios are against. Header-only: each probe is one nvcc command (tools/gpu_suite build).
 #ifndef GR_PROBE_COMMON_H
 #define GR_PROBE_COMMON_H
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cuda_runtime.h>
 #include <vector>
+
+// A CUDA call that must succeed: the probe says which and exits 1 otherwise.
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+      exit(1);                                                                                \
+    }                                                                                         \
+  } while (0)
 
 static double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
