@@ -198,78 +198,85 @@ def _kind_of(col, i):
     return col.objs[i] if b is None else b.array
 
 
-# New outputs of small tensors are rows of shared blocks (what np.split and torch.unbind
-# return): one allocation for up to GROUP_BLOCK bytes of outputs of one kind and shape
-# instead of one each. A 64 KiB numpy.empty costs 2-3 us (dev), a row of a block a tenth
-# of that (pinned_empty's: 3.6 us and 0.4); on the device, adjacent outputs of one
-# allocation go as one copy range, where outputs of separate allocations cost the driver a
-# lookup each. A row keeps its whole block alive: at most GROUP_BLOCK bytes a kept output,
-# hence small tensors only.
-GROUP_TENSOR_MAX = 1 << 20  # bytes a tensor, at most, for its output to share a block
+# New NumPy outputs of small tensors are rows of shared blocks (as np.split returns views):
+# one allocation for up to GROUP_BLOCK bytes of outputs of one kind and shape instead of
+# one each. A 64 KiB numpy.empty costs 2-3 us (dev), a row of a block a tenth of that
+# (pinned_empty's: 3.6 us and 0.4); on the device, adjacent outputs of one allocation go
+# as one copy range, where outputs of separate allocations cost the driver a lookup each.
+# A row keeps its whole block alive: at most GROUP_BLOCK bytes a kept output, hence small
+# tensors only. Tensors keep a storage of their own: a row of a block would be saved whole
+# by torch.save, shared whole with another process, and (from unbind) refused in-place
+# autograd, which PyTorch users do not expect of a function's result.
+GROUP_TENSOR_MAX = 512 << 10  # bytes a tensor, at most, for its output to share a block:
+                              # below the registration cache's least (GR_HOST_CACHE_MIN_BYTES),
+                              # so no cache entry spans two rows that rt.forget would tie
 GROUP_BLOCK = 2 << 20       # bytes a block, at most: pinned ones come from graphrun's pool
                             # (runtime/hostpool.h, requests of up to 2 MiB), not page-locked anew
 _ROW_ALIGN = 64             # each row starts as aligned as a block does
-
-
-def _out_kind(lead, torch):
-    """How a new output for an input `lead` is allocated: "torch_pinned" (a pinned tensor:
-    PyTorch's caching host allocator; page-locking is slow, about 0.5 ms a MiB on the H200,
-    and PyTorch keeps the blocks of dropped tensors for the next call), "pinned" (an array
-    over memory the package knows to be pinned: pinned_empty), "torch" (any other tensor)
-    or "numpy" (anything else)."""
-    if torch is not None and isinstance(lead, torch.Tensor):
-        return "torch_pinned" if lead.is_pinned() else "torch"
-    if lead is not None and _pinned.is_pinned(lead):
-        return "pinned"
-    return "numpy"
-
-
-def _new_block(kind, shape, k, name, torch):
-    """A new array of `kind` (_out_kind) and graphrun type `name`: of `shape`, or (k > 1)
-    of k rows of `shape`."""
-    full = (k,) + tuple(shape) if k > 1 else tuple(shape)
-    if kind == "torch_pinned":
-        return torch.empty(full, dtype=getattr(torch, name), pin_memory=True)
-    if kind == "torch":
-        return torch.empty(full, dtype=getattr(torch, name))
-    if kind == "pinned":
-        return _pinned.new(full, name)
-    return np.empty(full, _arrays.numpy_dtype(name))
+_ROW_DIMS_MAX = 31          # a block adds a dimension; NumPy 1 allows 32
 
 
 def _allocate(port, shape, lead, torch):
     """A new output for `port`, as NumPy and PyTorch make one: of the lead input's kind (a
     tensor for a tensor, else a NumPy array) and in memory like the lead's (pinned where
     the package can tell that the lead is pinned, else ordinary), shaped as the lead (a
-    fixed port: (fixed_elems,))."""
+    fixed port: (fixed_elems,)). Tensors are made on the CPU whatever PyTorch's default
+    device."""
     out_shape = (port.fixed_elems,) if port.fixed_elems else tuple(shape)
-    return _new_block(_out_kind(lead, torch), out_shape, 1, port.dtype, torch)
+    as_torch = torch if (torch is not None and lead is not None and
+                         isinstance(lead, torch.Tensor)) else None
+    if as_torch is not None and lead.is_pinned():
+        # PyTorch's caching host allocator: page-locking is slow (about 0.5 ms a MiB on the
+        # H200), and PyTorch keeps the blocks of dropped tensors for the next call.
+        return torch.empty(out_shape, dtype=getattr(torch, port.dtype), device="cpu",
+                           pin_memory=True)
+    if as_torch is not None:
+        td = getattr(torch, port.dtype)
+        if lead.dtype is td and tuple(lead.shape) == out_shape:
+            return torch.empty_like(lead, memory_format=torch.contiguous_format)
+        return torch.empty(out_shape, dtype=td, device="cpu")
+    return _new_array(_array_kind(lead), out_shape, port.dtype)
+
+
+def _array_kind(lead):
+    """The memory of a new NumPy output for an input `lead` that is no tensor: "pinned"
+    where the package knows the lead to be pinned (pinned_empty memory, through any views,
+    or a pinned tensor's), else "numpy"."""
+    return "pinned" if lead is not None and _pinned.is_pinned(lead) else "numpy"
+
+
+def _new_array(kind, shape, name):
+    """A new NumPy array of `kind` (_array_kind), `shape` and graphrun type `name`."""
+    if kind == "pinned":
+        return _pinned.new(tuple(shape), name)
+    return np.empty(shape, _arrays.numpy_dtype(name))
 
 
 def _groupable(shape, nbytes):
     """Whether an output of `shape` and `nbytes` may be a row of a shared block: small, not
-    empty, not a scalar (a block's row of a scalar is no array), rows kept aligned."""
+    empty, not a scalar (a block's row of a scalar is no array), rows kept aligned, and a
+    dimension to spare for the block's."""
     return (0 < nbytes <= GROUP_TENSOR_MAX and nbytes % _ROW_ALIGN == 0 and
-            len(shape) > 0)
+            0 < len(shape) <= _ROW_DIMS_MAX)
 
 
-def _allocate_grouped(pending, name, torch, res, ptrs, allocated):
-    """The outputs `pending` asks for ((kind, shape, nbytes) -> indices), as rows of blocks
-    of at most GROUP_BLOCK bytes (a lone one as an array of its own)."""
+def _allocate_grouped(pending, name, res, ptrs, allocated):
+    """The NumPy outputs `pending` asks for ((kind, shape, nbytes) -> indices), as rows of
+    blocks of at most GROUP_BLOCK bytes (a lone one as an array of its own)."""
     for (kind, shape, nbytes), idx in pending.items():
         per = max(1, GROUP_BLOCK // nbytes)
         for at in range(0, len(idx), per):
             some = idx[at:at + per]
-            block = _new_block(kind, shape, len(some), name, torch)
-            allocated.append(block)
             if len(some) == 1:
-                res[some[0]] = block
-                ptrs[some[0]] = _new_ptr(block, torch)
+                a = _new_array(kind, shape, name)
+                res[some[0]], ptrs[some[0]] = a, _ptr(a)
+                allocated.append(a)
                 continue
+            block = _new_array(kind, (len(some),) + shape, name)
+            allocated.append(block)
             # Row j lies j rows past the block's start: no pointer read per row.
-            base = _new_ptr(block, torch)
-            rows = block.unbind(0) if kind in ("torch", "torch_pinned") else block
-            for j, (i, a) in enumerate(zip(some, rows)):
+            base = _ptr(block)
+            for j, (i, a) in enumerate(zip(some, block)):
                 res[i] = a
                 ptrs[i] = base + j * nbytes
 
@@ -354,6 +361,10 @@ def build(graph, ins, outs, count, copy, inplace):
         res, ptrs = results[p], out_ptrs[p]
         fixed = (port.fixed_elems,) if port.fixed_elems else None
         size = _arrays.SIZE[port.dtype]
+        tensor = td = contiguous = None
+        if torch is not None:
+            tensor, td = torch.Tensor, getattr(torch, port.dtype)
+            contiguous = torch.contiguous_format
         pending = {}  # (kind, shape, bytes) -> indices, for _allocate_grouped
         for i in todo:
             want = port.fixed_elems or elems[i]
@@ -384,23 +395,32 @@ def build(graph, ins, outs, count, copy, inplace):
                 lead_obj = _kind_of(cout[lead_of[i]], i)
             else:
                 lead_obj = None
-            shape = fixed or tuple(shapes[i])
-            nbytes = want * size
-            if _groupable(shape, nbytes):
-                kind = "numpy" if type(lead_obj) is ndarray and lead_obj.base is None \
-                    else _out_kind(lead_obj, torch)
-                key = (kind, shape, nbytes)
-                got = pending.get(key)
-                if got is None:
-                    pending[key] = [i]
-                else:
-                    got.append(i)
-                continue
-            a = _allocate(port, shapes[i], lead_obj, torch)
-            ptrs[i] = _new_ptr(a, torch)
+            t = type(lead_obj)
+            if t is not tensor and (tensor is None or not isinstance(lead_obj, tensor)):
+                shape = fixed or tuple(shapes[i])
+                nbytes = want * size
+                if _groupable(shape, nbytes):
+                    # An array that owns its memory is NumPy's own, so not pinned.
+                    key = ("numpy" if t is ndarray and lead_obj.base is None
+                           else _array_kind(lead_obj), shape, nbytes)
+                    got = pending.get(key)
+                    if got is None:
+                        pending[key] = [i]
+                    else:
+                        got.append(i)
+                    continue
+            # The common case inline, as _allocate would make it: a tensor of the port's
+            # type that PyTorch says is not pinned.
+            if t is tensor and fixed is None and lead_obj.dtype is td and \
+                    not lead_obj.is_pinned():
+                a = torch.empty_like(lead_obj, memory_format=contiguous)
+                ptrs[i] = a.data_ptr() if a.numel() else 0
+            else:
+                a = _allocate(port, shapes[i], lead_obj, torch)
+                ptrs[i] = _new_ptr(a, torch)
             res[i] = a
             allocated.append(a)
-        _allocate_grouped(pending, port.dtype, torch, res, ptrs, allocated)
+        _allocate_grouped(pending, port.dtype, res, ptrs, allocated)
 
     tensors = np.zeros(max(count, 1), TENSOR)
     for p in range(n_in):

@@ -665,10 +665,11 @@ def _block_of(o):
 
 
 def test_new_outputs_of_small_tensors_share_blocks(rt, kind):
-    # graphrun allocates the outputs of small tensors as rows of shared blocks, one block
-    # per kind and shape for up to GROUP_BLOCK bytes (an allocation each cost more than a
-    # 64 KiB tensor's copy); a larger tensor's output is an array of its own. Each row is
-    # memory of its own, right, and keeps its block alive.
+    # graphrun allocates the NumPy outputs of small tensors as rows of shared blocks, one
+    # block per kind and shape for up to GROUP_BLOCK bytes (an allocation each cost more
+    # than a 64 KiB tensor's copy); a larger tensor's output is an array of its own. Each
+    # row is memory of its own, right, and keeps its block alive. Tensors keep a storage
+    # of their own each (torch.save would write a row's whole block).
     from graphrun import _plan
     per = _plan.GROUP_BLOCK // (64 << 10)  # 64 KiB rows a block
     shapes = [(16384,), (64, 256)]  # interleaved: each shape has blocks of its own
@@ -686,10 +687,37 @@ def test_new_outputs_of_small_tensors_share_blocks(rt, kind):
     for s in shapes:
         rows = [o for o in small if tuple(o.shape) == s]
         blocks = {_block_of(o) for o in rows}
-        assert len(rows) == per + 3 and len(blocks) == 2, (s, len(blocks))
+        want = 2 if kind == "numpy" else len(rows)
+        assert len(rows) == per + 3 and len(blocks) == want, (s, len(blocks))
     assert _block_of(out[-1]) not in {_block_of(o) for o in small}
     if kind == "numpy":
         assert out[-1].base is None and all(o.base is not None for o in small)
+    else:
+        assert all(o._base is None and o.untyped_storage().nbytes() == to_np(o).nbytes
+                   for o in out)
+
+
+def test_new_tensor_outputs_on_the_cpu_whatever_the_default_device(rt):
+    # A program that sets PyTorch's default device still gets CPU tensors from graphrun.
+    if torch is None:
+        pytest.skip("PyTorch is not installed")
+    xs = [torch.rand(16384) for _ in range(3)] + [torch.rand(10, dtype=torch.float64)]
+    g = graphrun.Graph.load(__import__("helpers").example("sum.graph"))
+    torch.set_default_device("meta")
+    try:
+        out = rt.run(graphrun.seed(), xs[:3])
+        sums = rt.run(g, [x.float() if x.dtype != torch.float32 else x for x in xs[3:]])
+    finally:
+        torch.set_default_device(None)
+    assert all(o.device.type == "cpu" for o in out + sums)
+    assert all(same_bits(o, seed_ref(x.numpy())) for o, x in zip(out, xs))
+
+
+def test_new_outputs_of_arrays_with_many_dimensions(rt):
+    # A block adds a dimension to its rows': an array with NumPy's most has its own.
+    x = rand(16).reshape((16,) + (1,) * 31)
+    out = rt.run(graphrun.seed(), [x, x.copy()])
+    assert all(o.shape == x.shape and same_bits(o, seed_ref(x)) for o in out)
 
 
 def test_new_pinned_outputs_share_blocks_freed_with_the_last_row(rt):
