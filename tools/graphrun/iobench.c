@@ -12,17 +12,17 @@
  * 3. Run `graphrun run` on the dataset (this same binary, a child process, so that its peak
  *    resident set is its own: wait4's rusage), timed from its start to its exit.
  * 4. Check every output against the C reference (gr_workload_check_seed), bit for bit.
- * Steps 1 and 4 compute on every CPU (a tensor in pieces): on one core they took longer
- * than the disk for tens of GB; --json gives their times beside the disk's and the run's.
  * 5. Report the rates, the run's time, the ratio (the disk's time over the run's: 1.0 is
  *    the disk's speed), the peak resident set against --host-memory, and the check.
+ * Steps 1 and 4 compute on every CPU (a tensor in pieces): on one core they took longer
+ * than the disk for tens of GB; --json gives their times beside the disk's and the run's.
  * Exit status 0 only when the run succeeded and every output is right.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <spawn.h>
 #include <stdatomic.h>
