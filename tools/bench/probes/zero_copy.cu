@@ -6,7 +6,7 @@
 // device under unified addressing) and one that writes each back pays no such cost: one
 // launch per unit and direction, its table of ranges in pinned host memory too.
 //   nvcc -O2 -arch=sm_90 -o probe zero_copy.cu
-//   ./probe [tensors=12800] [bytes=65536] [per_unit=512] [ways|layout]
+//   ./probe [tensors=12800] [bytes=65536] [per_unit=512] [ways|layout|separate]
 // `layout` (the batched ways only) asks what graphrun adds to the plain batch way: its
 // kernel as a one-node graph whose node is updated for every unit and launched between the
 // batches (as the CUDA backend runs a scattered unit), tensors starting 64 bytes past a
@@ -15,8 +15,10 @@
 // (launch; the graph way's node update included, which graphrun's profile counts apart as
 // "graph update") and, with one unit in flight, the time from its last call to its event
 // (wait), as tools/nvtx_profile gives graphrun's.
-// Tensors lie as graphrun's pool has them (slabs of 64 MiB, a page between tensors), in
-// place (outputs over inputs). Three threads take units from a shared counter, as workers
+// `separate` runs the batched, kernel and fused ways over tensors of one cudaHostAlloc each
+// (as PyTorch's pin_memory() and a program's own allocations lie). Otherwise tensors lie as
+// graphrun's pool has them (slabs of 64 MiB, a page between tensors); in place (outputs
+// over inputs) either way. Three threads take units from a shared counter, as workers
 // take tasks, each with `depth` slots (a stream and a device block each). Ways:
 //   batch:  cudaMemcpyBatchAsync in, the seed kernel (2x + 1), cudaMemcpyBatchAsync out
 //   graph:  the same with the kernel as a graph (node updated, then cudaGraphLaunch)
@@ -101,7 +103,8 @@ static const char *way_name[] = {"batch", "kernel", "fused", "graph"};
 
 struct tensors {
   size_t count, bytes;
-  size_t offset = 0; // where a tensor starts past its page
+  size_t offset = 0;     // where a tensor starts past its page
+  bool separate = false; // each its own cudaHostAlloc, as PyTorch's pin_memory() makes them
   std::vector<char *> slabs, at;
 };
 
@@ -109,6 +112,15 @@ static void tensors_make(tensors &t) {
   for (char *s : t.slabs) cudaFreeHost(s);
   t.slabs.clear();
   t.at.clear();
+  if (t.separate) {
+    for (size_t i = 0; i < t.count; i++) {
+      char *s;
+      if (cudaHostAlloc((void **)&s, t.bytes, cudaHostAllocPortable) != cudaSuccess) exit(2);
+      t.slabs.push_back(s);
+      t.at.push_back(s);
+    }
+    return;
+  }
   const size_t slab = 64u << 20, stride = (t.bytes + t.offset + 4095) / 4096 * 4096 + 4096;
   const size_t per_slab = slab / stride;
   for (size_t i = 0; i < t.count; i++) {
@@ -263,6 +275,7 @@ int main(int argc, char **argv) {
   t.bytes = argc > 2 ? strtoul(argv[2], nullptr, 10) : 65536;
   size_t per_unit = argc > 3 ? strtoul(argv[3], nullptr, 10) : 512;
   bool layout = argc > 4 && strcmp(argv[4], "layout") == 0;
+  t.separate = argc > 4 && strcmp(argv[4], "separate") == 0;
   double ceiling = bidir_gbs();
   tensors_make(t);
   printf("%zu tensors of %zu bytes, units of %zu; both ways at once %.1f GB/s\n", t.count,
@@ -289,7 +302,14 @@ int main(int argc, char **argv) {
       {BATCH, 3, 1, per_unit, 0, 60}, {GRAPH, 3, 1, per_unit, 0, 60},
       {GRAPH, 3, 1, per_unit, 64, 60}, {BATCH, 3, 1, per_unit, 0, 0},
       {GRAPH, 3, 1, per_unit, 0, 0}};
-  for (const config &c : layout ? layouts : ways) {
+  // Separate allocations (PERFORMANCE, "Separate pinned tensors": batched copies of them
+  // at 0.556 of the link at 64 KiB, 0.791 from the pool): do the SMs pay the driver's cost
+  // per allocation that the copy engines' batches do?
+  const std::vector<config> separate = {
+      {BATCH, 3, 1, per_unit, 0, 0}, {BATCH, 3, 2, per_unit, 0, 0},
+      {KERNEL, 3, 2, per_unit, 0, 0}, {FUSED, 3, 2, per_unit, 0, 0},
+      {FUSED, 1, 2, per_unit / 8, 0, 0}};
+  for (const config &c : layout ? layouts : t.separate ? separate : ways) {
     if (c.offset != t.offset) {
       t.offset = c.offset;
       tensors_make(t);
