@@ -207,13 +207,15 @@ def _kind_of(col, i):
 # tensors only. Tensors keep a storage of their own: a row of a block would be saved whole
 # by torch.save, shared whole with another process, and (from unbind) refused in-place
 # autograd, which PyTorch users do not expect of a function's result.
-GROUP_TENSOR_MAX = 512 << 10  # bytes a tensor, at most, for its output to share a block:
-                              # below the registration cache's least (GR_HOST_CACHE_MIN_BYTES),
-                              # so no cache entry spans two rows that rt.forget would tie
-GROUP_BLOCK = 2 << 20       # bytes a block, at most: pinned ones come from graphrun's pool
-                            # (runtime/hostpool.h, requests of up to 2 MiB), not page-locked anew
-_ROW_ALIGN = 64             # each row starts as aligned as a block does
-_ROW_DIMS_MAX = 31          # a block adds a dimension; NumPy 1 allows 32
+# Bytes a tensor, at most, for its output to share a block: below the registration cache's
+# least range (GR_HOST_CACHE_MIN_BYTES), so that no cache entry spans two rows, which
+# rt.forget of one would tie to the other.
+GROUP_TENSOR_MAX = 512 << 10
+# Bytes a block, at most: pinned blocks then come from graphrun's pool (runtime/hostpool.h
+# serves requests of up to 2 MiB) rather than being page-locked anew.
+GROUP_BLOCK = 2 << 20
+_ROW_ALIGN = 64     # each row starts as aligned as its block does
+_ROW_DIMS_MAX = 31  # a block adds a dimension to its rows'; NumPy 1 allows 32
 
 
 def _allocate(port, shape, lead, torch):
