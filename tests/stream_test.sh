@@ -415,6 +415,7 @@ assert io["read_ahead_files"] == host // file, io
 assert io["read_ahead_bytes"] == io["read_ahead_files"] * file <= host, io
 assert io["warm_reads"] == io["read_ahead_files"], io
 assert io["direct_reads"] == 96 - io["warm_reads"] or io["buffered_because"], io
+assert io["read_ahead_seconds"] > 0, io
 PY
     verify "$T/ra_out" --all >/dev/null || return 1
   if ((checks)); then # the files read ahead: t00.npy onwards
@@ -444,6 +445,7 @@ PY
 import json, sys
 io = json.load(open(sys.argv[1]))["io"]
 assert io["read_ahead_files"] == io["read_ahead_bytes"] == io["warm_reads"] == 0, io
+assert io["read_ahead_seconds"] == 0, io
 PY
     verify "$T/ra_out" --all >/dev/null
 }

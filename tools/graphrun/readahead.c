@@ -33,6 +33,8 @@ struct gr_readahead {
     char *buf;                /* PIECE: the owner's allocation, so that the thread makes no
                                  malloc arena of its own (address space under RLIMIT_AS) */
     uint64_t total;           /* bytes read, whole files or not */
+    int64_t started_ns;       /* when the thread started */
+    int64_t reading_ns;       /* from then to the end of the last file read whole */
     /* Tests (GR_TEST_READ_AHEAD): stop once this many bytes are read (0: never), and let
      * the thread run to its end however soon the owner stops it. */
     uint64_t stop_after;
@@ -66,6 +68,10 @@ static bool read_file(gr_readahead *r, uint64_t k)
         close(fd);
         return false;
     }
+    /* The kernel's read-ahead for a file read in order, twice its default window: on dev
+     * (virtio disk) this thread read 4 x 400 MB at 1.5-2.0 GB/s with it, 0.5-1.55 without;
+     * the disk gives 2.3 to O_DIRECT reads. */
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     while (off < size && !atomic_load_explicit(&r->stop, memory_order_relaxed)) {
         size_t want = size - off < PIECE ? (size_t)(size - off) : PIECE;
         ssize_t got;
@@ -88,9 +94,8 @@ static bool read_file(gr_readahead *r, uint64_t k)
     return off == size;
 }
 
-static void *readahead_main(void *arg)
+static void read_ahead(gr_readahead *r)
 {
-    gr_readahead *r = arg;
     uint32_t ni = r->plan->opt.n_inputs;
     uint64_t used = 0;
 
@@ -103,15 +108,24 @@ static void *readahead_main(void *arg)
             if (gr_inputs_is_stdin(&r->plan->src, r->plan->in[k].path))
                 continue; /* held in memory already */
             if (atomic_load_explicit(&r->stop, memory_order_relaxed) || used + size > r->limit)
-                return NULL;
+                return;
             used += size;
             if (read_file(r, k)) {
                 r->warm[k] = 1;
                 r->files++;
                 r->bytes += size;
+                r->reading_ns = gr_now_ns() - r->started_ns;
             }
         }
     }
+}
+
+static void *readahead_main(void *arg)
+{
+    gr_readahead *r = arg;
+
+    r->started_ns = gr_now_ns();
+    read_ahead(r);
     return NULL;
 }
 
@@ -185,10 +199,12 @@ bool gr_readahead_warm(const gr_readahead *r, uint64_t k)
     return r != NULL && r->joined && r->warm[k];
 }
 
-void gr_readahead_counts(const gr_readahead *r, uint64_t *files, uint64_t *bytes)
+void gr_readahead_counts(const gr_readahead *r, uint64_t *files, uint64_t *bytes,
+                         double *seconds)
 {
     *files = r && r->joined ? r->files : 0;
     *bytes = r && r->joined ? r->bytes : 0;
+    *seconds = r && r->joined ? (double)r->reading_ns / 1e9 : 0;
 }
 
 void gr_readahead_destroy(gr_readahead *r)

@@ -48,8 +48,10 @@ void gr_readahead_stop(gr_readahead *r);
  * cache has it. NULL: false. */
 bool gr_readahead_warm(const gr_readahead *r, uint64_t k);
 
-/* Files read whole, and the bytes of them. */
-void gr_readahead_counts(const gr_readahead *r, uint64_t *files, uint64_t *bytes);
+/* Files read whole, the bytes of them, and the thread's time from its start to the end of
+ * the last of them (bytes over seconds: the disk's rate through the page cache). */
+void gr_readahead_counts(const gr_readahead *r, uint64_t *files, uint64_t *bytes,
+                         double *seconds);
 
 /* Stop and free it. The warm files stay in the page cache until the stream reads them (a
  * run stopped before it read them leaves them there, clean, for the kernel to reclaim).

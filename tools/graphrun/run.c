@@ -535,7 +535,7 @@ static int run_job(run_state *s)
         cfg.engine = a->engine;
         cfg.direct = !a->no_direct;
         gr_readahead_stop(s->ahead);
-        gr_readahead_counts(s->ahead, &files, &bytes);
+        gr_readahead_counts(s->ahead, &files, &bytes, &r->read_ahead_seconds);
         r->read_ahead_files = (int64_t)files;
         r->read_ahead_bytes = (int64_t)bytes;
         cfg.warm = s->ahead;

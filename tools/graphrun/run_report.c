@@ -238,6 +238,7 @@ static void set_rank_fields(json_t *o, const gr_run_report *r)
         json_object_set_new(io, "buffered_writes", json_integer(r->buffered_writes));
         json_object_set_new(io, "read_ahead_files", json_integer(r->read_ahead_files));
         json_object_set_new(io, "read_ahead_bytes", json_integer(r->read_ahead_bytes));
+        json_object_set_new(io, "read_ahead_seconds", json_real(r->read_ahead_seconds));
         json_object_set_new(io, "warm_reads", json_integer(r->warm_reads));
         json_object_set_new(io, "buffered_because", r->io_buffered_why[0]
                                                         ? json_string(r->io_buffered_why)
