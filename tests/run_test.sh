@@ -1167,6 +1167,28 @@ d = json.load(open(sys.argv[1]))
 assert d["verified"] + d["wrong"] == 4 and d["wrong"] >= 1 and d["verified"] >= 1, d
 assert d["run_exit"] == 1, d' "$out"
 }
+bench_io_cleans_up_when_stopped() { # a signal half way removes what the bench wrote
+  local dir="$T/bio_stop" phase pid rc k
+  for phase in in out; do # stopped writing its dataset; stopped while the run writes
+    rm -rf "$dir" # DIR need not exist: the bench makes it, and leaves it, empty
+    "$bin" bench --io "$dir" --count 16 --elems 4194304 --host-memory 64MiB --json \
+      >"$out" 2>"$err" &
+    pid=$!
+    for ((k = 0; k < 600; k++)); do
+      compgen -G "$dir/graphrun-bench-io.*/$phase/*" >/dev/null && break
+      sleep 0.05
+    done
+    kill -TERM "$pid"
+    wait "$pid"
+    rc=$?
+    ((rc == 143)) || { echo "    stopped in '$phase': exit $rc, expected 143"; cat "$err"; return 1; }
+    [[ -d $dir && -z $(ls -A "$dir") ]] ||
+      { echo "    left after a stop in '$phase':"; ls -R "$dir" | head; return 1; }
+    has "$err" "graphrun bench: stopped by Terminated; $dir/graphrun-bench-io." || return 1
+    ! grep -qaF "$dir/graphrun-bench-io" /proc/[0-9]*/cmdline 2>/dev/null ||
+      { echo "    a graphrun run of the bench outlived it"; return 1; }
+  done
+}
 progress_line_only_where_it_belongs() { # on a terminal or asked for; never with --json
   local lines="$T/pg_lines"
   # The line is redrawn in place ('\r'): one line per drawing, to read it.
@@ -1451,6 +1473,7 @@ case_ info_ceilings_without_cuda_warns info_ceilings_without_cuda_warns
 case_ help_says_the_defaults help_says_the_defaults
 case_ progress_line_only_where_it_belongs progress_line_only_where_it_belongs
 case_ bench_io_checks_its_outputs bench_io_checks_its_outputs
+case_ bench_io_cleans_up_when_stopped bench_io_cleans_up_when_stopped
 case_ constants_given_to_every_tensor constants_given_to_every_tensor
 case_ constants_refused_clearly constants_refused_clearly
 exit $failed

@@ -16,14 +16,18 @@
  *    the disk's speed), the peak resident set against --host-memory, and the check.
  * Steps 1 and 4 compute on every CPU (a tensor in pieces): on one core they took longer
  * than the disk for tens of GB; --json gives their times beside the disk's and the run's.
- * Exit status 0 only when the run succeeded and every output is right.
+ * Exit status 0 only when the run succeeded and every output is right; 128 + the signal when
+ * one stopped it, after removing what it wrote.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -66,8 +70,9 @@ static void usage(FILE *f)
             "of the disk's own time for the same bytes (1.0 = the disk's speed) and the\n"
             "run's peak resident set.\n"
             "\n"
-            "  --io DIR         the file system to measure: a directory of its own is made\n"
-            "                   in DIR and removed at the end\n"
+            "  --io DIR         the file system to measure (DIR is made if missing): a\n"
+            "                   directory of its own is made in DIR and removed at the end,\n"
+            "                   or when the bench is stopped (SIGINT, SIGTERM, SIGHUP)\n"
             "  --count N        tensors (default %d)\n"
             "  --elems N        float32 elements per tensor (default %llu: 64 MiB)\n"
             "  --host-memory SIZE, --budget SIZE, --workers N, --backend B, --memory M\n"
@@ -134,6 +139,98 @@ static void uncache(const char *path)
     }
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if (type == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+/* The bench's own directory and all in it: the dataset, the outputs, whatever a run stopped
+ * half way left (its temporaries, its manifest). */
+static void remove_tree(const char *root)
+{
+    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Stopped by a signal (Ctrl-C, `timeout`, kill), the bench removes what it wrote: a bench
+ * of tens of GB stopped half way otherwise filled the disk for the next. SIGINT, SIGTERM and
+ * SIGHUP are blocked in every thread but one that waits for them; it stops the run (the
+ * child gets them unblocked), waits for it to end, removes the directory and exits 128 +
+ * the signal. `mu` orders it with the start of the run and the end of the bench. */
+static struct {
+    pthread_mutex_t mu;
+    sigset_t signals;
+    sigset_t before;      /* the mask before they were blocked: the child's */
+    const char *root;     /* NULL until it exists and again once it is removed */
+    bool keep;            /* --keep: left on a signal too */
+    pid_t child;          /* the run while it runs, else 0 */
+    bool stopped;         /* no run is started after this */
+} stopping = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *stop_on_signal(void *arg)
+{
+    siginfo_t info;
+    int sig;
+
+    (void)arg;
+    while ((sig = sigwaitinfo(&stopping.signals, &info)) < 0 && errno == EINTR)
+        ;
+    if (sig < 0)
+        return NULL;
+    pthread_mutex_lock(&stopping.mu);
+    stopping.stopped = true;
+    if (stopping.child > 0) {
+        /* Not reaped here (WNOWAIT): the bench's own wait4 may be waiting for it too. */
+        kill(stopping.child, SIGTERM);
+        while (waitid(P_PID, (id_t)stopping.child, &info, WEXITED | WNOWAIT) < 0 &&
+               errno == EINTR)
+            ;
+    }
+    if (stopping.root != NULL && !stopping.keep) {
+        remove_tree(stopping.root);
+        fprintf(stderr, "graphrun bench: stopped by %s; %s removed\n", strsignal(sig),
+                stopping.root);
+    } else {
+        fprintf(stderr, "graphrun bench: stopped by %s\n", strsignal(sig));
+    }
+    _exit(128 + sig);
+}
+
+static void stop_on_signals(void)
+{
+    pthread_t t;
+
+    sigemptyset(&stopping.signals);
+    sigaddset(&stopping.signals, SIGINT);
+    sigaddset(&stopping.signals, SIGTERM);
+    sigaddset(&stopping.signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stopping.signals, &stopping.before);
+    if (pthread_create(&t, NULL, stop_on_signal, NULL) == 0)
+        pthread_detach(t);
+}
+
+/* Every file and directory the bench makes is made through here: none once a signal has
+ * stopped it, so that nothing is made after its directory is removed. -1 with EINTR then. */
+static int create(const char *path, int flags, bool dir)
+{
+    int fd;
+
+    pthread_mutex_lock(&stopping.mu);
+    if (stopping.stopped) {
+        pthread_mutex_unlock(&stopping.mu);
+        errno = EINTR;
+        return -1;
+    }
+    fd = dir ? mkdir(path, 0777) : open(path, flags, 0644);
+    pthread_mutex_unlock(&stopping.mu);
+    return fd;
+}
+
 /* One tensor's data, filled or checked in pieces on every CPU: a dataset of tens of GB
  * is otherwise minutes of one core's work beside seconds of disk. */
 #define SLICE (1ull << 20) /* elements a piece */
@@ -193,7 +290,7 @@ static int write_dataset(bench *b)
 
         over_slices(&sl, fill_slice);
         if ((p = path_of(b, "in", i)) == NULL ||
-            (fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
+            (fd = create(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, false)) < 0 ||
             write(fd, header, hlen) != (ssize_t)hlen || write(fd, data, bytes) != (ssize_t)bytes ||
             fsync(fd) != 0 || close(fd) != 0) {
             fprintf(stderr, "graphrun bench: cannot write %s: %s\n", p ? p : "the dataset",
@@ -212,9 +309,9 @@ static int write_dataset(bench *b)
 static int open_file(bench *b, const char *path, bool write)
 {
     int flags = (write ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY) | O_CLOEXEC;
-    int fd = b->direct ? open(path, flags | O_DIRECT, 0644) : -1;
+    int fd = b->direct ? create(path, flags | O_DIRECT, false) : -1;
 
-    return fd >= 0 ? fd : open(path, flags, 0644);
+    return fd >= 0 ? fd : create(path, flags, false);
 }
 
 /* Move every job's bytes through the engine, DEPTH pieces at a time from the buffers;
@@ -342,8 +439,9 @@ static int run_child(bench *b, json_t **summary, double *seconds, int64_t *rss)
 {
     char graph[4096], in[4096], out[4096], self[4096];
     const char *argv[32];
-    int argc = 0, pipefd[2], status;
+    int argc = 0, pipefd[2], status, fd;
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
     struct rusage ru;
     json_error_t jerr;
     int64_t t0;
@@ -358,7 +456,13 @@ static int run_child(bench *b, json_t **summary, double *seconds, int64_t *rss)
     snprintf(graph, sizeof(graph), "%s/seed.graph", b->root);
     snprintf(in, sizeof(in), "%s/in", b->root);
     snprintf(out, sizeof(out), "%s/out", b->root);
-    if ((f = fopen(graph, "w")) == NULL || fputs(seed_spec, f) == EOF || fclose(f) != 0)
+    if ((fd = create(graph, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, false)) < 0 ||
+        (f = fdopen(fd, "w")) == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return GR_EXIT_RUNTIME;
+    }
+    if (fputs(seed_spec, f) == EOF || fclose(f) != 0)
         return GR_EXIT_RUNTIME;
     argv[argc++] = self;
     argv[argc++] = "run";
@@ -385,13 +489,23 @@ static int run_child(bench *b, json_t **summary, double *seconds, int64_t *rss)
         return GR_EXIT_RUNTIME;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &stopping.before);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
     t0 = gr_now_ns();
-    if (posix_spawn(&pid, self, &fa, NULL, (char *const *)argv, environ) != 0) {
+    pthread_mutex_lock(&stopping.mu);
+    if (stopping.stopped ||
+        posix_spawn(&pid, self, &fa, &attr, (char *const *)argv, environ) != 0) {
+        pthread_mutex_unlock(&stopping.mu);
+        posix_spawnattr_destroy(&attr);
         posix_spawn_file_actions_destroy(&fa);
         close(pipefd[0]);
         close(pipefd[1]);
         return GR_EXIT_RUNTIME;
     }
+    stopping.child = pid;
+    pthread_mutex_unlock(&stopping.mu);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     close(pipefd[1]);
     f = fdopen(pipefd[0], "r");
@@ -402,6 +516,9 @@ static int run_child(bench *b, json_t **summary, double *seconds, int64_t *rss)
         close(pipefd[0]);
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR)
         ;
+    pthread_mutex_lock(&stopping.mu);
+    stopping.child = 0;
+    pthread_mutex_unlock(&stopping.mu);
     *seconds = (double)(gr_now_ns() - t0) / 1e9;
     *rss = (int64_t)ru.ru_maxrss * 1024;
     return WIFEXITED(status) ? WEXITSTATUS(status) : GR_EXIT_FAILED;
@@ -452,29 +569,6 @@ static uint64_t check_outputs(const bench *b)
     }
     free(buf);
     return right;
-}
-
-static void remove_all(const bench *b)
-{
-    static const char *const subs[] = {"in", "out", "scratch"};
-    char path[4096];
-
-    for (int s = 0; s < 3; s++) {
-        for (uint64_t i = 0; i < b->count; i++) {
-            char *p = path_of(b, subs[s], i);
-
-            if (p)
-                unlink(p);
-            free(p);
-        }
-        snprintf(path, sizeof(path), "%s/%s", b->root, subs[s]);
-        rmdir(path);
-    }
-    snprintf(path, sizeof(path), "%s/out.manifest.json", b->root);
-    unlink(path);
-    snprintf(path, sizeof(path), "%s/seed.graph", b->root);
-    unlink(path);
-    rmdir(b->root);
 }
 
 static int parse(int argc, char **argv, bench *b)
@@ -610,19 +704,31 @@ int gr_cmd_bench_io(int argc, char **argv)
 
     if ((rc = parse(argc, argv, &b)) >= 0)
         return rc;
+    stop_on_signals();
+    /* DIR is made if it is not there (it stays: only the bench's own directory goes). */
+    if (mkdir(b.dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "graphrun bench: --io %s: cannot make it: %s\n", b.dir,
+                strerror(errno));
+        return GR_EXIT_RUNTIME;
+    }
+    pthread_mutex_lock(&stopping.mu);
     if (asprintf(&b.root, "%s/graphrun-bench-io.XXXXXX", b.dir) < 0 || mkdtemp(b.root) == NULL) {
+        pthread_mutex_unlock(&stopping.mu);
         fprintf(stderr, "graphrun bench: --io %s: cannot make a directory in it: %s\n", b.dir,
                 strerror(errno));
         free(b.root);
         return GR_EXIT_RUNTIME;
     }
+    stopping.root = b.root;
+    stopping.keep = b.keep;
+    pthread_mutex_unlock(&stopping.mu);
     for (int s = 0; s < 2; s++) {
         snprintf(path, sizeof(path), "%s/%s", b.root, s ? "scratch" : "in");
-        mkdir(path, 0777);
+        create(path, 0, true);
     }
     /* O_DIRECT where the file system takes it: the run does the same. */
     snprintf(path, sizeof(path), "%s/probe", b.root);
-    rc = open(path, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+    rc = create(path, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, false);
     b.direct = rc >= 0;
     if (rc >= 0)
         close(rc);
@@ -656,8 +762,11 @@ int gr_cmd_bench_io(int argc, char **argv)
     report(&b, summary, read_s, write_s, both_s, run_s, rss, right, run_rc);
     rc = run_rc == GR_EXIT_OK && right == b.count ? GR_EXIT_OK : GR_EXIT_FAILED;
 out:
+    pthread_mutex_lock(&stopping.mu);
     if (!b.keep)
-        remove_all(&b);
+        remove_tree(b.root);
+    stopping.root = NULL;
+    pthread_mutex_unlock(&stopping.mu);
     json_decref(summary);
     for (int k = 0; k < DEPTH; k++)
         free(b.bufs[k]);
