@@ -212,6 +212,8 @@ static void stop_on_signals(void)
     pthread_sigmask(SIG_BLOCK, &stopping.signals, &stopping.before);
     if (pthread_create(&t, NULL, stop_on_signal, NULL) == 0)
         pthread_detach(t);
+    else /* no thread to take them: they stop the bench as they did, leaving its files */
+        pthread_sigmask(SIG_SETMASK, &stopping.before, NULL);
 }
 
 /* Every file and directory the bench makes is made through here: none once a signal has
