@@ -216,8 +216,9 @@ static void stop_on_signals(void)
         pthread_sigmask(SIG_SETMASK, &stopping.before, NULL);
 }
 
-/* Every file and directory the bench makes is made through here: none once a signal has
- * stopped it, so that nothing is made after its directory is removed. -1 with EINTR then. */
+/* Every file and directory the bench makes or opens goes through here: none once a signal
+ * has stopped it, so that nothing is made after its directory is removed. -1 with EINTR
+ * then. */
 static int create(const char *path, int flags, bool dir)
 {
     int fd;

@@ -212,8 +212,7 @@ void gr_readahead_destroy(gr_readahead *r)
     if (r == NULL)
         return;
     r->finish = false;
-    gr_readahead_stop(r);
-    free(r->buf);
+    gr_readahead_stop(r); /* frees the buffer */
     free(r->warm);
     free(r);
 }
