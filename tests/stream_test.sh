@@ -116,6 +116,8 @@ engine, host, rss, sanitizer = sys.argv[2], int(sys.argv[3]) << 20, int(sys.argv
 io = d["io"]
 assert d["status"] == "ok" and d["done"] == 96 and d["host_memory_bytes"] == host, d
 assert 0 < d["host_memory_peak_bytes"] <= host, d
+assert d["host_memory_segments"] >= 1 and d["host_memory_first_seconds"] > 0, d
+assert d["host_memory_more_seconds"] >= 0, d
 assert io["engine"] == engine, io
 assert io["read_bytes"] >= d["bytes_in"] and io["written_bytes"] >= d["bytes_out"], io
 files = io["direct_reads"] + io["buffered_reads"] + io["direct_writes"] + io["buffered_writes"]

@@ -558,6 +558,9 @@ static int run_job(run_state *s)
         r->host_memory = (int64_t)s->host_memory;
         r->host_memory_peak = (int64_t)res.window.peak_in_use;
         r->host_memory_kind = res.window.kind;
+        r->host_memory_segments = res.window.segments;
+        r->host_memory_first_seconds = (double)res.window.first_ns / 1e9;
+        r->host_memory_more_seconds = (double)res.window.more_ns / 1e9;
         r->sync = a->sync;
         snprintf(r->io_engine, sizeof(r->io_engine), "%s", res.engine);
         snprintf(r->io_fallback, sizeof(r->io_fallback), "%s", res.fallback);

@@ -251,6 +251,11 @@ static void set_rank_fields(json_t *o, const gr_run_report *r)
         json_object_set_new(o, "host_memory_peak_bytes", json_integer(r->host_memory_peak));
         json_object_set_new(o, "host_memory_kind",
                             json_string(gr_mem_kind_name((gr_mem_kind)r->host_memory_kind)));
+        json_object_set_new(o, "host_memory_segments", json_integer(r->host_memory_segments));
+        json_object_set_new(o, "host_memory_first_seconds",
+                            json_real(r->host_memory_first_seconds));
+        json_object_set_new(o, "host_memory_more_seconds",
+                            json_real(r->host_memory_more_seconds));
     }
     json_object_set_new(o, "peak_rss_bytes", json_integer(r->peak_rss));
     if (r->have_devmem)

@@ -38,6 +38,7 @@ struct gr_window {
     segment *seg;
     uint32_t n_seg, cap;
     uint64_t in_use, peak, shortfall;
+    int64_t first_ns, more_ns; /* time allocating the first segment, and the others */
 };
 
 static uint64_t round_up(uint64_t v, uint64_t to)
@@ -210,6 +211,7 @@ static bool add_segment(gr_window *w)
 {
     uint64_t size = w->limit - w->held < w->segment ? w->limit - w->held : w->segment;
     segment *s;
+    int64_t t0;
 
     if (w->full || size < w->least) {
         w->full = true;
@@ -227,7 +229,9 @@ static bool add_segment(gr_window *w)
     s = &w->seg[w->n_seg];
     memset(s, 0, sizeof(*s));
     s->free = malloc(8 * sizeof(*s->free));
+    t0 = gr_now_ns();
     s->raw = s->free ? segment_memory(w, &size) : NULL;
+    *(w->n_seg ? &w->more_ns : &w->first_ns) += gr_now_ns() - t0;
     if (s->raw == NULL) {
         free(s->free);
         w->shortfall = w->limit - w->held;
@@ -386,6 +390,9 @@ void gr_window_stats_get(const gr_window *w, gr_window_stats *out)
     out->peak_in_use = w->peak;
     out->shortfall = w->shortfall;
     out->kind = w->got;
+    out->segments = w->n_seg;
+    out->first_ns = w->first_ns;
+    out->more_ns = w->more_ns;
 }
 
 void gr_window_destroy(gr_window *w)

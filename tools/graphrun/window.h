@@ -107,6 +107,11 @@ typedef struct gr_window_stats {
     uint64_t in_use, peak_in_use;
     uint64_t shortfall; /* bytes of the bound the system would not give (0: none) */
     gr_mem_kind kind;   /* what the segments are (pageable when pinning failed) */
+    uint32_t segments;  /* allocated */
+    /* Time spent allocating segments (pinning them, on CUDA): the first, which the run's
+     * setup waits for, and the others, which the stream's owner thread waits for when the
+     * window grows. */
+    int64_t first_ns, more_ns;
 } gr_window_stats;
 
 void gr_window_stats_get(const gr_window *w, gr_window_stats *out);
