@@ -142,6 +142,26 @@ assert io["warm_reads"] == io["read_ahead_files"], io
 assert (io["engine"] == "io_uring") == (io["fallback"] is None), io
 PY
 }
+# The window's segments after the first are allocated (pinned, on CUDA) by a thread of the
+# window's own beside the stream, not by the stream's thread when a read finds no room
+# (window.h, gr_window_grow_ahead); GR_TEST_WINDOW_GROWTH=owner keeps the old way for
+# comparison. Both fill the bound in segments and give every output right.
+window_grows_beside_the_stream() {
+  local mode
+  for mode in thread owner; do
+    if [[ $mode == owner ]]; then
+      GR_TEST_WINDOW_GROWTH=owner bounded "$engine" || return 1
+    else
+      bounded "$engine" || return 1
+    fi
+    json "$mode" <<'PY' || return 1
+import json, sys
+d, mode = json.load(open(sys.argv[1])), sys.argv[2]
+assert d["host_memory_grown_ahead"] == (mode == "thread"), (mode, d)
+assert d["host_memory_segments"] >= 2 and d["host_memory_more_seconds"] > 0, d
+PY
+  done
+}
 bounded_with_pread() {
   bounded pread --io pread && json <<'PY'
 import json, sys
@@ -468,6 +488,7 @@ planning_reads_only_the_headers() {
 case_ bounded_with_io_uring_and_direct bounded_with_io_uring_and_direct
 case_ planning_reads_only_the_headers planning_reads_only_the_headers
 case_ read_ahead_while_the_runtime_starts read_ahead_while_the_runtime_starts
+case_ window_grows_beside_the_stream window_grows_beside_the_stream
 case_ bounded_with_pread bounded_with_pread
 case_ bounded_when_io_uring_is_refused bounded_when_io_uring_is_refused
 case_ bounded_through_the_page_cache bounded_through_the_page_cache

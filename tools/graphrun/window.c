@@ -9,6 +9,9 @@
 #define _GNU_SOURCE
 #include "tools/graphrun/window.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,12 @@ typedef struct segment {
     uint32_t n_free, cap;
 } segment;
 
+/* Memory a grower thread allocated for a segment, waiting for the owner to take it in. */
+typedef struct grown {
+    void *raw;
+    uint64_t size;
+} grown;
+
 struct gr_window {
     uint64_t limit, segment, least; /* least: the smallest segment worth having */
     uint64_t held;                  /* bytes of the segments */
@@ -39,6 +48,20 @@ struct gr_window {
     uint32_t n_seg, cap;
     uint64_t in_use, peak, shortfall;
     int64_t first_ns, more_ns; /* time allocating the first segment, and the others */
+    /* The grower (gr_window_grow_ahead): `mu` guards the fields below it; the grower reads
+     * only the fields above that never change after create (limit, segment, least, want). */
+    bool growing;   /* owner: a grower was started and not yet joined */
+    bool grew;      /* owner: a grower was started */
+    pthread_t grower;
+    atomic_bool stop_growing;
+    uint64_t grow_from, grow_to; /* the grower's: bytes held when it started, its target */
+    pthread_mutex_t mu;
+    grown *ready;                /* cap_ready entries */
+    uint32_t n_ready, cap_ready; /* allocated by the grower; the owner takes them in order */
+    uint32_t n_taken;
+    bool grower_done;      /* it allocates no more */
+    uint64_t grow_short;   /* bytes of its target the system would not give */
+    int64_t grow_ns;       /* its time allocating */
 };
 
 static uint64_t round_up(uint64_t v, uint64_t to)
@@ -185,6 +208,7 @@ gr_status gr_window_create(uint64_t limit, uint64_t segment, uint64_t least, gr_
     w->segment = segment;
     w->least = least;
     w->want = w->got = kind;
+    pthread_mutex_init(&w->mu, NULL);
     *out = w;
     return GR_OK;
 }
@@ -205,18 +229,9 @@ static void *segment_memory(gr_window *w, uint64_t *size)
     }
 }
 
-/* A new segment, or false (the window stays as large as it is: the limit, or all the
- * system would give). */
-static bool add_segment(gr_window *w)
+/* Room in the segment array for one more. */
+static bool seg_room(gr_window *w)
 {
-    uint64_t size = w->limit - w->held < w->segment ? w->limit - w->held : w->segment;
-    segment *s;
-    int64_t t0;
-
-    if (w->full || size < w->least) {
-        w->full = true;
-        return false;
-    }
     if (w->n_seg == w->cap) {
         uint32_t cap = w->cap ? w->cap * 2 : 8;
         segment *v = realloc(w->seg, cap * sizeof(*v));
@@ -226,27 +241,160 @@ static bool add_segment(gr_window *w)
         w->seg = v;
         w->cap = cap;
     }
-    s = &w->seg[w->n_seg];
+    return true;
+}
+
+/* Segment n_seg over `raw` (from segment_memory) of `size` bytes; its free list in `free8`
+ * (8 extents). */
+static void seg_add(gr_window *w, void *raw, uint64_t size, extent *free8)
+{
+    segment *s = &w->seg[w->n_seg];
+
     memset(s, 0, sizeof(*s));
-    s->free = malloc(8 * sizeof(*s->free));
-    t0 = gr_now_ns();
-    s->raw = s->free ? segment_memory(w, &size) : NULL;
-    *(w->n_seg ? &w->more_ns : &w->first_ns) += gr_now_ns() - t0;
-    if (s->raw == NULL) {
-        free(s->free);
-        w->shortfall = w->limit - w->held;
-        w->full = true;
-        return false;
-    }
-    w->got = gr_hostbuf_kind(s->raw);
-    s->base = (char *)round_up((uintptr_t)s->raw, GR_WINDOW_ALIGN);
+    w->got = gr_hostbuf_kind(raw);
+    s->raw = raw;
+    s->free = free8;
+    s->base = (char *)round_up((uintptr_t)raw, GR_WINDOW_ALIGN);
     s->size = size;
     s->cap = 8;
     s->n_free = 1;
     s->free[0] = (extent){0, size};
     w->held += size;
     w->n_seg++;
+}
+
+/* A new segment, or false (the window stays as large as it is: the limit, or all the
+ * system would give). */
+static bool add_segment(gr_window *w)
+{
+    uint64_t size = w->limit - w->held < w->segment ? w->limit - w->held : w->segment;
+    extent *free8;
+    void *raw;
+    int64_t t0;
+
+    if (w->full || size < w->least) {
+        w->full = true;
+        return false;
+    }
+    if (!seg_room(w))
+        return false;
+    free8 = malloc(8 * sizeof(*free8));
+    t0 = gr_now_ns();
+    raw = free8 ? segment_memory(w, &size) : NULL;
+    *(w->n_seg ? &w->more_ns : &w->first_ns) += gr_now_ns() - t0;
+    if (raw == NULL) {
+        free(free8);
+        w->shortfall = w->limit - w->held;
+        w->full = true;
+        return false;
+    }
+    seg_add(w, raw, size, free8);
     return true;
+}
+
+/* The grower's thread: segments as add_segment sizes them, one after another, until the
+ * window holds grow_to bytes, the system gives no more, or it is told to stop. */
+static void *grower_main(void *arg)
+{
+    gr_window *w = arg;
+    uint64_t held = w->grow_from;
+
+    while (!atomic_load(&w->stop_growing)) {
+        uint64_t size = w->limit - held < w->segment ? w->limit - held : w->segment;
+        int64_t t0 = gr_now_ns();
+        void *raw;
+        bool more;
+
+        if (held >= w->grow_to || size < w->least)
+            break;
+        raw = segment_memory(w, &size);
+        pthread_mutex_lock(&w->mu);
+        w->grow_ns += gr_now_ns() - t0;
+        more = raw != NULL && w->n_ready < w->cap_ready;
+        if (more)
+            w->ready[w->n_ready++] = (grown){raw, size};
+        else
+            w->grow_short = w->limit - held;
+        pthread_mutex_unlock(&w->mu);
+        if (!more) {
+            gr_hostbuf_free(raw);
+            break;
+        }
+        held += size;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->grower_done = true;
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* The owner takes in what the grower has allocated since it last looked. Returns whether
+ * the grower may still give more. */
+static bool take_grown(gr_window *w)
+{
+    bool done;
+
+    if (!w->growing)
+        return false;
+    pthread_mutex_lock(&w->mu);
+    while (w->n_taken < w->n_ready) {
+        grown g = w->ready[w->n_taken];
+        extent *free8 = seg_room(w) ? malloc(8 * sizeof(*free8)) : NULL;
+
+        if (free8 == NULL)
+            break; /* taken at the next look, or freed by destroy */
+        seg_add(w, g.raw, g.size, free8);
+        w->n_taken++;
+    }
+    done = w->grower_done && w->n_taken == w->n_ready;
+    w->more_ns = w->grow_ns;
+    if (done && w->grow_short) {
+        w->shortfall = w->grow_short;
+        w->full = true;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return !done;
+}
+
+/* Stops and joins the grower; what it allocated and the owner did not take is freed. */
+static void stop_grower(gr_window *w)
+{
+    if (!w->growing)
+        return;
+    atomic_store(&w->stop_growing, true);
+    pthread_join(w->grower, NULL);
+    take_grown(w);
+    for (uint32_t k = w->n_taken; k < w->n_ready; k++)
+        gr_hostbuf_free(w->ready[k].raw);
+    w->n_taken = w->n_ready;
+    w->growing = false;
+}
+
+void gr_window_grow_ahead(gr_window *w, uint64_t upto)
+{
+    pthread_attr_t attr;
+    sigset_t all, old;
+    uint32_t n;
+
+    if (w->grew || w->full || upto <= w->held || getenv("GR_TEST_WINDOW_GROWTH") != NULL)
+        return; /* once a window */
+    if (upto > w->limit)
+        upto = w->limit;
+    n = (uint32_t)((upto - w->held) / w->least + 1);
+    if ((w->ready = calloc(n, sizeof(*w->ready))) == NULL)
+        return;
+    w->cap_ready = n;
+    w->grow_from = w->held;
+    w->grow_to = upto;
+    atomic_init(&w->stop_growing, false);
+    /* Every signal blocked (SIGINT and SIGTERM go to the owner); the stack the system's
+     * default: the allocation runs the CUDA driver's code. */
+    pthread_attr_init(&attr);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    w->growing = w->grew = pthread_create(&w->grower, &attr, grower_main, w) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
 }
 
 /* The segment size of a run's window (gr_window_open), from its tensors' largest need and
@@ -326,6 +474,17 @@ gr_status gr_window_alloc(gr_window *w, uint64_t bytes, void **out)
     for (uint32_t k = 0; k < w->n_seg; k++)
         if (take(&w->seg[k], bytes, out))
             goto out;
+    if (w->growing) {
+        uint32_t had = w->n_seg;
+        bool more = take_grown(w);
+
+        for (uint32_t k = had; k < w->n_seg; k++)
+            if (take(&w->seg[k], bytes, out))
+                goto out;
+        if (more)
+            return GR_ERR_UNAVAILABLE; /* room comes from the grower or a tensor's end */
+        stop_grower(w);
+    }
     if (!add_segment(w))
         return w->n_seg == 0 ? GR_ERR_OUT_OF_MEMORY : GR_ERR_UNAVAILABLE;
     take(&w->seg[w->n_seg - 1], bytes, out);
@@ -381,8 +540,9 @@ void gr_window_free(gr_window *w, void *p, uint64_t bytes)
     s->n_free++;
 }
 
-void gr_window_stats_get(const gr_window *w, gr_window_stats *out)
+void gr_window_stats_get(gr_window *w, gr_window_stats *out)
 {
+    take_grown(w);
     out->limit = w->limit;
     out->segment = w->segment;
     out->held = w->held;
@@ -393,16 +553,20 @@ void gr_window_stats_get(const gr_window *w, gr_window_stats *out)
     out->segments = w->n_seg;
     out->first_ns = w->first_ns;
     out->more_ns = w->more_ns;
+    out->grown_ahead = w->grew;
 }
 
 void gr_window_destroy(gr_window *w)
 {
     if (w == NULL)
         return;
+    stop_grower(w);
     for (uint32_t k = 0; k < w->n_seg; k++) {
         gr_hostbuf_free(w->seg[k].raw);
         free(w->seg[k].free);
     }
     free(w->seg);
+    free(w->ready);
+    pthread_mutex_destroy(&w->mu);
     free(w);
 }

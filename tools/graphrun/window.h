@@ -16,12 +16,14 @@
  *
  * The window. Segments of host memory of the kind the run asked for (pinned on CUDA,
  * through gr_hostbuf_alloc, so that the copies in and out are DMA; registered; or pageable),
- * allocated only when the buffers already held leave no room, up to the bound; extents are
+ * the first when the window opens, the others by a thread of the window's own while the
+ * stream runs (gr_window_grow_ahead), or when the buffers already held leave no room, up to
+ * the bound; extents are
  * taken first-fit from them and given back for the next read. A segment is at least one
  * tensor's worth (`least`), so any tensor fits once the tensors before it are written; when
  * the system will not give a segment's size at once, halves of it are tried down to that.
  *
- * Owner only: one thread per window.
+ * Owner only: one thread per window (the grower's thread is the window's own).
  */
 #ifndef GR_WINDOW_H
 #define GR_WINDOW_H
@@ -109,14 +111,31 @@ typedef struct gr_window_stats {
     gr_mem_kind kind;   /* what the segments are (pageable when pinning failed) */
     uint32_t segments;  /* allocated */
     /* Time spent allocating segments (pinning them, on CUDA): the first, which the run's
-     * setup waits for, and the others, which the stream's owner thread waits for when the
-     * window grows. */
+     * setup waits for, and the others (the grower's, beside the stream; else the owner's,
+     * whose stream waits for them). */
     int64_t first_ns, more_ns;
+    bool grown_ahead;   /* a grower thread ran (gr_window_grow_ahead) */
 } gr_window_stats;
 
-void gr_window_stats_get(const gr_window *w, gr_window_stats *out);
+/* Also takes in what the grower has allocated: the owner's thread only. */
+void gr_window_stats_get(gr_window *w, gr_window_stats *out);
 
-/* Free every segment. NULL is a no-op. */
+/* Allocate the window's further segments on a thread of its own until it holds `upto`
+ * bytes (gr_window_most: what the run's tensors need, at most the bound), rather than on
+ * the owner's thread when an extent finds no room. Pinning a segment of hundreds of MB
+ * takes a tenth of a second or more (about 0.5 ms a MiB on the H200), time in which the
+ * owner would start no read, submit no tensor and reap nothing; the grower takes it off
+ * the stream. gr_window_alloc takes in each segment the grower has finished and answers
+ * GR_ERR_UNAVAILABLE while the grower may still give room (the stream retries on its
+ * next turn); once the grower is done, it grows the window itself as before. The window
+ * then holds `upto` bytes whether or not the run would have filled them: the bound is
+ * what the user allows. Nothing happens when the thread cannot start (the owner grows the
+ * window itself) or with GR_TEST_WINDOW_GROWTH set in the environment (a test and bench
+ * knob: the owner's growth, for comparison). Call it once the runtime has started, so that
+ * the runtime gets its memory before the window takes the rest of what a limit allows. */
+void gr_window_grow_ahead(gr_window *w, uint64_t upto);
+
+/* Free every segment (after stopping the grower). NULL is a no-op. */
 void gr_window_destroy(gr_window *w);
 
 #endif /* GR_WINDOW_H */
