@@ -101,7 +101,8 @@ void gr_host_need_of(const gr_io_plan *plan, const bool *skip, uint64_t limit,
                         4096 * 4096;
     out->staging = out->staging_each * out->workers;
     /* The workers, the copy helpers, the deadline thread, the driver's I/O threads, and
-     * the read-ahead thread (readahead.h: while the runtime starts). */
+     * the read-ahead thread (readahead.h: while the runtime starts) or the window's grower
+     * (window.h: while the stream runs; the two never overlap). */
     out->threads = out->workers + copy_threads(cfg) + 1 + GR_FIO_PREAD_THREADS + 1;
     out->thread_each = thread_stack();
     arenas = out->threads;
