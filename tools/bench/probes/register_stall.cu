@@ -13,7 +13,7 @@
 // Each line: the workload, alone or beside registration, its GB/s (bytes over wall time),
 // the longest single cudaMemcpyAsync call (the submitting thread's wait) and the longest
 // CPU memcpy; then the registrations' own rate. Every byte copied to the device and back is
-// checked at the end of each run; the probe exits 1 on a wrong byte.
+// checked at the end of each run; the probe exits 1 on a wrong byte or a refused call.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,19 +24,7 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      exit(2);                                                                                \
-    }                                                                                         \
-  } while (0)
-
-static double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+#include "probe_common.h"
 
 static const size_t CHUNK = 64ull << 20;
 static const int ROUNDS = 150;
