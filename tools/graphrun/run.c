@@ -544,7 +544,7 @@ static int run_job(run_state *s)
                            ? a->progress
                            : -1;
         cfg.hooks = (gr_stream_hooks){s, on_done, on_failed, on_tick};
-        gr_window_grow_ahead(s->win, gr_window_most(&s->plan, s->skip, s->host_memory));
+        cfg.grow_to = gr_window_most(&s->plan, s->skip, s->host_memory);
         gr_stream_run(&cfg, &res);
         gr_readahead_destroy(s->ahead);
         s->ahead = NULL;
@@ -561,6 +561,7 @@ static int run_job(run_state *s)
         r->host_memory_kind = res.window.kind;
         r->host_memory_segments = res.window.segments;
         r->host_memory_grown_ahead = res.window.grown_ahead;
+        r->host_memory_segments_grown = res.window.segments_grown;
         r->host_memory_first_seconds = (double)res.window.first_ns / 1e9;
         r->host_memory_more_seconds = (double)res.window.more_ns / 1e9;
         r->sync = a->sync;

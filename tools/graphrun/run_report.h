@@ -48,7 +48,7 @@ typedef struct gr_run_report {
     int64_t read_ahead_files, read_ahead_bytes; /* read while the runtime started */
     double read_ahead_seconds;                  /* the read-ahead thread's time reading */
     int64_t host_memory, host_memory_peak, host_memory_kind; /* gr_mem_kind */
-    int64_t host_memory_segments, host_memory_grown_ahead;
+    int64_t host_memory_segments, host_memory_grown_ahead, host_memory_segments_grown;
     double host_memory_first_seconds, host_memory_more_seconds; /* allocating segments */
     int64_t peak_rss;  /* the process's peak resident set (getrusage) */
     int64_t sync;      /* gr_sync_mode */

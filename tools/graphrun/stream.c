@@ -18,7 +18,8 @@
  *
  * Why the window cannot deadlock: a segment holds the largest tensor, and every tensor
  * holding window memory is on its way out (I/O in flight ends, a ready group is submitted as
- * soon as the reads wait for room, a job ends), so room always comes back.
+ * soon as the reads wait for room, a job ends), so room always comes back; the window's
+ * grower only adds room, and always finishes.
  */
 #define _GNU_SOURCE
 #include "tools/graphrun/stream.h"
@@ -89,6 +90,7 @@ static void begin_stop(stream *s)
     if (s->stopping)
         return;
     s->stopping = true;
+    gr_window_grow_stop(s->win, false); /* no read starts any more: the window is enough */
     /* What has not started is not run; iterations running finish and are written. */
     for (uint32_t k = 0; k < s->n_jobs; k++)
         gr_job_cancel(s->jobs[k].job);
@@ -219,6 +221,8 @@ static void start_reads(stream *s)
     uint32_t ni = s->plan->opt.n_inputs, no = s->plan->opt.n_outputs;
 
     s->blocked = false;
+    if (s->next_i >= s->plan->count) /* every read started: the window needs no more */
+        gr_window_grow_stop(s->win, false);
     while (!s->stopping && s->next_i < s->plan->count && s->reading < READ_FILES) {
         uint64_t i = s->next_i;
         tensor *t;
@@ -658,6 +662,10 @@ gr_status gr_stream_run(const gr_stream_config *cfg, gr_stream_result *out)
         gr_fio_destroy(s.fio);
         return out->status;
     }
+    /* The grower after the I/O engine's threads: under an address-space limit those need
+     * their stacks more than the window needs its last segment. */
+    if (cfg->grow_to)
+        gr_window_grow_ahead(s.win, cfg->grow_to);
     gr_progress_start(&s.progress, cfg->progress);
     s.durable_at = t0;
     while (s.to_run > 0) {
@@ -682,6 +690,7 @@ gr_status gr_stream_run(const gr_stream_config *cfg, gr_stream_result *out)
     gr_progress_end(&s.progress);
     out->not_run = s.to_run - out->done - out->failed;
     out->ns = gr_now_ns() - t0;
+    gr_window_grow_stop(s.win, true);
     gr_window_stats_get(s.win, &out->window);
     for (uint32_t k = 0; k < s.n_dirs; k++) {
         if (s.dirs[k].fd >= 0)

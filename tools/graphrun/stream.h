@@ -91,6 +91,9 @@ typedef struct gr_stream_config {
     bool keep_going, all_or_nothing;
     gr_sync_mode sync;
     gr_window *win;            /* the host memory (gr_window_open: holds the largest tensor) */
+    /* Grow the window beside the stream up to this many bytes (gr_window_grow_ahead, once
+     * the stream's own threads have started); 0: only as reads find no room. */
+    uint64_t grow_to;
     gr_fio_engine engine;
     bool direct;               /* O_DIRECT where the file system allows it */
     /* The files read into the page cache while the run started (NULL: none): read

@@ -60,7 +60,6 @@ struct gr_window {
     uint32_t n_ready, cap_ready; /* allocated by the grower; the owner takes them in order */
     uint32_t n_taken;
     bool grower_done;      /* it allocates no more */
-    uint64_t grow_short;   /* bytes of its target the system would not give */
     int64_t grow_ns;       /* its time allocating */
 };
 
@@ -293,7 +292,10 @@ static bool add_segment(gr_window *w)
 }
 
 /* The grower's thread: segments as add_segment sizes them, one after another, until the
- * window holds grow_to bytes, the system gives no more, or it is told to stop. */
+ * window holds grow_to bytes, the system will not give a whole segment at once, or it is
+ * told to stop. It takes no less than a segment (add_segment tries halves): under an
+ * address-space limit what is left goes to the threads and allocations that need it, and
+ * the owner grows the window by halves only when a read needs the room. */
 static void *grower_main(void *arg)
 {
     gr_window *w = arg;
@@ -303,20 +305,18 @@ static void *grower_main(void *arg)
         uint64_t size = w->limit - held < w->segment ? w->limit - held : w->segment;
         int64_t t0 = gr_now_ns();
         void *raw;
-        bool more;
+        bool kept;
 
         if (held >= w->grow_to || size < w->least)
             break;
-        raw = segment_memory(w, &size);
+        raw = gr_hostbuf_alloc(w->want, size + GR_WINDOW_ALIGN);
         pthread_mutex_lock(&w->mu);
         w->grow_ns += gr_now_ns() - t0;
-        more = raw != NULL && w->n_ready < w->cap_ready;
-        if (more)
+        kept = raw != NULL && w->n_ready < w->cap_ready;
+        if (kept)
             w->ready[w->n_ready++] = (grown){raw, size};
-        else
-            w->grow_short = w->limit - held;
         pthread_mutex_unlock(&w->mu);
-        if (!more) {
+        if (!kept) {
             gr_hostbuf_free(raw);
             break;
         }
@@ -348,15 +348,12 @@ static bool take_grown(gr_window *w)
     }
     done = w->grower_done && w->n_taken == w->n_ready;
     w->more_ns = w->grow_ns;
-    if (done && w->grow_short) {
-        w->shortfall = w->grow_short;
-        w->full = true;
-    }
     pthread_mutex_unlock(&w->mu);
     return !done;
 }
 
-/* Stops and joins the grower; what it allocated and the owner did not take is freed. */
+/* Stops and joins the grower (once the segment it is allocating, if any, is had); what it
+ * allocated and the owner did not take is freed. */
 static void stop_grower(gr_window *w)
 {
     if (!w->growing)
@@ -368,6 +365,15 @@ static void stop_grower(gr_window *w)
         gr_hostbuf_free(w->ready[k].raw);
     w->n_taken = w->n_ready;
     w->growing = false;
+}
+
+void gr_window_grow_stop(gr_window *w, bool wait)
+{
+    if (!w->growing)
+        return;
+    atomic_store(&w->stop_growing, true);
+    if (wait)
+        stop_grower(w);
 }
 
 void gr_window_grow_ahead(gr_window *w, uint64_t upto)
@@ -554,6 +560,7 @@ void gr_window_stats_get(gr_window *w, gr_window_stats *out)
     out->first_ns = w->first_ns;
     out->more_ns = w->more_ns;
     out->grown_ahead = w->grew;
+    out->segments_grown = w->n_taken;
 }
 
 void gr_window_destroy(gr_window *w)

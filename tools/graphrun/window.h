@@ -81,7 +81,7 @@ gr_status gr_window_create(uint64_t limit, uint64_t segment, uint64_t least, gr_
 
 /* The window of a run: at most `limit` bytes (at least the largest tensor's need), in
  * segments of a quarter of it, at most GR_WINDOW_SEGMENT_MAX (pinned memory is allocated a
- * segment at a time, as the run needs it), at most what all the tensors to run need, in
+ * segment at a time: gr_window_grow_ahead), at most what all the tensors to run need, in
  * whole multiples of the largest tensor's need (at least one); with its first segment
  * allocated, so that a run that cannot
  * have even that learns it before anything starts. GR_ERR_OUT_OF_MEMORY then. */
@@ -95,7 +95,7 @@ uint64_t gr_window_most(const gr_io_plan *plan, const bool *skip, uint64_t limit
 
 /* An extent of `bytes` (a multiple of GR_WINDOW_ALIGN, at most `least`), block aligned,
  * into *out. GR_ERR_UNAVAILABLE when there is no room until some extent is given
- * back; GR_ERR_OUT_OF_MEMORY when the system gives no memory for the first segment (later
+ * back or the grower gives a segment; GR_ERR_OUT_OF_MEMORY when the system gives no memory for the first segment (later
  * segments that cannot be had shrink the window to those it has, and say so in
  * gr_window_shortfall). */
 gr_status gr_window_alloc(gr_window *w, uint64_t bytes, void **out);
@@ -114,7 +114,8 @@ typedef struct gr_window_stats {
      * setup waits for, and the others (the grower's, beside the stream; else the owner's,
      * whose stream waits for them). */
     int64_t first_ns, more_ns;
-    bool grown_ahead;   /* a grower thread ran (gr_window_grow_ahead) */
+    bool grown_ahead;        /* a grower thread ran (gr_window_grow_ahead) */
+    uint32_t segments_grown; /* of `segments`, the grower's */
 } gr_window_stats;
 
 /* Also takes in what the grower has allocated: the owner's thread only. */
@@ -127,13 +128,20 @@ void gr_window_stats_get(gr_window *w, gr_window_stats *out);
  * owner would start no read, submit no tensor and reap nothing; the grower takes it off
  * the stream. gr_window_alloc takes in each segment the grower has finished and answers
  * GR_ERR_UNAVAILABLE while the grower may still give room (the stream retries on its
- * next turn); once the grower is done, it grows the window itself as before. The window
- * then holds `upto` bytes whether or not the run would have filled them: the bound is
- * what the user allows. Nothing happens when the thread cannot start (the owner grows the
- * window itself) or with GR_TEST_WINDOW_GROWTH set in the environment (a test and bench
- * knob: the owner's growth, for comparison). Call it once the runtime has started, so that
- * the runtime gets its memory before the window takes the rest of what a limit allows. */
+ * next turn); once the grower is done (or stopped), the owner grows the window itself as
+ * before, halves of a segment included: the grower takes whole segments only, and stops
+ * at the first the system will not give. The window may then hold `upto` bytes whether
+ * or not the run would have filled them: the bound is what the user allows. Nothing
+ * happens when the thread cannot start or with GR_TEST_WINDOW_GROWTH set in the
+ * environment (a test and bench knob: the owner's growth alone, for comparison). Call it
+ * once the runtime and the stream's own threads have started, so that they get their
+ * memory before the window takes the rest of what a limit allows. Once a window. */
 void gr_window_grow_ahead(gr_window *w, uint64_t upto);
+
+/* Tell the grower, when there is one, to allocate no further segment, and with `wait`
+ * wait for it (the segment it is allocating, if any, is kept). Idempotent;
+ * gr_window_destroy stops it too. */
+void gr_window_grow_stop(gr_window *w, bool wait);
 
 /* Free every segment (after stopping the grower). NULL is a no-op. */
 void gr_window_destroy(gr_window *w);
