@@ -205,6 +205,14 @@ static gr_status check_tensors(gr_runtime *rt, const gr_graph *g, const gr_tenso
     return check_aliasing(g, t, count, err);
 }
 
+/* gr_job_options.cut_elems, 0 where the options end before it. */
+static uint64_t job_cut(const gr_job_options *opts)
+{
+    return opts->struct_size >= offsetof(gr_job_options, cut_elems) + sizeof(opts->cut_elems)
+               ? opts->cut_elems
+               : 0;
+}
+
 static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors,
                            uint64_t count, const gr_job_options *opts, gr_job **out)
 {
@@ -234,8 +242,8 @@ static gr_status job_alloc(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors
     if (gr__host_cache_hold(rt->host_cache, g, job->tensors, count, opts->deadline_ns,
                             &job->host_hold) != GR_OK)
         goto out_destroy_cond;
-    if (gr__runtime_plan_units(rt, g, job->tensors, count, &job->host_hold, &job->units,
-                               &job->n_units, &pending) != GR_OK)
+    if (gr__runtime_plan_units(rt, g, job->tensors, count, &job->host_hold, job_cut(opts),
+                               &job->units, &job->n_units, &pending) != GR_OK)
         goto out_release;
     /* Counted before the job is shared, so plain stores are published with it. */
     job->pending = (_Atomic uint32_t *)pending;
@@ -302,6 +310,37 @@ static gr_status check_constants(gr_runtime *rt, const gr_graph *g, const gr_job
     return GR_OK;
 }
 
+/* A job cut only at multiples of `cut` elements (units.h): a graph that can be cut, tensors
+ * of whole runs, and one run within what an iteration may take. */
+static gr_status check_cut(gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
+                           uint64_t count, uint64_t cut, gr_error_info *err)
+{
+    uint64_t capacity = smallest_arena(rt) - g->const_bytes, bytes = 0;
+
+    if (cut <= 1)
+        return GR_OK;
+    if (!g->splittable)
+        return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
+                             "cut_elems %llu: the graph cannot be cut (a kernel is not "
+                             "elementwise or a buffer is not the tensor's size)",
+                             (unsigned long long)cut);
+    for (uint64_t i = 0; i < count; i++)
+        if (t[i].elems % cut != 0)
+            return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, i, NULL,
+                                 "index %llu: %llu elements is not a whole number of runs of "
+                                 "cut_elems %llu",
+                                 (unsigned long long)i, (unsigned long long)t[i].elems,
+                                 (unsigned long long)cut);
+    if (gr__graph_layout(g, cut, NULL, &bytes) != GR_OK || bytes > capacity)
+        return gr__error_set(err, GR_ERR_OVER_BUDGET, GR_NO_INDEX, NULL,
+                             "one run of cut_elems %llu elements needs %llu device bytes but "
+                             "the budget is %llu%s",
+                             (unsigned long long)cut, (unsigned long long)bytes,
+                             (unsigned long long)capacity,
+                             g->const_bytes ? " beside the job's constants" : "");
+    return GR_OK;
+}
+
 /* The checks that need no runtime state beyond the devices' sizes. */
 static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *tensors,
                                uint64_t count, const gr_job_options *opts, gr_error_info *err)
@@ -339,7 +378,9 @@ static gr_status check_request(gr_runtime *rt, gr_graph *g, const gr_tensor *ten
                                  "node '%s': kernel '%s' %s, which the %s backend needs",
                                  n->name, n->kernel->name, missing, rt->backend->name);
     }
-    return check_tensors(rt, g, tensors, count, err);
+    if ((st = check_tensors(rt, g, tensors, count, err)) != GR_OK)
+        return st;
+    return check_cut(rt, g, tensors, count, job_cut(opts), err);
 }
 
 /* Queue every unit. On a deadline, stop or shutdown while sleeping on a full ring, the job

@@ -148,8 +148,8 @@ static bool stop_one_locked(gr_runtime *rt, bool (*pick)(const gr_job *, int64_t
 }
 
 gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
-                                 uint64_t count, const gr_host_hold *hold, gr_unit **units,
-                                 uint64_t *n_units, uint32_t **pending)
+                                 uint64_t count, const gr_host_hold *hold, uint64_t cut,
+                                 gr_unit **units, uint64_t *n_units, uint32_t **pending)
 {
     uint64_t arena = UINT64_MAX;
     gr_unit_limits lim;
@@ -170,6 +170,7 @@ gr_status gr__runtime_plan_units(gr_runtime *rt, const gr_graph *g, const gr_ten
                           rt->cfg.pipeline_bytes);
     lim.scatter = g->copies_at_ends && rt->backend->batch_copies != NULL &&
                   rt->backend->batch_copies();
+    gr__unit_limits_cut(&lim, cut);
     return gr__units_plan(g, t, count, &lim, &rt->env, hold, units, n_units, pending);
 }
 

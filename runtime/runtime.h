@@ -149,10 +149,11 @@ void gr__runtime_copy_refused(struct gr_runtime *rt, uint64_t index, const gr_er
 void gr__runtime_wake_waiters(struct gr_runtime *rt);
 
 /* Plan the units of a job's tensors (units.h) for this runtime's budget, workers, staging
- * and batching settings. */
+ * and batching settings, cut only at multiples of `cut` elements (gr_job_options.cut_elems;
+ * 0 or 1: anywhere). */
 gr_status gr__runtime_plan_units(struct gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
-                                 uint64_t count, const gr_host_hold *hold, gr_unit **units,
-                                 uint64_t *n_units, uint32_t **pending);
+                                 uint64_t count, const gr_host_hold *hold, uint64_t cut,
+                                 gr_unit **units, uint64_t *n_units, uint32_t **pending);
 
 /* The worker thread's body (worker.c). */
 void *gr__worker_main(void *arg);

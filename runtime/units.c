@@ -56,7 +56,23 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
         lim.batch_below = lim.stage_elems;
     lim.spread = 4 * (workers ? workers : 1);
     lim.spread_floor = GR_SPREAD_FLOOR_BYTES / gr__graph_widest_port(g);
+    lim.cut = 1;
     return lim;
+}
+
+static uint64_t whole_runs(uint64_t elems, uint64_t cut)
+{
+    return elems < cut ? cut : elems / cut * cut;
+}
+
+void gr__unit_limits_cut(gr_unit_limits *lim, uint64_t cut)
+{
+    if (cut <= 1)
+        return;
+    lim->cut = cut;
+    lim->max_elems = whole_runs(lim->max_elems, cut);
+    lim->pipe_elems = whole_runs(lim->pipe_elems, cut);
+    lim->stage_elems = whole_runs(lim->stage_elems, cut);
 }
 
 static bool all_ready(const gr_backend_env *env, const struct gr_host_hold *hold,
@@ -188,6 +204,7 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
     uint32_t *pend = NULL;
     bool identity = true;
     uint64_t batch_elems = lim->stage_elems; /* a batch's elements at most */
+    uint64_t cut = lim->cut > 1 ? lim->cut : 1; /* units of whole runs of this many */
     bool cache = env->host_class != NULL;
     host_where first, here;
     spans sp;
@@ -246,7 +263,9 @@ gr_status gr__units_plan(const gr_graph *g, const gr_tensor *t, uint64_t count,
             if (chunks > 1 || !ready)
                 identity = false;
             for (uint64_t c = 0; c < chunks; c++) {
-                uint64_t first = n * c / chunks, last = n * (c + 1) / chunks;
+                /* Even chunks of whole runs (the run divides n and the limit). */
+                uint64_t runs = n / cut;
+                uint64_t first = runs * c / chunks * cut, last = runs * (c + 1) / chunks * cut;
                 gr_unit u = {i, first, last - first, 1, !ready, false};
 
                 if (!push(&p, u))

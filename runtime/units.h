@@ -64,6 +64,10 @@ typedef struct gr_unit_limits {
      * the start and the end) are no faster. */
     uint32_t spread;
     uint64_t spread_floor;
+    /* Units begin and end only at multiples of this many elements of a tensor (1: at any
+     * element): gr_job_options.cut_elems, for kernels of whole rows. gr__unit_limits_cut
+     * sets it. */
+    uint64_t cut;
 } gr_unit_limits;
 
 /* The measured sizes behind gr_unit_limits.scatter_below and scatter_from, per tensor on
@@ -81,6 +85,11 @@ typedef struct gr_unit_limits {
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
                                uint64_t staging_bytes, uint64_t batch_below_bytes,
                                uint64_t pipeline_bytes);
+
+/* Limits `lim` for units of whole runs of `cut` elements (0 or 1: any element): the
+ * sizes of a chunk rounded down to whole runs, at least one run (job_submit.c refuses a
+ * run that does not fit the device). Batches hold whole tensors, themselves whole runs. */
+void gr__unit_limits_cut(gr_unit_limits *lim, uint64_t cut);
 
 /* Planner environments for plans made without asking about real memory (a dry run,
  * dryrun.c; the tests): every host range DMA-ready, or none. */

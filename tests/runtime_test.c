@@ -758,6 +758,91 @@ static void user_kernel_runs_in_chunks_and_batches(void)
     gr_runtime_destroy(rt);
 }
 
+/* out = x + 1, counting calls whose elements are not whole runs of 7 (rows). */
+static atomic_int part_rows, row_calls;
+static void plus_one_rows(const gr_kernel_args *a, void *user)
+{
+    const float *x = a->in[0];
+    float *out = a->out;
+
+    (void)user;
+    atomic_fetch_add(&row_calls, 1);
+    if (a->n % 7 != 0)
+        atomic_fetch_add(&part_rows, 1);
+    for (uint64_t i = 0; i < a->n; i++)
+        out[i] = x[i] + 1.0f;
+}
+
+/* gr_job_options.cut_elems: a tensor larger than a worker's share is cut, batches are
+ * made, and every call gets whole runs of 7 elements; outputs right. Refused: tensors not
+ * of whole runs (naming the index), a graph that cannot be cut, one run over the budget. */
+static void cut_elems_cuts_between_runs(void)
+{
+    static const uint64_t sizes[] = {7 * 40000, 7, 7 * 3, 7 * 9000, 7 * 2};
+    gr_job_options o = GR_JOB_OPTIONS_INIT;
+    gr_kernel_def d = GR_KERNEL_DEF_INIT;
+    gr_error_info err;
+    gr_tensor t[5];
+    float *data[5];
+    gr_runtime *rt;
+    gr_graph *g, *whole;
+    gr_job *job;
+
+    d.name = "rt_plus_one_rows";
+    d.n_inputs = 1;
+    d.elementwise = 1;
+    d.cpu = plus_one_rows;
+    ASSERT_STATUS(gr_kernel_register(&d, NULL), GR_OK);
+    g = gr_test_kernel_graph("rt_plus_one_rows", 1, NULL, 0, true);
+    /* 256 KiB over 2 workers: the 1.12 MB tensor goes in chunks, the small ones batched. */
+    rt = gr_test_runtime((gr_test_shape){.workers = 2, .budget = 256 << 10});
+    memset(t, 0, sizeof(t));
+    for (int i = 0; i < 5; i++) {
+        data[i] = malloc(sizes[i] * sizeof(float));
+        ASSERT_TRUE(data[i] != NULL);
+        for (uint64_t j = 0; j < sizes[i]; j++)
+            data[i][j] = (float)(i * 100 + (int)(j % 97));
+        t[i].in[0] = t[i].out[0] = data[i];
+        t[i].elems = sizes[i];
+    }
+    o.cut_elems = 7;
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 5, &o, &job, NULL), GR_OK);
+    ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+    gr_job_destroy(job);
+    ASSERT_GT(atomic_load(&row_calls), 5); /* cut: more calls than tensors */
+    ASSERT_EQ(atomic_load(&part_rows), 0);
+    for (int i = 0; i < 5; i++)
+        for (uint64_t j = 0; j < sizes[i]; j++)
+            if (data[i][j] != (float)(i * 100 + (int)(j % 97)) + 1.0f)
+                GR_TEST_FAIL("tensor %d element %llu: %.9g", i, (unsigned long long)j,
+                             data[i][j]);
+    t[3].elems = 7 * 9000 - 1;
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 5, &o, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ_U64(err.index, 3);
+    ASSERT_TRUE(strstr(err.message, "cut_elems 7") != NULL);
+    t[3].elems = 7 * 9000;
+    o.cut_elems = 7 * 40000; /* one run of 1.12 MB: over the 256 KiB budget */
+    ASSERT_STATUS(gr_job_submit(rt, g, t, 1, &o, &job, &err), GR_ERR_OVER_BUDGET);
+    ASSERT_STATUS(gr_graph_create(&whole), GR_OK); /* softmax: rows of its own, not cut */
+    ASSERT_STATUS(gr_graph_add_buffer(whole, "x", 1, 1), GR_OK);
+    ASSERT_STATUS(gr_graph_add_h2d(whole, "load", 0, "x"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_kernel(whole, "k", "softmax", (const char *[]){"x"}, 1, "x",
+                                      NULL, 0),
+                  GR_OK);
+    ASSERT_STATUS(gr_graph_add_d2h(whole, "store", "x", 0), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(whole, "load", "k"), GR_OK);
+    ASSERT_STATUS(gr_graph_add_dep(whole, "k", "store"), GR_OK);
+    ASSERT_STATUS(gr_graph_finalize(whole), GR_OK);
+    o.cut_elems = 7;
+    ASSERT_STATUS(gr_job_submit(rt, whole, t + 1, 1, &o, &job, &err), GR_ERR_INVALID_ARGUMENT);
+    ASSERT_TRUE(strstr(err.message, "cannot be cut") != NULL);
+    for (int i = 0; i < 5; i++)
+        free(data[i]);
+    gr_graph_destroy(whole);
+    gr_graph_destroy(g);
+    gr_runtime_destroy(rt);
+}
+
 /* One job of `n` whole seed tensors of `elems` on one worker under GR_UNITS_IN_FLIGHT=
  * `in_flight`: every output checked; returns the units launched with the worker's previous
  * one in flight (gr_stats.units_overlapped), after checking the worker's slot count. */
@@ -914,6 +999,7 @@ GR_TEST_MAIN(GR_TEST(two_units_in_flight), GR_TEST(config_refusals),
              GR_TEST(shutdown_cancels_queued_and_refuses_new),
              GR_TEST(shutdown_wakes_submit_sleeping_on_full_ring),
              GR_TEST(user_kernel_runs_in_chunks_and_batches),
+             GR_TEST(cut_elems_cuts_between_runs),
              GR_TEST(kernel_missing_on_backend_refused),
              GR_TEST(version_of_header_and_library),
              GR_TEST(output_structs_sized_by_the_caller))

@@ -211,6 +211,54 @@ static void large_tensors_are_chunked_evenly(void)
     free(t);
 }
 
+/* gr_job_options.cut_elems: with runs of 7 elements (rows of a function of whole rows),
+ * the limits are whole runs and every chunk, direct or staged, starts and ends on one: no
+ * call of the kernel sees part of a row. Tensors that fit stay whole; small ones are
+ * batched whole, as before. */
+static void chunks_fall_on_whole_runs(void)
+{
+    const uint64_t elems[] = {7 * 1000, 7 * 37, 7, 7 * 301};
+    gr_graph *g = seed_graph();
+    gr_tensor *t = tensors_of(elems, 4);
+    gr_unit_limits lim = {400, 400, 250, 10, false, 0, 0, 0, 0};
+    gr_unit *u;
+    uint32_t *pending;
+    uint64_t n;
+
+    gr__unit_limits_cut(&lim, 7);
+    ASSERT_EQ_U64(lim.max_elems, 399);
+    ASSERT_EQ_U64(lim.pipe_elems, 399);
+    ASSERT_EQ_U64(lim.stage_elems, 245);
+    for (int ready = 0; ready < 2; ready++) {
+        ASSERT_STATUS(gr__units_plan(g, t, 4, &lim, ready ? always_ready : never_ready, NULL,
+                                     &u, &n, &pending),
+                      GR_OK);
+        /* ceil(7000 / 399) = 18 direct chunks, or ceil(7000 / 245) = 29 staged ones. */
+        ASSERT_EQ(pending[0], ready ? 18 : 29);
+        for (uint64_t k = 0; k < n; k++) {
+            ASSERT_EQ_U64(u[k].offset % 7, 0);
+            ASSERT_EQ_U64(u[k].elems % 7, 0);
+            ASSERT_LE_U64(u[k].elems, ready ? 399 : 245);
+        }
+        check_cover(u, n, t, 4, pending, &lim);
+        free(u);
+        free(pending);
+    }
+    /* A limit below one run: units of one run each. */
+    lim = (gr_unit_limits){5, 5, 5, 2, false, 0, 0, 0, 0};
+    gr__unit_limits_cut(&lim, 7);
+    ASSERT_EQ_U64(lim.max_elems, 7);
+    ASSERT_EQ_U64(lim.stage_elems, 7);
+    ASSERT_STATUS(gr__units_plan(g, t, 1, &lim, always_ready, NULL, &u, &n, &pending), GR_OK);
+    ASSERT_EQ_U64(n, 1000);
+    for (uint64_t k = 0; k < n; k++)
+        ASSERT_TRUE(u[k].offset == 7 * k && u[k].elems == 7);
+    free(u);
+    free(pending);
+    gr_graph_destroy(g);
+    free(t);
+}
+
 static void pageable_tensors_are_staged_to_the_staging_limit(void)
 {
     const uint64_t elems[] = {300, 1000};
@@ -584,7 +632,7 @@ static void contiguous_batches_go_direct(void)
 GR_TEST_MAIN(GR_TEST(limits), GR_TEST(contiguous_batches_go_direct),
              GR_TEST(stays_whole_when_everything_fits),
              GR_TEST(unsplittable_graph_stays_whole), GR_TEST(large_tensors_are_chunked_evenly),
-             GR_TEST(pipelined_chunks_of_tensors_that_fit),
+             GR_TEST(pipelined_chunks_of_tensors_that_fit), GR_TEST(chunks_fall_on_whole_runs),
              GR_TEST(pageable_tensors_are_staged_to_the_staging_limit),
              GR_TEST(pageable_medium_tensors_share_staged_units),
              GR_TEST(short_jobs_spread_over_the_workers),

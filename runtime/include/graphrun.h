@@ -1310,12 +1310,22 @@ typedef struct gr_job_options {
      * gr_runtime_completion_fd readable). Needs a handle: a detached job (out NULL) with
      * notify is refused (GR_ERR_INVALID_ARGUMENT). */
     uint32_t notify;
+    /* Appended after notify (options whose struct_size ends before it mean 0): for a graph
+     * that can be cut (gr_plan_info.splittable), cut each tensor only at multiples of this
+     * many elements, so that every unit (a chunk of a tensor, or a batch of whole tensors)
+     * holds whole runs of cut_elems: for kernels that compute each row of the tensor (its
+     * last dimensions, cut_elems elements) from that row alone, as a function applied to
+     * every sample of a batch does. Every tensor's elems must be a multiple of it, and a
+     * graph that cannot be cut is refused with it (GR_ERR_INVALID_ARGUMENT); one run that
+     * does not fit a worker's share of the budget is GR_ERR_OVER_BUDGET. 0 or 1: any
+     * element. */
+    uint64_t cut_elems;
 } gr_job_options;
 
 #define GR_JOB_OPTIONS_MAGIC 0x67724a4fu /* "grJO" */
 #ifdef __cplusplus
 #define GR_JOB_OPTIONS_INIT                                                                 \
-    {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL, NULL, 0, 0}
+    {sizeof(gr_job_options), GR_JOB_OPTIONS_MAGIC, GR_NO_DEADLINE, NULL, NULL, NULL, 0, 0, 0}
 #else /* designated, so -Wmissing-field-initializers stays quiet about the rest */
 #define GR_JOB_OPTIONS_INIT                                                                 \
     {.struct_size = sizeof(gr_job_options), .magic = GR_JOB_OPTIONS_MAGIC,                  \
