@@ -3,12 +3,15 @@
 careful PyTorch pipeline doing the same.
 
 Every x is a (rows, dim) float32 tensor (25,600 x 4,096: 400 MB) and W a (dim, dim)
-weight (64 MiB). graphrun runs the function below once per tensor on its workers, x a
-view of graphrun's device buffer for that tensor, W a view of the job's constant: copied
+weight (64 MiB). graphrun runs the function below on its workers, x a view of graphrun's
+device buffer for whole rows of a tensor, W a view of the job's constant: copied
 to each device once per job and counted in the budget once (the statistics' constants
-copied, printed), however many tensors cross. The function multiplies in blocks of rows,
-in place: x is also the output buffer (same type and size), so its own memory (PyTorch's,
-outside graphrun's budget) is one block's product, and nothing is copied after it.
+copied, printed), however many tensors cross. Each row of y needs only its own row of x,
+so the job says rows=True: graphrun may give fn any run of whole rows, and cuts each tensor
+into chunks whose copies overlap the multiplication (--whole: one call per tensor). The
+function multiplies in blocks of rows, in place: x is also the output buffer (same type and
+size), so its own memory (PyTorch's, outside graphrun's budget) is one block's product, and
+nothing is copied after it.
 
     python/examples/map_matmul.py                                  # 16 x 400 MB, on a GPU
     python/examples/map_matmul.py --count 4 --rows 2048 --dim 512  # small
@@ -40,7 +43,9 @@ def main():
     ap = map_common.parser(__doc__, 16, (25600,))
     ap.add_argument("--dim", type=int, default=4096, help="columns of x, W is dim x dim")
     ap.add_argument("--row-block", type=int, default=4096,
-                    help="rows multiplied at once inside fn (0: the whole tensor)")
+                    help="rows multiplied at once inside fn (0: all it is given)")
+    ap.add_argument("--whole", action="store_true",
+                    help="give fn whole tensors (rows=False), not runs of rows")
     a = ap.parse_args()
     import torch
     ours, theirs = map_common.inputs(torch, a, (a.rows, a.dim))
@@ -50,7 +55,7 @@ def main():
         W = W.pin_memory() if a.torch_device == "cuda" else W
     return map_common.run(
         torch, a, "map_matmul.py", matmul_fn(a.row_block), ours, theirs, (a.rows, a.dim),
-        {"W": W}, {}, lambda x, c: x @ c["W"], min(a.rows, 64), 1e-4)
+        {"W": W}, {"rows": not a.whole}, lambda x, c: x @ c["W"], min(a.rows, 64), 1e-4)
 
 
 if __name__ == "__main__":

@@ -730,7 +730,7 @@ class Runtime:
 
     def submit_map(self, fn, tensors, constants=None, outputs=None, deadline=None,
                    on_complete=None, *, out=None, out_dtype=None, out_shape=None,
-                   elementwise=False, views="auto", inplace=False, copy=False,
+                   elementwise=False, rows=False, views="auto", inplace=False, copy=False,
                    fn_memory=None):
         """Submits a job that calls `fn` once per tensor, on the runtime's workers, with
         views of graphrun's buffers for that tensor (zero copy: CUDA tensors on the CUDA
@@ -751,8 +751,8 @@ class Runtime:
             outputs = out
         views, torch = self._map_views(views)
         call, graph, outputs = _map_plan(self, fn, tensors, constants, outputs, out_dtype,
-                                         out_shape, bool(elementwise), views, torch,
-                                         bool(inplace), fn_memory)
+                                         out_shape, bool(elementwise), bool(rows), views,
+                                         torch, bool(inplace), fn_memory)
         _map.register(call)
         try:
             return Job._submit(self, graph, tensors, outputs, deadline, on_complete, copy,
@@ -762,15 +762,15 @@ class Runtime:
             raise
 
     def map(self, fn, tensors, constants=None, outputs=None, deadline=None, *, out=None,
-            out_dtype=None, out_shape=None, elementwise=False, views="auto", inplace=False,
-            copy=False, fn_memory=None, progress=False):
+            out_dtype=None, out_shape=None, elementwise=False, rows=False, views="auto",
+            inplace=False, copy=False, fn_memory=None, progress=False):
         """submit_map, then wait: returns the outputs (a list, one per tensor), or raises
         the job's first failure (a FunctionError with fn's traceback when fn raised).
         Ctrl-C cancels the job and re-raises."""
         job = self.submit_map(fn, tensors, constants, outputs, deadline, out=out,
                               out_dtype=out_dtype, out_shape=out_shape,
-                              elementwise=elementwise, views=views, inplace=inplace,
-                              copy=copy, fn_memory=fn_memory)
+                              elementwise=elementwise, rows=rows, views=views,
+                              inplace=inplace, copy=copy, fn_memory=fn_memory)
         job.wait(progress=progress)
         return job.result()
 
@@ -853,8 +853,8 @@ def _prod(shape):
     return n
 
 
-def _map_plan(rt, fn, tensors, constants, outputs, out_dtype, out_shape, elementwise, views,
-              torch, inplace, fn_memory):
+def _map_plan(rt, fn, tensors, constants, outputs, out_dtype, out_shape, elementwise, rows,
+              views, torch, inplace, fn_memory):
     """The Call, the graph and the outputs of a map job. Refusals raise InvalidArgument
     before anything is registered or submitted (Job._submit checks the rest)."""
     if not isinstance(tensors, (list, tuple)):
@@ -878,6 +878,12 @@ def _map_plan(rt, fn, tensors, constants, outputs, out_dtype, out_shape, element
             _refuse(f"input {p} of index 0 holds {b.dtype}: graphrun has no such element type",
                     0)
         in_dtypes.append(b.dtype)
+    row_shape = None
+    if rows:
+        if elementwise:
+            _refuse("rows=True and elementwise=True: give one (elementwise=True lets graphrun "
+                    "cut anywhere, rows=True only between rows)")
+        row_shape = _row_shape(ports)
 
     consts = []
     if constants is not None:
@@ -905,7 +911,7 @@ def _map_plan(rt, fn, tensors, constants, outputs, out_dtype, out_shape, element
     if len(consts) > _c.GR_MAX_CONSTS:
         _refuse(f"{len(consts)} constants; a graph has at most {_c.GR_MAX_CONSTS}")
 
-    indexed = not elementwise
+    indexed = not (elementwise or rows)
     if n_in + indexed > _c.GR_MAX_PORTS or \
             n_in + len(consts) + indexed > _c.GR_MAX_KERNEL_INPUTS:
         _refuse(f"rt.map: {n_in} inputs and {len(consts)} constants: a graphrun kernel reads "
@@ -941,9 +947,10 @@ def _map_plan(rt, fn, tensors, constants, outputs, out_dtype, out_shape, element
                         "output has the tensor's element count or one fixed count for every "
                         "tensor, as graphrun sizes its buffers", i)
             out_fixed = ons[0]
-            if elementwise:
-                _refuse("elementwise=True: the output must have the input's element count "
-                        "(fn gets chunks and batches of tensors, back to back)")
+            if elementwise or rows:
+                _refuse(f"{'rows' if rows else 'elementwise'}=True: the output must have the "
+                        "input's element count (fn gets chunks and batches of tensors, back "
+                        "to back)")
     alias = out_fixed is None and out_t == in_dtypes[0]
     if out_shape is not None:
         if outputs is None and not (inplace and alias):
@@ -959,11 +966,22 @@ def _map_plan(rt, fn, tensors, constants, outputs, out_dtype, out_shape, element
                 outputs.append(_plan._allocate(port, s, lead, tt))
     limit = parse_size(fn_memory) if fn_memory is not None else None
 
+    out_row = row_shape
+    if rows and out_shape is not None:
+        out_row = outs_shapes[0][1:]
+        for i, (s, o) in enumerate(zip(shapes, outs_shapes)):
+            if o[:1] != s[:1] or o[1:] != out_row:
+                _refuse(f"rows=True: out_shape gives {o} for index {i}'s {s}: the output has "
+                        f"the input's rows (first dimension), each of one shape ({out_row} "
+                        "for index 0)", i)
+    cut = elementwise or rows
     kname = _map.kernel(in_dtypes, [c[1] for c in consts], indexed, out_t,
-                        out_fixed is not None, elementwise)
+                        out_fixed is not None, cut)
     meter = _map.meter_for(rt._backend, torch, list(rt._devices))
     call = _map.Call(fn, views, torch, in_dtypes, consts, out_t, out_shape, out_fixed, alias,
-                     elementwise, limit, meter)
+                     cut, limit, meter)
+    if rows:
+        call.rows, call.cut = (row_shape, out_row), _prod(row_shape)
     text = _map.spec(kname, call.key, in_dtypes, consts, out_t, out_fixed, alias, indexed)
     fname = getattr(fn, "__qualname__", None) or type(fn).__name__
     graph = Graph.parse(text, name=f"map({fname[:40]})")
@@ -978,6 +996,27 @@ Progress = collections.namedtuple("Progress", "total queued in_flight done faile
 _STATES = ("queued", "running", "done", "failed", "canceled")
 _SLICE = 0.05  # seconds per wait slice: how soon Ctrl-C and a progress bar are served
 _TENSOR_P = ctypes.POINTER(_c.Tensor)
+
+
+def _row_shape(ports):
+    """rows=True: the one shape of every input's rows (all but its first dimension)."""
+    row = None
+    for p, seq in enumerate(ports):
+        for i, x in enumerate(seq):
+            s = _shape_of(x)
+            if not s:
+                _refuse(f"rows=True: input {p} of index {i} has no dimensions: fn gets runs of "
+                        "its rows, the slices along its first dimension", i)
+            if row is None:
+                row = s[1:]
+            elif s[1:] != row:
+                _refuse(f"rows=True: input {p} of index {i} has rows of shape {s[1:]}, input 0 "
+                        f"of index 0 {row}: every input's rows (all but the first dimension) "
+                        "must have one shape, as graphrun may give fn rows of several tensors "
+                        "in one call", i)
+    if _prod(row) == 0:
+        _refuse(f"rows=True: rows of shape {row} hold no elements")
+    return row
 
 
 def _per_port(value, n_ports, what, graph):
@@ -1073,6 +1112,8 @@ class Job:
         if cptrs is not None:
             opts.constants = ctypes.cast(cptrs, ctypes.POINTER(ctypes.c_void_p))
             opts.n_constants = len(cptrs)
+        if mapped is not None and mapped.cut > 1:
+            opts.cut_elems = mapped.cut  # rows=True: units of whole rows
         with _jobs_lock:
             _jobs[job._key] = job
         out = ctypes.c_void_p()

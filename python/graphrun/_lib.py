@@ -211,6 +211,7 @@ class JobOptions(ctypes.Structure):
         ("constants", ctypes.POINTER(ctypes.c_void_p)),
         ("n_constants", ctypes.c_uint32),
         ("notify", ctypes.c_uint32),
+        ("cut_elems", ctypes.c_uint64),
     ]
 
 

@@ -221,6 +221,9 @@ class Call:
         self.alias = alias          # the output is written over input 0's buffer
         self.elementwise = elementwise
         self.indexed = not elementwise
+        # rows=True: (the inputs' row shape, the output's); calls get whole rows, 2+-D views
+        self.rows = None
+        self.cut = 0                # gr_job_options.cut_elems: elements of one row
         self.limit = limit          # fn_memory, bytes, or None
         self.meter = meter
         self.failures = {}          # index (or None) -> Failure, the first per index
@@ -287,11 +290,15 @@ class Call:
     # -- the shapes a call sees
 
     def _in_shape(self, a):
+        if self.rows is not None:  # whole rows: the library cuts at multiples of self.cut
+            return (int(a.n) // self.cut,) + self.rows[0]
         if self.elementwise or a.rank == 0:
             return (int(a.n if self.elementwise else a.in_n[0]),)
         return tuple(int(a.shape[d]) for d in range(a.rank))
 
     def _out_view_shape(self, shape, a):
+        if self.rows is not None:
+            return shape[:1] + self.rows[1]
         if self.elementwise:
             return shape
         want = self.out_fixed or int(a.in_n[0])

@@ -142,6 +142,58 @@ def test_map_elementwise_cuts_a_large_tensor(new_runtime, views):
         rt.map(fn, [x], views=views)
 
 
+def test_map_rows_cuts_between_rows_only(new_runtime, views):
+    # rows=True: a function of whole rows (x @ W, a model over a batch of samples). A budget
+    # far below the largest tensor: it is cut, but only between rows (every call gets whole
+    # (k, 5, 3) rows), small tensors are batched as whole rows, and every output is NumPy's.
+    rt = new_runtime(backend="host", workers=2, budget="1MiB")
+    rng = np.random.default_rng(7)
+    W = rng.standard_normal((3, 3)).astype(np.float32)
+    xs = [rng.standard_normal((n, 5, 3)).astype(np.float32) for n in (40000, 3, 1, 999)]
+    calls = []
+
+    def fn(x, W):
+        calls.append(tuple(x.shape))
+        return x @ W
+
+    ys = rt.map(fn, xs, constants={"W": W}, rows=True, views=views)
+    for x, y in zip(xs, ys):
+        y = np_of(y)
+        assert y.shape == x.shape
+        np.testing.assert_allclose(y, x @ W, rtol=1e-5, atol=1e-5)
+    assert all(len(c) == 3 and c[1:] == (5, 3) for c in calls), calls
+    assert sum(c[0] for c in calls) == sum(x.shape[0] for x in xs), calls
+    assert max(c[0] for c in calls) < 40000, f"the large tensor was not cut: {calls}"
+    assert 3 + 1 + 999 in [c[0] for c in calls], f"the small tensors not batched: {calls}"
+    with pytest.raises(graphrun.OverBudget):  # whole tensors cannot be cut
+        rt.map(fn, xs[:1], constants={"W": W}, views=views)
+
+
+def test_map_rows_with_out_shape_and_refusals(host):
+    rt, views = host
+    xs = [rand(60, seed=i).reshape(20, 3) for i in range(3)]
+    # The output's rows reshaped ((k, 3) in, (k, 3, 1) out), another element type.
+    def fn(x):
+        y = x.double() if views == "torch" else x.astype(np.float64)
+        return (y * 2).reshape(x.shape[0], 3, 1)
+
+    ys = rt.map(fn, xs, rows=True, views=views, out_shape=lambda s: (s[0], 3, 1),
+                out_dtype="float64")
+    for x, y in zip(xs, ys):
+        y = np_of(y)
+        assert y.shape == (20, 3, 1) and y.dtype == np.float64
+        assert np.array_equal(y[:, :, 0], x.astype(np.float64) * 2)
+    with pytest.raises(graphrun.InvalidArgument, match="one shape"):
+        rt.map(lambda x: x, [rand(6).reshape(2, 3), rand(6).reshape(3, 2)], rows=True,
+               views=views)
+    with pytest.raises(graphrun.InvalidArgument, match="no dimensions"):
+        rt.map(lambda x: x, [np.array(1, np.float32)], rows=True, views=views)
+    with pytest.raises(graphrun.InvalidArgument, match="give one"):
+        rt.map(lambda x: x, xs, rows=True, elementwise=True, views=views)
+    with pytest.raises(graphrun.InvalidArgument, match="element count"):
+        rt.map(lambda x: x[:, :1], xs, rows=True, views=views, out_shape=lambda s: (s[0], 1))
+
+
 def test_map_shape_dtype_and_several_inputs(host):
     rt, views = host
     xs = [rand(24, seed=i).reshape(2, 3, 4) for i in range(3)]
