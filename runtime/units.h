@@ -88,7 +88,8 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
 
 /* Limits `lim` for units of whole runs of `cut` elements (0 or 1: any element): the
  * sizes of a chunk rounded down to whole runs, at least one run (job_submit.c refuses a
- * run that does not fit the device). Batches hold whole tensors, themselves whole runs. */
+ * run that does not fit the device or a staged unit). Batches hold whole tensors,
+ * themselves whole runs. */
 void gr__unit_limits_cut(gr_unit_limits *lim, uint64_t cut);
 
 /* Planner environments for plans made without asking about real memory (a dry run,

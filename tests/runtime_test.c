@@ -836,11 +836,32 @@ static void cut_elems_cuts_between_runs(void)
     o.cut_elems = 7;
     ASSERT_STATUS(gr_job_submit(rt, whole, t + 1, 1, &o, &job, &err), GR_ERR_INVALID_ARGUMENT);
     ASSERT_TRUE(strstr(err.message, "cannot be cut") != NULL);
+    gr_runtime_destroy(rt);
+    /* A run larger than a staged unit (4 KiB of staging: 512 elements in and out) would
+     * grow every worker's pinned staging buffer to it: refused, naming staging_bytes. */
+    {
+        gr_config cfg = GR_CONFIG_INIT;
+
+        cfg.backend = GR_BACKEND_HOST;
+        cfg.budget_bytes = 1 << 20;
+        cfg.workers_per_device = 1;
+        cfg.staging_bytes = 4096;
+        ASSERT_STATUS(gr_runtime_create(&cfg, &rt, NULL), GR_OK);
+        o.cut_elems = 7 * 100;
+        t[3].elems = 7 * 100 * 90;
+        ASSERT_STATUS(gr_job_submit(rt, g, t + 3, 1, &o, &job, &err),
+                      GR_ERR_INVALID_ARGUMENT);
+        ASSERT_TRUE(strstr(err.message, "staging_bytes 4096") != NULL);
+        o.cut_elems = 7; /* whole runs fit: it runs */
+        ASSERT_STATUS(gr_job_submit(rt, g, t + 3, 1, &o, &job, &err), GR_OK);
+        ASSERT_STATUS(gr_test_wait(job, GR_WAIT_FOREVER), GR_OK);
+        gr_job_destroy(job);
+        gr_runtime_destroy(rt);
+    }
     for (int i = 0; i < 5; i++)
         free(data[i]);
     gr_graph_destroy(whole);
     gr_graph_destroy(g);
-    gr_runtime_destroy(rt);
 }
 
 /* One job of `n` whole seed tensors of `elems` on one worker under GR_UNITS_IN_FLIGHT=

@@ -291,6 +291,10 @@ class Call:
 
     def _in_shape(self, a):
         if self.rows is not None:  # whole rows: the library cuts at multiples of self.cut
+            if int(a.n) % self.cut:
+                raise _Refused(f"rows=True: the library gave {int(a.n)} elements, not whole "
+                               f"rows of {self.cut} (a library without "
+                               "gr_job_options.cut_elems?)")
             return (int(a.n) // self.cut,) + self.rows[0]
         if self.elementwise or a.rank == 0:
             return (int(a.n if self.elementwise else a.in_n[0]),)

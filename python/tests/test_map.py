@@ -146,7 +146,7 @@ def test_map_rows_cuts_between_rows_only(new_runtime, views):
     # rows=True: a function of whole rows (x @ W, a model over a batch of samples). A budget
     # far below the largest tensor: it is cut, but only between rows (every call gets whole
     # (k, 5, 3) rows), small tensors are batched as whole rows, and every output is NumPy's.
-    rt = new_runtime(backend="host", workers=2, budget="1MiB")
+    rt = new_runtime(backend="host", workers=2, budget="1MiB", batch_below="1MiB")
     rng = np.random.default_rng(7)
     W = rng.standard_normal((3, 3)).astype(np.float32)
     xs = [rng.standard_normal((n, 5, 3)).astype(np.float32) for n in (40000, 3, 1, 999)]
@@ -167,6 +167,27 @@ def test_map_rows_cuts_between_rows_only(new_runtime, views):
     assert 3 + 1 + 999 in [c[0] for c in calls], f"the small tensors not batched: {calls}"
     with pytest.raises(graphrun.OverBudget):  # whole tensors cannot be cut
         rt.map(fn, xs[:1], constants={"W": W}, views=views)
+
+
+def test_map_rows_of_two_inputs_and_of_vectors(host):
+    # Two inputs a tensor (rows of one shape), in place; and 1-D tensors, whose rows are
+    # single elements (fn gets (k,) views).
+    rt, views = host
+    xs = [rand(40, seed=i).reshape(10, 4) for i in range(3)]
+    zs = [rand(40, seed=9 + i).reshape(10, 4) for i in range(3)]
+    want = [x * z for x, z in zip(xs, zs)]
+    seen = []
+
+    def fn(x, z):
+        seen.append(tuple(x.shape) + tuple(z.shape))
+        return x * z
+
+    ys = rt.map(fn, [xs, zs], rows=True, views=views, inplace=True)
+    assert all(same_bits(np_of(y), w) for y, w in zip(ys, want))
+    assert all(len(s) == 4 and s[1] == s[3] == 4 for s in seen), seen
+    vs = [rand(100 + i, seed=i) for i in range(4)]
+    ys = rt.map(lambda v: v + 1, vs, rows=True, views=views)
+    assert all(same_bits(np_of(y), v + np.float32(1)) for y, v in zip(ys, vs))
 
 
 def test_map_rows_with_out_shape_and_refusals(host):

@@ -871,7 +871,8 @@ gr_status gr_graph_footprint(const gr_graph *g, uint64_t elems, uint64_t *bytes)
  * host backend memory always is.
  *
  * On GR_OK, *out holds the totals and cut[i] (when cut is not NULL: count entries) how tensor
- * i would run. GR_ERR_OVER_BUDGET when gr_job_submit would refuse the job (a tensor whose
+ * i would run, for a job without gr_job_options.cut_elems (a job with it may cut its tensors
+ * into more units). GR_ERR_OVER_BUDGET when gr_job_submit would refuse the job (a tensor whose
  * iteration does not fit and cannot be cut: err names the index), with *out's backend,
  * arena_bytes, splittable and least_budget filled, cut untouched. GR_ERR_UNAVAILABLE, as
  * gr_job_submit refuses it, for a kernel the backend cannot run (err names the node).
@@ -1311,14 +1312,16 @@ typedef struct gr_job_options {
      * notify is refused (GR_ERR_INVALID_ARGUMENT). */
     uint32_t notify;
     /* Appended after notify (options whose struct_size ends before it mean 0): for a graph
-     * that can be cut (gr_plan_info.splittable), cut each tensor only at multiples of this
-     * many elements, so that every unit (a chunk of a tensor, or a batch of whole tensors)
-     * holds whole runs of cut_elems: for kernels that compute each row of the tensor (its
-     * last dimensions, cut_elems elements) from that row alone, as a function applied to
-     * every sample of a batch does. Every tensor's elems must be a multiple of it, and a
-     * graph that cannot be cut is refused with it (GR_ERR_INVALID_ARGUMENT); one run that
-     * does not fit a worker's share of the budget is GR_ERR_OVER_BUDGET. 0 or 1: any
-     * element. */
+     * that can be cut (gr_units_plan_info.splittable), cut each tensor only at multiples of
+     * this many elements, so that every unit (a chunk of a tensor, or a batch of whole
+     * tensors) holds whole runs of cut_elems: for kernels that compute each row of the
+     * tensor (its last dimensions, cut_elems elements) from that row alone, as a function
+     * applied to every sample of a batch does. Refused (GR_ERR_INVALID_ARGUMENT): a tensor
+     * whose elems is not a multiple of it, a graph that cannot be cut, and one run larger
+     * than a unit staged through a worker's staging buffer holds (staging_bytes: pageable
+     * tensors are staged); one run that does not fit the budget (less the job's constants)
+     * is GR_ERR_OVER_BUDGET. 0 or 1: any element. gr_graph_plan_units plans as without
+     * it. */
     uint64_t cut_elems;
 } gr_job_options;
 
