@@ -111,7 +111,7 @@ static void stays_whole_when_everything_fits(void)
     const uint64_t elems[] = {1000, 5000, 262144};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {262144, 262144, 262144, 1000, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -130,7 +130,7 @@ static void unsplittable_graph_stays_whole(void)
     const float two = 2;
     const uint64_t elems[] = {10, 1u << 30};
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {100, 100, 100, 50, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -159,7 +159,7 @@ static void pipelined_chunks_of_tensors_that_fit(void)
     const uint64_t elems[] = {1000, 250, 2501};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {100000, 250, 250, 10, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -188,7 +188,7 @@ static void large_tensors_are_chunked_evenly(void)
     const uint64_t elems[] = {1000, 1001, 3000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 3);
-    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {400, 400, 400, 10, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -220,7 +220,7 @@ static void chunks_fall_on_whole_runs(void)
     const uint64_t elems[] = {7 * 1000, 7 * 37, 7, 7 * 301};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 4);
-    gr_unit_limits lim = {400, 400, 250, 10, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {400, 400, 250, 10, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -245,7 +245,7 @@ static void chunks_fall_on_whole_runs(void)
         free(pending);
     }
     /* A limit below one run: units of one run each. */
-    lim = (gr_unit_limits){5, 5, 5, 2, false, 0, 0, 0, 0};
+    lim = (gr_unit_limits){5, 5, 5, 2, false, 0, 0, 0, 0, 1};
     gr__unit_limits_cut(&lim, 7);
     ASSERT_EQ_U64(lim.max_elems, 7);
     ASSERT_EQ_U64(lim.stage_elems, 7);
@@ -264,7 +264,7 @@ static void pageable_tensors_are_staged_to_the_staging_limit(void)
     const uint64_t elems[] = {300, 1000};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 2);
-    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {1000, 1000, 250, 10, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -289,7 +289,7 @@ static void pageable_medium_tensors_share_staged_units(void)
     enum { N = sizeof(elems) / sizeof(elems[0]) };
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, N);
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -320,7 +320,7 @@ static void short_jobs_spread_over_the_workers(void)
     uint64_t elems[N];
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 1 << 20, 16, 12, 100};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 1 << 20, 16, 12, 100, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -380,7 +380,7 @@ static bool ready_by_class(const gr_backend_env *env, const struct gr_host_hold 
 static void batches_lie_alike_with_the_cache(void)
 {
     const gr_backend_env env = {.host_ready = ready_by_class, .host_class = class_of};
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0, 1};
     gr_graph *g = seed_graph();
     gr_tensor t[8];
     gr_unit *u;
@@ -410,7 +410,7 @@ static void small_tensors_are_batched(void)
     uint64_t elems[N], rng = 3;
     gr_graph *g = seed_graph();
     gr_tensor *t;
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -451,7 +451,7 @@ static void separate_batches_scattered_where_the_backend_can(void)
     uint64_t elems[N];
     float *block = calloc(N * 8, sizeof(float));
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 2000, 64, true, 0, 0, 0, 0, 1};
     gr_tensor *t;
     gr_unit *u;
     uint32_t *pending;
@@ -493,7 +493,7 @@ static void medium_tensors_batched_small_ones_staged(void)
     enum { N = 100 };
     uint64_t elems[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, true, 4096, 16, 0, 0, 1};
     gr_tensor *t;
     gr_unit *u;
     uint32_t *pending;
@@ -543,7 +543,7 @@ static void never_batch_means_never(void)
     enum { N = 40 };
     uint64_t elems[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 0, true, 4096, 16, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 0, true, 4096, 16, 0, 0, 1};
     const gr_backend_env *envs[] = {always_ready, never_ready};
     gr_tensor *t;
 
@@ -576,7 +576,7 @@ static void mixed_sizes_keep_order(void)
     const uint64_t elems[] = {5, 7, 900, 3, 3, 3, 50, 2000, 1};
     gr_graph *g = seed_graph();
     gr_tensor *t = tensors_of(elems, 9);
-    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {500, 500, 500, 40, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
@@ -602,7 +602,7 @@ static void contiguous_batches_go_direct(void)
     static float slab[N * 10 + 1];
     gr_tensor t[N];
     gr_graph *g = seed_graph();
-    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0};
+    gr_unit_limits lim = {1 << 20, 1 << 20, 1 << 20, 64, false, 0, 0, 0, 0, 1};
     gr_unit *u;
     uint32_t *pending;
     uint64_t n;
