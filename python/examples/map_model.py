@@ -5,7 +5,10 @@ beside the careful PyTorch pipeline doing the same.
 The model is an MLP of width 1,024 (Linear 1024 -> 4096, GELU, Linear 4096 -> 1024: 32 MiB
 of float32 weights); every x is a (rows, 1024) float32 tensor (102,400 rows: 400 MB) and
 its output the model's output, the same type and size, so graphrun's output buffer is
-x's own and the function writes over it a block of rows at a time.
+x's own and the function writes over it a block of rows at a time. Each sample (row) goes
+through the model alone, so the job says rows=True: graphrun may give fn any run of whole
+rows and cuts each tensor into chunks whose copies overlap the model (--whole: one call per
+tensor).
 
 The function closes over the module. What that means: the weights are PyTorch's memory,
 placed by the program (model.to(device)) on each device the runtime uses, before the job,
@@ -61,6 +64,8 @@ def main():
     ap.add_argument("--width", type=int, default=1024, help="the model's width (1024)")
     ap.add_argument("--row-block", type=int, default=8192,
                     help="rows through the model at once inside fn")
+    ap.add_argument("--whole", action="store_true",
+                    help="give fn whole tensors (rows=False), not runs of rows")
     a = ap.parse_args()
     import torch
     torch.manual_seed(a.seed + 1)
@@ -81,7 +86,8 @@ def main():
     fn = model_fn(models, a.row_block)
     ours, theirs = map_common.inputs(torch, a, (a.rows, a.width))
     return map_common.run(torch, a, "map_model.py", fn, ours, theirs, (a.rows, a.width),
-                          {}, {}, reference(model), min(a.rows, 64), 1e-4)
+                          {}, {"rows": not a.whole}, reference(model), min(a.rows, 64),
+                          1e-4)
 
 
 if __name__ == "__main__":
