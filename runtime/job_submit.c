@@ -315,7 +315,7 @@ static gr_status check_constants(gr_runtime *rt, const gr_graph *g, const gr_job
 static gr_status check_cut(gr_runtime *rt, const gr_graph *g, const gr_tensor *t,
                            uint64_t count, uint64_t cut, gr_error_info *err)
 {
-    uint64_t capacity = smallest_arena(rt) - g->const_bytes, bytes = 0, host;
+    uint64_t capacity = smallest_arena(rt) - g->const_bytes, bytes = 0, staged;
 
     if (cut <= 1)
         return GR_OK;
@@ -340,15 +340,13 @@ static gr_status check_cut(gr_runtime *rt, const gr_graph *g, const gr_tensor *t
                              g->const_bytes ? " beside the job's constants" : "");
     /* A pageable chunk is staged: one run must fit what a staged unit holds, or the
      * worker's staging buffer would grow to it (workers times a run of pinned memory). */
-    host = gr_graph_port_bytes(g, false, GR_ALL_PORTS, 1) +
-           gr_graph_port_bytes(g, true, GR_ALL_PORTS, 1);
-    if (host != 0 && cut > rt->cfg.staging_bytes / host)
+    staged = gr__unit_staged_most(g, rt->cfg.staging_bytes);
+    if (cut > staged)
         return gr__error_set(err, GR_ERR_INVALID_ARGUMENT, GR_NO_INDEX, NULL,
                              "cut_elems %llu: one run is more than a unit staged through a "
                              "worker's staging buffer holds (%llu elements with staging_bytes "
                              "%llu): give a larger staging_bytes",
-                             (unsigned long long)cut,
-                             (unsigned long long)(rt->cfg.staging_bytes / host),
+                             (unsigned long long)cut, (unsigned long long)staged,
                              (unsigned long long)rt->cfg.staging_bytes);
     return GR_OK;
 }

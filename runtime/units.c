@@ -19,6 +19,15 @@
 #include "runtime/base/fault.h"
 #include "runtime/hostcache.h"
 
+uint64_t gr__unit_staged_most(const gr_graph *g, uint64_t staging_bytes)
+{
+    uint64_t host_bytes = gr_graph_port_bytes(g, false, GR_ALL_PORTS, 1) +
+                          gr_graph_port_bytes(g, true, GR_ALL_PORTS, 1);
+    uint64_t most = staging_bytes / (host_bytes ? host_bytes : 1);
+
+    return most ? most : 1;
+}
+
 gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t workers,
                                uint64_t staging_bytes, uint64_t batch_below_bytes,
                                uint64_t pipeline_bytes)
@@ -40,9 +49,7 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
     lim.pipe_elems = lim.max_elems;
     if (pipeline_bytes != 0 && host_bytes != 0 && pipeline_bytes / host_bytes < lim.max_elems)
         lim.pipe_elems = pipeline_bytes / host_bytes ? pipeline_bytes / host_bytes : 1;
-    lim.stage_elems = staging_bytes / (host_bytes ? host_bytes : 1);
-    if (lim.stage_elems == 0)
-        lim.stage_elems = 1;
+    lim.stage_elems = gr__unit_staged_most(g, staging_bytes);
     if (lim.stage_elems > lim.max_elems)
         lim.stage_elems = lim.max_elems;
     /* A tensor's size, for batching, is its elements in its widest port's type. */

@@ -86,6 +86,11 @@ gr_unit_limits gr__unit_limits(const gr_graph *g, uint64_t arena_bytes, uint32_t
                                uint64_t staging_bytes, uint64_t batch_below_bytes,
                                uint64_t pipeline_bytes);
 
+/* The most elements of graph `g` a unit staged through a worker's staging buffer of
+ * `staging_bytes` holds, inputs and outputs together (at least 1): gr_unit_limits.stage_elems
+ * before it is held to a worker's share of the budget. */
+uint64_t gr__unit_staged_most(const gr_graph *g, uint64_t staging_bytes);
+
 /* Limits `lim` for units of whole runs of `cut` elements (0 or 1: any element): the
  * sizes of a chunk rounded down to whole runs, at least one run (job_submit.c refuses a
  * run that does not fit the device or a staged unit). Batches hold whole tensors,

@@ -544,7 +544,7 @@ static int run_job(run_state *s)
                            ? a->progress
                            : -1;
         cfg.hooks = (gr_stream_hooks){s, on_done, on_failed, on_tick};
-        cfg.grow_to = gr_window_most(&s->plan, s->skip, s->host_memory);
+        cfg.grow_to = s->need.window; /* gr_window_most, reckoned by start_runtime */
         gr_stream_run(&cfg, &res);
         gr_readahead_destroy(s->ahead);
         s->ahead = NULL;

@@ -212,13 +212,20 @@ gr_status gr_window_create(uint64_t limit, uint64_t segment, uint64_t least, gr_
     return GR_OK;
 }
 
+/* `size` bytes of a segment's memory, room to align its start to a block included, of the
+ * kind the window wants (read only what create set: the grower calls it too). */
+static void *segment_alloc(const gr_window *w, uint64_t size)
+{
+    return gr_hostbuf_alloc(w->want, size + GR_WINDOW_ALIGN);
+}
+
 /* Memory for a segment of `size`, trying halves of it down to w->least when the system
  * will not give that much at once (an address-space limit, a cgroup): *size gets what was
  * had. NULL when not even w->least can be had. */
 static void *segment_memory(gr_window *w, uint64_t *size)
 {
     for (;;) {
-        void *raw = gr_hostbuf_alloc(w->want, *size + GR_WINDOW_ALIGN);
+        void *raw = segment_alloc(w, *size);
 
         if (raw != NULL || *size == w->least)
             return raw;
@@ -309,7 +316,7 @@ static void *grower_main(void *arg)
 
         if (held >= w->grow_to || size < w->least)
             break;
-        raw = gr_hostbuf_alloc(w->want, size + GR_WINDOW_ALIGN);
+        raw = segment_alloc(w, size);
         pthread_mutex_lock(&w->mu);
         w->grow_ns += gr_now_ns() - t0;
         kept = raw != NULL && w->n_ready < w->cap_ready;
