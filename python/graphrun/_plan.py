@@ -204,9 +204,12 @@ def _kind_of(col, i):
 # (pinned_empty's: 3.6 us and 0.4); on the device, adjacent outputs of one allocation go
 # as one copy range, where outputs of separate allocations cost the driver a lookup each.
 # A row keeps its whole block alive: at most GROUP_BLOCK bytes a kept output, hence small
-# tensors only. Tensors keep a storage of their own: a row of a block would be saved whole
-# by torch.save, shared whole with another process, and (from unbind) refused in-place
-# autograd, which PyTorch users do not expect of a function's result.
+# tensors only. New outputs of small pinned tensors come the same way, from graphrun's
+# pinned blocks, each row wrapped by torch.from_numpy: a tensor with a storage of its own
+# over just its row (torch.save writes the row, in-place autograd is allowed), where
+# torch.empty(pin_memory=True) cost about 5 us a tensor (H100) and gave each output a
+# driver allocation of its own. Plain CPU tensors keep torch.empty_like: a row of a block
+# would be no cheaper to wrap than a new tensor is to make.
 # Bytes a tensor, at most, for its output to share a block: below the registration cache's
 # least range (GR_HOST_CACHE_MIN_BYTES), so that no cache entry spans two rows, which
 # rt.forget of one would tie to the other.
@@ -218,16 +221,17 @@ _ROW_ALIGN = 64     # each row starts as aligned as its block does
 _ROW_DIMS_MAX = 31  # a block adds a dimension to its rows'; NumPy 1 allows 32
 
 
-def _allocate(port, shape, lead, torch):
+def _allocate(port, shape, lead, torch, pinned=None):
     """A new output for `port`, as NumPy and PyTorch make one: of the lead input's kind (a
     tensor for a tensor, else a NumPy array) and in memory like the lead's (pinned where
     the package can tell that the lead is pinned, else ordinary), shaped as the lead (a
     fixed port: (fixed_elems,)). Tensors are made on the CPU whatever PyTorch's default
-    device."""
+    device. `pinned`: whether a tensor lead is pinned, where the caller has asked (each
+    is_pinned() is a driver query)."""
     out_shape = (port.fixed_elems,) if port.fixed_elems else tuple(shape)
     as_torch = torch if (torch is not None and lead is not None and
                          isinstance(lead, torch.Tensor)) else None
-    if as_torch is not None and lead.is_pinned():
+    if as_torch is not None and (lead.is_pinned() if pinned is None else pinned):
         # PyTorch's caching host allocator: page-locking is slow (about 0.5 ms a MiB on the
         # H200), and PyTorch keeps the blocks of dropped tensors for the next call.
         return torch.empty(out_shape, dtype=getattr(torch, port.dtype), device="cpu",
@@ -262,22 +266,37 @@ def _groupable(shape, nbytes):
             0 < len(shape) <= _ROW_DIMS_MAX)
 
 
-def _allocate_grouped(pending, name, res, ptrs, allocated):
-    """The NumPy outputs `pending` asks for ((kind, shape, nbytes) -> indices), as rows of
-    blocks of at most GROUP_BLOCK bytes (a lone one as an array of its own)."""
+def _allocate_grouped(pending, name, res, ptrs, allocated, torch):
+    """The outputs `pending` asks for ((kind, shape, nbytes) -> indices), as rows of blocks
+    of at most GROUP_BLOCK bytes (a lone one as an array of its own): NumPy arrays, or for
+    the kind "torch_pinned" tensors over the rows of pinned blocks."""
     for (kind, shape, nbytes), idx in pending.items():
+        as_torch = kind == "torch_pinned"
+        if as_torch:
+            kind = "pinned"
+            # torch.from_numpy takes no bfloat16: its bits as int16, viewed as the type.
+            bits = np.int16 if name == "bfloat16" else None
+            wrap = torch.from_numpy
         per = max(1, GROUP_BLOCK // nbytes)
         for at in range(0, len(idx), per):
             some = idx[at:at + per]
             if len(some) == 1:
-                a = _new_array(kind, shape, name)
-                res[some[0]], ptrs[some[0]] = a, _ptr(a)
+                a = _pinned.new(shape, name, torch) if as_torch else _new_array(kind, shape,
+                                                                                name)
+                res[some[0]], ptrs[some[0]] = a, _new_ptr(a, torch)
                 allocated.append(a)
                 continue
             block = _new_array(kind, (len(some),) + shape, name)
             allocated.append(block)
             # Row j lies j rows past the block's start: no pointer read per row.
             base = _ptr(block)
+            if as_torch:
+                rows = block.view(bits) if bits is not None else block
+                for j, (i, a) in enumerate(zip(some, rows)):
+                    t = wrap(a)
+                    res[i] = t.view(torch.bfloat16) if bits is not None else t
+                    ptrs[i] = base + j * nbytes
+                continue
             for j, (i, a) in enumerate(zip(some, block)):
                 res[i] = a
                 ptrs[i] = base + j * nbytes
@@ -398,12 +417,15 @@ def build(graph, ins, outs, count, copy, inplace):
             else:
                 lead_obj = None
             t = type(lead_obj)
-            if t is not tensor and (tensor is None or not isinstance(lead_obj, tensor)):
+            as_tensor = t is tensor or (tensor is not None and isinstance(lead_obj, tensor))
+            pinned = as_tensor and lead_obj.is_pinned()
+            if not as_tensor or pinned:
                 shape = fixed or tuple(shapes[i])
                 nbytes = want * size
                 if _groupable(shape, nbytes):
                     # An array that owns its memory is NumPy's own, so not pinned.
-                    key = ("numpy" if t is ndarray and lead_obj.base is None
+                    key = ("torch_pinned" if as_tensor else
+                           "numpy" if t is ndarray and lead_obj.base is None
                            else _array_kind(lead_obj), shape, nbytes)
                     got = pending.get(key)
                     if got is None:
@@ -413,16 +435,15 @@ def build(graph, ins, outs, count, copy, inplace):
                     continue
             # The common case inline, as _allocate would make it: a tensor of the port's
             # type that PyTorch says is not pinned.
-            if t is tensor and fixed is None and lead_obj.dtype is td and \
-                    not lead_obj.is_pinned():
+            if t is tensor and fixed is None and lead_obj.dtype is td and not pinned:
                 a = torch.empty_like(lead_obj, memory_format=contiguous)
                 ptrs[i] = a.data_ptr() if a.numel() else 0
             else:
-                a = _allocate(port, shapes[i], lead_obj, torch)
+                a = _allocate(port, shapes[i], lead_obj, torch, pinned if as_tensor else None)
                 ptrs[i] = _new_ptr(a, torch)
             res[i] = a
             allocated.append(a)
-        _allocate_grouped(pending, port.dtype, res, ptrs, allocated)
+        _allocate_grouped(pending, port.dtype, res, ptrs, allocated, torch)
 
     tensors = np.zeros(max(count, 1), TENSOR)
     for p in range(n_in):
