@@ -164,6 +164,29 @@ assert (grown > 0 if mode == "thread" else grown == 0), (mode, d)
 PY
   done
 }
+# Pinned segments lie on transparent huge pages where the kernel gives them on request
+# (hostbuf.h, gr_hostbuf_alloc_large: they pin about twice as fast); GR_TEST_HUGE_PAGES=0
+# keeps ordinary pages. Every output right either way. (--memory pinned: the host
+# backend's default window is pageable; its "pinned" memory is ordinary memory.)
+window_on_huge_pages() {
+  local mode thp=0
+  grep -q '\[always\]\|\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null &&
+    thp=1
+  for mode in huge small; do
+    if [[ $mode == small ]]; then
+      GR_TEST_HUGE_PAGES=0 bounded "$engine" --memory pinned || return 1
+    else
+      bounded "$engine" --memory pinned || return 1
+    fi
+    json "$mode" "$thp" <<'PY' || return 1
+import json, sys
+d, mode, thp = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3] == "1"
+segs, huge = d["host_memory_segments"], d["host_memory_segments_huge"]
+assert d["host_memory_kind"] == "pinned", d
+assert segs >= 2 and huge == (segs if mode == "huge" and thp else 0), (mode, thp, d)
+PY
+  done
+}
 bounded_with_pread() {
   bounded pread --io pread && json <<'PY'
 import json, sys
@@ -498,6 +521,7 @@ case_ bounded_with_io_uring_and_direct bounded_with_io_uring_and_direct
 case_ planning_reads_only_the_headers planning_reads_only_the_headers
 case_ read_ahead_while_the_runtime_starts read_ahead_while_the_runtime_starts
 case_ window_grows_beside_the_stream window_grows_beside_the_stream
+case_ window_on_huge_pages window_on_huge_pages
 case_ bounded_with_pread bounded_with_pread
 case_ bounded_when_io_uring_is_refused bounded_when_io_uring_is_refused
 case_ bounded_through_the_page_cache bounded_through_the_page_cache

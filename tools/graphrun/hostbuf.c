@@ -5,22 +5,28 @@
  * nothing but the pointer and a buffer that fell back is freed the right way. The data after
  * it stays 64-byte aligned (every allocation here is at least page aligned).
  */
+#define _GNU_SOURCE
 #include "tools/graphrun/hostbuf.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <graphrun.h>
 
 #define HEADER 64u
 #define PAGE 4096u
+#define HUGE_PAGE (2u << 20)
 
 typedef struct header {
     void *base; /* what to free */
     uint64_t bytes;
     gr_mem_kind kind;
+    bool huge; /* base is a mapping of `bytes` for huge pages, registered */
 } header;
 
 _Static_assert(sizeof(header) <= HEADER, "the header fits in front of the data");
@@ -91,7 +97,78 @@ void *gr_hostbuf_alloc(gr_mem_kind want, uint64_t bytes)
     h->base = base;
     h->bytes = bytes + HEADER;
     h->kind = kind;
+    h->huge = false;
     return (char *)base + HEADER;
+}
+
+static pthread_once_t thp_once = PTHREAD_ONCE_INIT;
+static bool thp_on_request;
+
+static void thp_probe(void)
+{
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+
+    if (f != NULL) {
+        if (fgets(mode, sizeof(mode), f) == NULL)
+            mode[0] = '\0';
+        fclose(f);
+    }
+    thp_on_request = strstr(mode, "[always]") != NULL || strstr(mode, "[madvise]") != NULL;
+}
+
+/* Pinned memory on huge pages, or NULL (the caller then takes the ordinary way). The
+ * mapping is cut to whole huge pages starting on one, so that every page of it can be
+ * huge; MADV_DONTFORK keeps a child from sharing pages the device writes. */
+static void *huge_alloc(uint64_t bytes)
+{
+    const char *test = getenv("GR_TEST_HUGE_PAGES");
+    uint64_t need, map;
+    uintptr_t at, start;
+    char *p;
+    header *h;
+
+    pthread_once(&thp_once, thp_probe);
+    if (!thp_on_request || (test != NULL && strcmp(test, "0") == 0) ||
+        bytes > UINT64_MAX - HEADER - 2ull * HUGE_PAGE)
+        return NULL;
+    need = (bytes + HEADER + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    map = need + HUGE_PAGE;
+    p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    at = (uintptr_t)p;
+    start = (at + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (start > at)
+        munmap(p, start - at);
+    if (start + need < at + map)
+        munmap((void *)(start + need), at + map - (start + need));
+    p = (char *)start;
+    if (madvise(p, need, MADV_HUGEPAGE) != 0 || madvise(p, need, MADV_DONTFORK) != 0 ||
+        gr_host_register(p, need) != GR_OK) {
+        munmap(p, need);
+        return NULL;
+    }
+    h = (header *)p;
+    h->base = p;
+    h->bytes = need;
+    h->kind = GR_MEM_PINNED;
+    h->huge = true;
+    return p + HEADER;
+}
+
+void *gr_hostbuf_alloc_large(gr_mem_kind want, uint64_t bytes)
+{
+    void *p = NULL;
+
+    if (want == GR_MEM_PINNED && bytes != 0)
+        p = huge_alloc(bytes);
+    return p != NULL ? p : gr_hostbuf_alloc(want, bytes);
+}
+
+bool gr_hostbuf_huge(const void *p)
+{
+    return ((const header *)((const char *)p - HEADER))->huge;
 }
 
 gr_mem_kind gr_hostbuf_kind(const void *p)
@@ -111,6 +188,11 @@ void gr_hostbuf_free(void *p)
     if (p == NULL)
         return;
     h = (header *)((char *)p - HEADER);
+    if (h->huge) {
+        gr_host_unregister(h->base);
+        munmap(h->base, h->bytes);
+        return;
+    }
     switch (h->kind) {
     case GR_MEM_PINNED:
         gr_host_free(h->base);

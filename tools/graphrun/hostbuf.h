@@ -7,6 +7,7 @@
 #ifndef GR_HOSTBUF_H
 #define GR_HOSTBUF_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef enum gr_mem_kind {
@@ -26,13 +27,27 @@ const char *gr_mem_kind_name(gr_mem_kind k);
  * all. Free with gr_hostbuf_free. Any thread. */
 void *gr_hostbuf_alloc(gr_mem_kind want, uint64_t bytes);
 
+/* As gr_hostbuf_alloc, for a large buffer kept for long (a streaming run's window). Pinned
+ * memory then comes as anonymous memory on transparent huge pages, registered with
+ * gr_host_register, where the kernel gives huge pages on request
+ * (/sys/kernel/mm/transparent_hugepage/enabled "always" or "madvise"): page-locking maps
+ * a 2 MiB page in one entry where 4 KiB pages take 512, and 800 MB pinned in 0.13 s that
+ * way against 0.29 s by cudaHostAlloc (H100, tools/bench/probes/pin_cost.cu). Otherwise,
+ * with GR_TEST_HUGE_PAGES=0, or when the mapping or its registration is refused, as
+ * gr_hostbuf_alloc. */
+void *gr_hostbuf_alloc_large(gr_mem_kind want, uint64_t bytes);
+
 /* The kind a buffer from gr_hostbuf_alloc really is. */
 gr_mem_kind gr_hostbuf_kind(const void *p);
+
+/* Whether a buffer lies on memory mapped for huge pages (gr_hostbuf_alloc_large). */
+bool gr_hostbuf_huge(const void *p);
 
 /* Buffers that fell back to pageable memory, in this process so far. */
 uint64_t gr_hostbuf_fallbacks(void);
 
-/* Free a buffer from gr_hostbuf_alloc. NULL is a no-op. Any thread. */
+/* Free a buffer from gr_hostbuf_alloc or gr_hostbuf_alloc_large. NULL is a no-op. Any
+ * thread. */
 void gr_hostbuf_free(void *p);
 
 #endif /* GR_HOSTBUF_H */

@@ -562,6 +562,7 @@ static int run_job(run_state *s)
         r->host_memory_segments = res.window.segments;
         r->host_memory_grown_ahead = res.window.grown_ahead;
         r->host_memory_segments_grown = res.window.segments_grown;
+        r->host_memory_segments_huge = res.window.segments_huge;
         r->host_memory_first_seconds = (double)res.window.first_ns / 1e9;
         r->host_memory_more_seconds = (double)res.window.more_ns / 1e9;
         r->sync = a->sync;

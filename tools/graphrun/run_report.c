@@ -256,6 +256,8 @@ static void set_rank_fields(json_t *o, const gr_run_report *r)
                             json_boolean(r->host_memory_grown_ahead));
         json_object_set_new(o, "host_memory_segments_grown",
                             json_integer(r->host_memory_segments_grown));
+        json_object_set_new(o, "host_memory_segments_huge",
+                            json_integer(r->host_memory_segments_huge));
         json_object_set_new(o, "host_memory_first_seconds",
                             json_real(r->host_memory_first_seconds));
         json_object_set_new(o, "host_memory_more_seconds",

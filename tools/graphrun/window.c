@@ -46,6 +46,7 @@ struct gr_window {
     gr_mem_kind want, got;
     segment *seg;
     uint32_t n_seg, cap;
+    uint32_t n_huge; /* segments on huge pages (gr_hostbuf_alloc_large) */
     uint64_t in_use, peak, shortfall;
     int64_t first_ns, more_ns; /* time allocating the first segment, and the others */
     /* The grower (gr_window_grow_ahead): `mu` guards the fields below it; the grower reads
@@ -216,7 +217,7 @@ gr_status gr_window_create(uint64_t limit, uint64_t segment, uint64_t least, gr_
  * kind the window wants (read only what create set: the grower calls it too). */
 static void *segment_alloc(const gr_window *w, uint64_t size)
 {
-    return gr_hostbuf_alloc(w->want, size + GR_WINDOW_ALIGN);
+    return gr_hostbuf_alloc_large(w->want, size + GR_WINDOW_ALIGN);
 }
 
 /* Memory for a segment of `size`, trying halves of it down to w->least when the system
@@ -258,6 +259,7 @@ static void seg_add(gr_window *w, void *raw, uint64_t size, extent *free8)
 
     memset(s, 0, sizeof(*s));
     w->got = gr_hostbuf_kind(raw);
+    w->n_huge += gr_hostbuf_huge(raw);
     s->raw = raw;
     s->free = free8;
     s->base = (char *)round_up((uintptr_t)raw, GR_WINDOW_ALIGN);
@@ -568,6 +570,7 @@ void gr_window_stats_get(gr_window *w, gr_window_stats *out)
     out->more_ns = w->more_ns;
     out->grown_ahead = w->grew;
     out->segments_grown = w->n_taken;
+    out->segments_huge = w->n_huge;
 }
 
 void gr_window_destroy(gr_window *w)
