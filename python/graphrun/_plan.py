@@ -204,12 +204,13 @@ def _kind_of(col, i):
 # (pinned_empty's: 3.6 us and 0.4); on the device, adjacent outputs of one allocation go
 # as one copy range, where outputs of separate allocations cost the driver a lookup each.
 # A row keeps its whole block alive: at most GROUP_BLOCK bytes a kept output, hence small
-# tensors only. New outputs of small pinned tensors come the same way, from graphrun's
-# pinned blocks, each row wrapped by torch.from_numpy: a tensor with a storage of its own
-# over just its row (torch.save writes the row, in-place autograd is allowed), where
-# torch.empty(pin_memory=True) cost about 5 us a tensor (H100) and gave each output a
-# driver allocation of its own. Plain CPU tensors keep torch.empty_like: a row of a block
-# would be no cheaper to wrap than a new tensor is to make.
+# tensors only. Tensors keep a storage of their own: a row of a block would be saved whole
+# by torch.save, shared whole with another process, and (from unbind) refused in-place
+# autograd, which PyTorch users do not expect of a function's result. Pinned tensors are
+# the exception: a torch.empty(pin_memory=True) each cost about 5 us (H100) and gave each
+# output a driver allocation of its own, which the copy engines pay for per tensor, so
+# their outputs are row views of pinned blocks from PyTorch's own allocator
+# (_torch_pinned: it keeps a block that PyTorch is still copying from being reused).
 # Bytes a tensor, at most, for its output to share a block: below the registration cache's
 # least range (GR_HOST_CACHE_MIN_BYTES), so that no cache entry spans two rows, which
 # rt.forget of one would tie to the other.
@@ -266,37 +267,41 @@ def _groupable(shape, nbytes):
             0 < len(shape) <= _ROW_DIMS_MAX)
 
 
+def _torch_pinned(torch, shape, name):
+    """An uninitialized pinned CPU tensor from PyTorch's caching host allocator, which
+    records PyTorch's non_blocking copies from and to its blocks and reuses a freed block
+    only once they are done (memory graphrun allocated would be reused at once)."""
+    return torch.empty(shape, dtype=getattr(torch, name), device="cpu", pin_memory=True)
+
+
 def _allocate_grouped(pending, name, res, ptrs, allocated, torch):
     """The outputs `pending` asks for ((kind, shape, nbytes) -> indices), as rows of blocks
     of at most GROUP_BLOCK bytes (a lone one as an array of its own): NumPy arrays, or for
-    the kind "torch_pinned" tensors over the rows of pinned blocks."""
+    the kind "torch_pinned" row views of pinned tensors (_torch_pinned)."""
     for (kind, shape, nbytes), idx in pending.items():
         as_torch = kind == "torch_pinned"
-        if as_torch:
-            kind = "pinned"
-            # torch.from_numpy takes no bfloat16: its bits as int16, viewed as the type.
-            bits = np.int16 if name == "bfloat16" else None
-            wrap = torch.from_numpy
         per = max(1, GROUP_BLOCK // nbytes)
         for at in range(0, len(idx), per):
             some = idx[at:at + per]
             if len(some) == 1:
-                a = _pinned.new(shape, name, torch) if as_torch else _new_array(kind, shape,
-                                                                                name)
+                a = (_torch_pinned(torch, shape, name) if as_torch
+                     else _new_array(kind, shape, name))
                 res[some[0]], ptrs[some[0]] = a, _new_ptr(a, torch)
                 allocated.append(a)
+                continue
+            if as_torch:
+                block = _torch_pinned(torch, (len(some),) + shape, name)
+                base = block.data_ptr()
+                allocated.append(block)
+                # Views by index, not unbind's: autograd allows in-place writes to these.
+                for j, i in enumerate(some):
+                    res[i] = block[j]
+                    ptrs[i] = base + j * nbytes
                 continue
             block = _new_array(kind, (len(some),) + shape, name)
             allocated.append(block)
             # Row j lies j rows past the block's start: no pointer read per row.
             base = _ptr(block)
-            if as_torch:
-                rows = block.view(bits) if bits is not None else block
-                for j, (i, a) in enumerate(zip(some, rows)):
-                    t = wrap(a)
-                    res[i] = t.view(torch.bfloat16) if bits is not None else t
-                    ptrs[i] = base + j * nbytes
-                continue
             for j, (i, a) in enumerate(zip(some, block)):
                 res[i] = a
                 ptrs[i] = base + j * nbytes
