@@ -164,19 +164,20 @@ assert (grown > 0 if mode == "thread" else grown == 0), (mode, d)
 PY
   done
 }
-# Pinned segments lie on transparent huge pages where the kernel gives them on request
-# (hostbuf.h, gr_hostbuf_alloc_large: they pin about twice as fast); GR_TEST_HUGE_PAGES=0
-# keeps ordinary pages. Every output right either way. (--memory pinned: the host
-# backend's default window is pageable; its "pinned" memory is ordinary memory.)
+# Pinned segments are mapped for transparent huge pages where the kernel gives them on
+# request (hostbuf.h, gr_hostbuf_alloc_large: they pin about twice as fast);
+# GR_TEST_HUGE_PAGES=0 keeps ordinary pages, and =refuse has their registration refused,
+# which falls back to the ordinary way. Every output right each way. (--memory pinned: the
+# host backend's default window is pageable; its "pinned" memory is ordinary memory.)
 window_on_huge_pages() {
   local mode thp=0
   grep -q '\[always\]\|\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null &&
     thp=1
-  for mode in huge small; do
-    if [[ $mode == small ]]; then
-      GR_TEST_HUGE_PAGES=0 bounded "$engine" --memory pinned || return 1
-    else
+  for mode in huge 0 refuse; do
+    if [[ $mode == huge ]]; then
       bounded "$engine" --memory pinned || return 1
+    else
+      GR_TEST_HUGE_PAGES=$mode bounded "$engine" --memory pinned || return 1
     fi
     json "$mode" "$thp" <<'PY' || return 1
 import json, sys

@@ -26,7 +26,8 @@ typedef struct header {
     void *base; /* what to free */
     uint64_t bytes;
     gr_mem_kind kind;
-    bool huge; /* base is a mapping of `bytes` for huge pages, registered */
+    bool huge; /* base is a mapping of `bytes` whose data (after the header's page) is on
+                  huge pages, registered */
 } header;
 
 _Static_assert(sizeof(header) <= HEADER, "the header fits in front of the data");
@@ -117,44 +118,51 @@ static void thp_probe(void)
     thp_on_request = strstr(mode, "[always]") != NULL || strstr(mode, "[madvise]") != NULL;
 }
 
-/* Pinned memory on huge pages, or NULL (the caller then takes the ordinary way). The
- * mapping is cut to whole huge pages starting on one, so that every page of it can be
- * huge; MADV_DONTFORK keeps a child from sharing pages the device writes. */
+/* Pinned memory on huge pages, or NULL (the caller then takes the ordinary way): a
+ * mapping of one page for the header and then `bytes` in whole pages, starting on a 2 MiB
+ * boundary so that each whole 2 MiB of it can be one huge page. Only the data is
+ * registered, and no more of it than asked for to the page: the window counts what it
+ * pins. MADV_DONTFORK keeps a child from sharing pages the device writes.
+ * GR_TEST_HUGE_PAGES=0 takes the ordinary way; =refuse has the registration refused, as
+ * a system that will not pin more would. */
 static void *huge_alloc(uint64_t bytes)
 {
     const char *test = getenv("GR_TEST_HUGE_PAGES");
+    bool refuse = test != NULL && strcmp(test, "refuse") == 0;
     uint64_t need, map;
-    uintptr_t at, start;
-    char *p;
+    uintptr_t at, lo, hi;
+    char *p, *data;
     header *h;
 
     pthread_once(&thp_once, thp_probe);
     if (!thp_on_request || (test != NULL && strcmp(test, "0") == 0) ||
-        bytes > UINT64_MAX - HEADER - 2ull * HUGE_PAGE)
+        bytes > UINT64_MAX - 2ull * HUGE_PAGE - PAGE)
         return NULL;
-    need = (bytes + HEADER + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    map = need + HUGE_PAGE;
+    need = (bytes + PAGE - 1) / PAGE * PAGE;
+    map = PAGE + need + HUGE_PAGE;
     p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     at = (uintptr_t)p;
-    start = (at + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    if (start > at)
-        munmap(p, start - at);
-    if (start + need < at + map)
-        munmap((void *)(start + need), at + map - (start + need));
-    p = (char *)start;
-    if (madvise(p, need, MADV_HUGEPAGE) != 0 || madvise(p, need, MADV_DONTFORK) != 0 ||
-        gr_host_register(p, need) != GR_OK) {
-        munmap(p, need);
+    data = (char *)((at + PAGE + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+    lo = (uintptr_t)data - PAGE;
+    hi = (uintptr_t)data + need;
+    if (lo > at)
+        munmap(p, lo - at);
+    if (hi < at + map)
+        munmap((void *)hi, at + map - hi);
+    if (madvise(data, need, MADV_HUGEPAGE) != 0 ||
+        madvise((void *)lo, hi - lo, MADV_DONTFORK) != 0 || refuse ||
+        gr_host_register(data, need) != GR_OK) {
+        munmap((void *)lo, hi - lo);
         return NULL;
     }
-    h = (header *)p;
-    h->base = p;
-    h->bytes = need;
+    h = (header *)(data - HEADER);
+    h->base = (void *)lo;
+    h->bytes = hi - lo;
     h->kind = GR_MEM_PINNED;
     h->huge = true;
-    return p + HEADER;
+    return data;
 }
 
 void *gr_hostbuf_alloc_large(gr_mem_kind want, uint64_t bytes)
@@ -189,7 +197,8 @@ void gr_hostbuf_free(void *p)
         return;
     h = (header *)((char *)p - HEADER);
     if (h->huge) {
-        gr_host_unregister(h->base);
+        /* Unmapped even if the driver will not unregister (it then keeps its pages). */
+        gr_host_unregister(p);
         munmap(h->base, h->bytes);
         return;
     }

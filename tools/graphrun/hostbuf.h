@@ -32,15 +32,16 @@ void *gr_hostbuf_alloc(gr_mem_kind want, uint64_t bytes);
  * gr_host_register, where the kernel gives huge pages on request
  * (/sys/kernel/mm/transparent_hugepage/enabled "always" or "madvise"): page-locking maps
  * a 2 MiB page in one entry where 4 KiB pages take 512, and 800 MB pinned in 0.13 s that
- * way against 0.29 s by cudaHostAlloc (H100, tools/bench/probes/pin_cost.cu). Otherwise,
- * with GR_TEST_HUGE_PAGES=0, or when the mapping or its registration is refused, as
- * gr_hostbuf_alloc. */
+ * way against 0.29 s by cudaHostAlloc (H100, tools/bench/probes/pin_cost.cu). The data
+ * starts on a 2 MiB boundary; the kernel makes huge pages of it when it has them free,
+ * small ones otherwise. Otherwise, with GR_TEST_HUGE_PAGES=0, or when the mapping or its
+ * registration is refused (GR_TEST_HUGE_PAGES=refuse, for tests), as gr_hostbuf_alloc. */
 void *gr_hostbuf_alloc_large(gr_mem_kind want, uint64_t bytes);
 
 /* The kind a buffer from gr_hostbuf_alloc really is. */
 gr_mem_kind gr_hostbuf_kind(const void *p);
 
-/* Whether a buffer lies on memory mapped for huge pages (gr_hostbuf_alloc_large). */
+/* Whether a buffer was mapped for huge pages (gr_hostbuf_alloc_large). */
 bool gr_hostbuf_huge(const void *p);
 
 /* Buffers that fell back to pageable memory, in this process so far. */

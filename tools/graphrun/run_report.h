@@ -49,7 +49,7 @@ typedef struct gr_run_report {
     double read_ahead_seconds;                  /* the read-ahead thread's time reading */
     int64_t host_memory, host_memory_peak, host_memory_kind; /* gr_mem_kind */
     int64_t host_memory_segments, host_memory_grown_ahead, host_memory_segments_grown;
-    int64_t host_memory_segments_huge; /* on huge pages (hostbuf.h) */
+    int64_t host_memory_segments_huge; /* mapped for huge pages (hostbuf.h) */
     double host_memory_first_seconds, host_memory_more_seconds; /* allocating segments */
     int64_t peak_rss;  /* the process's peak resident set (getrusage) */
     int64_t sync;      /* gr_sync_mode */

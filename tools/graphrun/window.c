@@ -46,7 +46,7 @@ struct gr_window {
     gr_mem_kind want, got;
     segment *seg;
     uint32_t n_seg, cap;
-    uint32_t n_huge; /* segments on huge pages (gr_hostbuf_alloc_large) */
+    uint32_t n_huge; /* segments mapped for huge pages (gr_hostbuf_alloc_large) */
     uint64_t in_use, peak, shortfall;
     int64_t first_ns, more_ns; /* time allocating the first segment, and the others */
     /* The grower (gr_window_grow_ahead): `mu` guards the fields below it; the grower reads

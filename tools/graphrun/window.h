@@ -116,7 +116,7 @@ typedef struct gr_window_stats {
     int64_t first_ns, more_ns;
     bool grown_ahead;        /* a grower thread ran (gr_window_grow_ahead) */
     uint32_t segments_grown; /* of `segments`, the grower's */
-    uint32_t segments_huge;  /* of `segments`, those on huge pages (gr_hostbuf_alloc_large) */
+    uint32_t segments_huge;  /* of `segments`, those mapped for huge pages (hostbuf.h) */
 } gr_window_stats;
 
 /* Also takes in what the grower has allocated: the owner's thread only. */
