@@ -215,8 +215,10 @@ def _kind_of(col, i):
 # least range (GR_HOST_CACHE_MIN_BYTES), so that no cache entry spans two rows, which
 # rt.forget of one would tie to the other.
 GROUP_TENSOR_MAX = 512 << 10
-# Bytes a block, at most: pinned blocks then come from graphrun's pool (runtime/hostpool.h
-# serves requests of up to 2 MiB) rather than being page-locked anew.
+# Bytes a block, at most: pinned NumPy blocks then come from graphrun's pool
+# (runtime/hostpool.h serves requests of up to 2 MiB), pinned tensors' from PyTorch's
+# caching host allocator (blocks of that size kept for reuse), rather than being
+# page-locked anew.
 GROUP_BLOCK = 2 << 20
 _ROW_ALIGN = 64     # each row starts as aligned as its block does
 _ROW_DIMS_MAX = 31  # a block adds a dimension to its rows'; NumPy 1 allows 32
