@@ -271,11 +271,18 @@ static void seg_add(gr_window *w, void *raw, uint64_t size, extent *free8)
     w->n_seg++;
 }
 
+/* The size of the next segment of a window holding `held` bytes: a segment, or what is
+ * left of the bound; less than w->least means no more (the owner's and the grower's rule). */
+static uint64_t next_segment(const gr_window *w, uint64_t held)
+{
+    return w->limit - held < w->segment ? w->limit - held : w->segment;
+}
+
 /* A new segment, or false (the window stays as large as it is: the limit, or all the
  * system would give). */
 static bool add_segment(gr_window *w)
 {
-    uint64_t size = w->limit - w->held < w->segment ? w->limit - w->held : w->segment;
+    uint64_t size = next_segment(w, w->held);
     extent *free8;
     void *raw;
     int64_t t0;
@@ -311,7 +318,7 @@ static void *grower_main(void *arg)
     uint64_t held = w->grow_from;
 
     while (!atomic_load(&w->stop_growing)) {
-        uint64_t size = w->limit - held < w->segment ? w->limit - held : w->segment;
+        uint64_t size = next_segment(w, held);
         int64_t t0 = gr_now_ns();
         void *raw;
         bool kept;

@@ -15,7 +15,8 @@
  * has an extent of its own, as a tensor's outputs always had.
  *
  * The window. Segments of host memory of the kind the run asked for (pinned on CUDA,
- * through gr_hostbuf_alloc, so that the copies in and out are DMA; registered; or pageable),
+ * through gr_hostbuf_alloc_large, so that the copies in and out are DMA; registered; or
+ * pageable),
  * the first when the window opens, the others by a thread of the window's own while the
  * stream runs (gr_window_grow_ahead), or when the buffers already held leave no room, up to
  * the bound; extents are
