@@ -237,8 +237,7 @@ def _allocate(port, shape, lead, torch, pinned=None):
     if as_torch is not None and (lead.is_pinned() if pinned is None else pinned):
         # PyTorch's caching host allocator: page-locking is slow (about 0.5 ms a MiB on the
         # H200), and PyTorch keeps the blocks of dropped tensors for the next call.
-        return torch.empty(out_shape, dtype=getattr(torch, port.dtype), device="cpu",
-                           pin_memory=True)
+        return _torch_pinned(torch, out_shape, port.dtype)
     if as_torch is not None:
         td = getattr(torch, port.dtype)
         if lead.dtype is td and tuple(lead.shape) == out_shape:
