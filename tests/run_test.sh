@@ -1144,6 +1144,7 @@ d = json.load(open(sys.argv[1]))
 assert d["verified"] == 4 and d["wrong"] == 0 and d["run_exit"] == 0, d
 assert d["disk_read_gbs"] > 0 and d["disk_write_gbs"] > 0 and d["disk_both_gbs"] > 0, d
 assert d["ratio"] > 0 and d["peak_rss_bytes"] > 0 and d["run"]["status"] == "ok", d
+assert d["peak_rss_bytes"] == d["run"]["peak_rss_bytes"], d  # the run itself says
 assert d["run"]["host_memory_bytes"] == 4 << 20, d["run"]
 assert d["dataset_seconds"] > 0 and d["check_seconds"] > 0, d' "$out" &&
     [[ -z $(ls -A "$T/bio") ]] || { echo "    left:"; ls -A "$T/bio"; return 1; }
@@ -1166,6 +1167,22 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["verified"] + d["wrong"] == 4 and d["wrong"] >= 1 and d["verified"] >= 1, d
 assert d["run_exit"] == 1, d' "$out"
+}
+peak_rss_is_the_runs_own() { # started by a process holding 768 MiB, a small run says less
+  # Linux starts a child's ru_maxrss at its parent's peak (kept across exec): a run started
+  # by a bench or Python would report that process's memory as its own.
+  np make "$T/rss_in.npy" 1000 1 &&
+    "$py" - "$bin" "$examples/seed.graph" "$T/rss_in.npy" "$T/rss_out.npy" <<'PY'
+import json, subprocess, sys
+held = bytearray(768 << 20)
+for i in range(0, len(held), 4096):
+    held[i] = 1
+p = subprocess.run([sys.argv[1], "run", "--graph", sys.argv[2], "--input", sys.argv[3],
+                    "--output", sys.argv[4], "--json"], capture_output=True, text=True)
+assert p.returncode == 0, p.stderr
+d = json.loads(p.stdout)
+assert 0 < d["peak_rss_bytes"] < 512 << 20, d["peak_rss_bytes"]
+PY
 }
 bench_io_cleans_up_when_stopped() { # a signal half way removes what the bench wrote
   local dir="$T/bio_stop" phase pid rc k
@@ -1474,6 +1491,7 @@ case_ help_says_the_defaults help_says_the_defaults
 case_ progress_line_only_where_it_belongs progress_line_only_where_it_belongs
 case_ bench_io_checks_its_outputs bench_io_checks_its_outputs
 case_ bench_io_cleans_up_when_stopped bench_io_cleans_up_when_stopped
+case_ peak_rss_is_the_runs_own peak_rss_is_the_runs_own
 case_ constants_given_to_every_tensor constants_given_to_every_tensor
 case_ constants_refused_clearly constants_refused_clearly
 exit $failed

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <strings.h>
 #include <unistd.h>
@@ -107,6 +108,24 @@ uint64_t gr_cli_rss_bytes(void)
         resident = 0;
     fclose(f);
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t gr_cli_peak_rss_bytes(void)
+{
+    unsigned long long kib = 0;
+    struct rusage ru;
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (f != NULL) {
+        while (fgets(line, sizeof(line), f) != NULL)
+            if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
+                break;
+        fclose(f);
+    }
+    if (kib == 0 && getrusage(RUSAGE_SELF, &ru) == 0)
+        kib = (unsigned long long)ru.ru_maxrss;
+    return (uint64_t)kib * 1024;
 }
 
 bool gr_cli_once(uint32_t *seen, int opt, const char *letters, const char *who,

@@ -40,6 +40,12 @@ mode_t gr_cli_file_mode(void);
 /* The process's resident set in bytes, from /proc/self/statm; 0 where /proc cannot say. */
 uint64_t gr_cli_rss_bytes(void);
 
+/* The process's peak resident set in bytes: VmHWM of /proc/self/status, the high-water mark
+ * of this program's own memory. Not getrusage's ru_maxrss: Linux starts that at the peak of
+ * the parent's memory at fork (exec keeps it), so a run started by a large process (a bench,
+ * Python) would report the parent's peak. Falls back to ru_maxrss where /proc cannot say. */
+uint64_t gr_cli_peak_rss_bytes(void);
+
 /* Whether option `opt`, when it is one of `letters` (flags that take one value), is given for
  * the first time (recorded in *seen, a bit per letter, at most 32); false after printing
  * "WHO: --graph given twice: give it once" (WHO: "graphrun run", say), its name from

@@ -42,7 +42,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -512,7 +511,6 @@ static int run_job(run_state *s)
     gr_stream_config cfg = {0};
     gr_stream_result res = {0};
     gr_runtime_info info = GR_RUNTIME_INFO_INIT;
-    struct rusage ru;
     uint64_t base = 0, peak = 0, total = 0, n = 0, files, bytes;
     int64_t t0;
     int rc = GR_EXIT_OK;
@@ -582,8 +580,7 @@ static int run_job(run_state *s)
         }
     }
     t0 = gr_now_ns();
-    if (getrusage(RUSAGE_SELF, &ru) == 0)
-        r->peak_rss = (int64_t)ru.ru_maxrss * 1024;
+    r->peak_rss = (int64_t)gr_cli_peak_rss_bytes();
     r->done = (int64_t)s->ledger.done;
     r->failed = (int64_t)s->ledger.failed;
     r->canceled = r->tensors - r->done - r->failed;
