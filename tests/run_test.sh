@@ -1221,6 +1221,28 @@ progress_line_only_where_it_belongs() { # on a terminal or asked for; never with
     [[ ! -s $err ]] || { tr '\r' '\n' <"$err" | sed 's/^/    | /'; return 1; }
 }
 
+an_output_over_an_input_is_refused() { # the same file by any spelling, nothing touched
+  local d="$T/over" sums
+  rm -rf "$d" && mkdir -p "$d/in" && cp "$T/in_dir"/t{1,2,3}.npy "$d/in/" &&
+    ln -s in "$d/link" && printf '%s\n' "$d/in/t1.npy" "$d/in/t2.npy" >"$d/in.txt" &&
+    printf '%s\n' "$d/o1.npy" "$d/link/t1.npy" >"$d/out.txt" &&
+    sums=$(cat "$d"/in/* | md5sum) || return 1
+  run 2 run --graph "$examples/seed.graph" --input "$d/in" --output "$d/in" --force &&
+    has "$err" "--output: $d/in/t1.npy (tensor 0, output 0) is the file of input 0 of tensor 0 ($d/in/t1.npy)" &&
+    has "$err" "write the outputs to other files" &&
+    run 2 run --graph "$examples/seed.graph" --input "$d/in/t2.npy" --output "$d/./in/t2.npy" \
+      --force && has "$err" "is the file of input 0 of tensor 0" &&
+    run 2 run --graph "$examples/seed.graph" --input "$d/in" --output "$d/link" --force \
+      --keep-going && has "$err" "is the file of input 0 of tensor 0" &&
+    run 2 check --graph "$examples/seed.graph" --input "$d/in" --output "$d/link" --force &&
+    has "$err" "is the file of input 0 of tensor 0" || return 1
+  # Tensor 1's output is tensor 0's input: the run would replace it before reading it.
+  run 2 run --graph "$examples/seed.graph" --input "@$d/in.txt" --output "@$d/out.txt" \
+    --force && has "$err" "--output: $d/link/t1.npy (tensor 1, output 0) is the file of input 0 of tensor 0" &&
+    [[ $(cat "$d"/in/* | md5sum) == "$sums" ]] || { echo "    an input changed"; return 1; }
+  [[ $(ls -A "$d" | tr '\n' ' ') == "in in.txt link out.txt " ]] ||
+    { echo "    left: $(ls -A "$d")"; return 1; }
+}
 outputs_compared_as_files() { # not as strings: ./d.npy is d.npy, sub/../e.npy is e.npy
   local d="$T/dup" left
   rm -rf "$d" && mkdir -p "$d/sub" && printf '%s\n' "$T/in_dir"/t{1,2,3,4}.npy >"$d/in.txt" &&
@@ -1251,6 +1273,7 @@ case_ raw_files raw_files
 case_ directories directories
 case_ two_inputs_two_outputs two_inputs_two_outputs
 case_ outputs_compared_as_files outputs_compared_as_files
+case_ an_output_over_an_input_is_refused an_output_over_an_input_is_refused
 case_ unfused_graph_equals_fused unfused_graph_equals_fused
 softmax_rows_of_npy_shapes() { # the rows come from the file's shape
   local s

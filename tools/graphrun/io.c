@@ -272,11 +272,31 @@ static int out_id_cmp(const void *a, const void *b)
     return c != 0 ? c : (x->k > y->k) - (x->k < y->k);
 }
 
-/* Every output of every shard a file of its own, and none the manifest: paths compared by
- * the files they name (identity), not by their spelling, sorted. */
+/* The first output (in v, sorted by identity) that is the file `id`: its index in v, or n. */
+static uint64_t find_output(const out_id *v, uint64_t n, const char *id)
+{
+    uint64_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+
+        if (strcmp(v[mid].id, id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && strcmp(v[lo].id, id) == 0 ? lo : n;
+}
+
+/* Every output of every shard a file of its own, none the manifest and none an input: paths
+ * compared by the files they name (identity), not by their spelling, sorted. An output over
+ * an input would replace data the run has yet to read (another tensor's input, read ahead or
+ * not), and over its own tensor's input it would leave --resume unable to tell a tensor done
+ * from an input changed since: a resumed run would put a done tensor through the graph
+ * again. */
 static gr_status check_distinct(const gr_io_plan *plan, char *why, size_t why_len)
 {
-    uint32_t no = plan->opt.n_outputs;
+    uint32_t no = plan->opt.n_outputs, ni = plan->opt.n_inputs;
     uint64_t n = plan->total * no;
     out_id *v = calloc(n + 1, sizeof(*v)), key = {NULL, 0};
     gr_status st = GR_OK;
@@ -301,23 +321,39 @@ static gr_status check_distinct(const gr_io_plan *plan, char *why, size_t why_le
                       plan->src.out[b], (unsigned long long)(b / no), (unsigned)(b % no));
         }
     if (st == GR_OK && plan->opt.manifest != NULL) {
-        uint64_t lo = 0, hi = n;
+        uint64_t at;
 
         if ((key.id = identity(plan->opt.manifest)) == NULL)
             st = gr_io_fail(why, why_len, "out of memory");
-        while (st == GR_OK && lo < hi) { /* the first output of that identity */
-            uint64_t mid = lo + (hi - lo) / 2;
-
-            if (strcmp(v[mid].id, key.id) < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (st == GR_OK && lo < n && strcmp(v[lo].id, key.id) == 0)
+        else if ((at = find_output(v, n, key.id)) < n)
             st = gr_io_fail(why, why_len,
                       "--manifest %s is also an output (%s): the manifest would replace it; "
                       "give the manifest a file of its own",
-                      plan->opt.manifest, plan->src.out[v[lo].k]);
+                      plan->opt.manifest, plan->src.out[v[at].k]);
+    }
+    for (uint64_t k = 0; k < plan->total * ni && st == GR_OK; k++) {
+        const char *in = plan->src.in[k];
+        char *id;
+        uint64_t at;
+
+        if (gr_inputs_is_stdin(&plan->src, in)) /* a file of the run's own */
+            continue;
+        if ((id = identity(in)) == NULL) {
+            st = gr_io_fail(why, why_len, "out of memory");
+            break;
+        }
+        if ((at = find_output(v, n, id)) < n) {
+            uint64_t o = v[at].k;
+
+            st = gr_io_fail(why, why_len,
+                      "--output: %s (tensor %llu, output %u) is the file of input %u of tensor "
+                      "%llu (%s): an output replaces its file, so the run would overwrite "
+                      "data it has yet to read, and --resume could not tell a tensor done; "
+                      "write the outputs to other files",
+                      plan->src.out[o], (unsigned long long)(o / no), (unsigned)(o % no),
+                      (unsigned)(k % ni), (unsigned long long)(k / ni), in);
+        }
+        free(id);
     }
     for (uint64_t k = 0; k < n; k++)
         free(v[k].id);
