@@ -17,23 +17,28 @@ floor. Every output of both ways with fn is checked bit for bit against NumPy's 
 
     python tools/bench/probes/fn_capture.py [N] [E]     # default 12800 16384 (64 KiB)
 """
+import importlib.machinery
+import importlib.util
+import os
 import sys
 import time
 
 import numpy as np
 
 
-def seed_fn(x):
-    for _ in range(10):
-        x.mul_(1.01).add_(1.01).sqrt_()
-    return x
+def load_map_bench():
+    """tools/bench/map_bench as a module: its seed_fn (the function its rt.map rows run) and
+    its NumPy reference, one copy of each."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "map_bench")
+    loader = importlib.machinery.SourceFileLoader("graphrun_map_bench", path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
 
 
-def seed_ref(x):
-    x = np.array(x, dtype=np.float32)
-    for _ in range(10):
-        x = np.sqrt(x * np.float32(1.01) + np.float32(1.01))
-    return x
+MAP_BENCH = load_map_bench()
+seed_fn, seed_ref = MAP_BENCH.seed_fn, MAP_BENCH.seed_ref
 
 
 def main():
