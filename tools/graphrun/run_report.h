@@ -51,7 +51,7 @@ typedef struct gr_run_report {
     int64_t host_memory_segments, host_memory_grown_ahead, host_memory_segments_grown;
     int64_t host_memory_segments_huge; /* mapped for huge pages (hostbuf.h) */
     double host_memory_first_seconds, host_memory_more_seconds; /* allocating segments */
-    int64_t peak_rss;  /* the process's peak resident set (getrusage) */
+    int64_t peak_rss;  /* the process's own peak resident set (gr_cli_peak_rss_bytes) */
     int64_t sync;      /* gr_sync_mode */
     char io_engine[16];
     char io_fallback[160];     /* why not io_uring, or "" */
